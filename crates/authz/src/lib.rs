@@ -1,0 +1,1 @@
+//! Principals, roles, permissions and tool access policies (domain)

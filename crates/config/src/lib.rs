@@ -1,0 +1,1 @@
+//! The mcpgw configuration schema: parse, validate and expand from text (domain)

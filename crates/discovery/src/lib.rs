@@ -1,0 +1,1 @@
+//! Discovery of MCP servers from sources, with approval and quarantine (domain)

@@ -1,0 +1,1 @@
+//! Groups of MCP servers and their selection strategies (domain)

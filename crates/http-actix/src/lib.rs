@@ -1,0 +1,1 @@
+//! The REST API, probes and metrics of mcpgw, on actix-web (adapter)

@@ -1,0 +1,40 @@
+//! The MCP server domain of mcpgw.
+//!
+//! This crate holds what a managed MCP server *is*: its identifier, its launch specification,
+//! the five-state lifecycle (`cold`, `initializing`, `ready`, `degraded`, `dead`) with its legal
+//! transitions, consecutive-failure counting and restart backoff, the health-check and idle-reap
+//! schedule, the tool catalogue, the stderr ring buffer and the domain events. The
+//! [`ServerManager`] orchestrates all of it through ports ([`ServerLauncher`], [`McpSession`],
+//! [`Clock`], [`EventSink`], [`ServerRepository`]).
+//!
+//! It must never do I/O itself: no sockets, files, processes, runtimes or databases. Time comes
+//! from the [`Clock`] port and everything that touches the outside world comes through a port,
+//! so the whole lifecycle can be tested with fakes and a fake clock, without sleeping.
+
+pub mod error;
+pub mod events;
+pub mod health;
+pub mod id;
+pub mod logs;
+// pub mod manager;
+pub mod ports;
+pub mod spec;
+pub mod state;
+pub mod time;
+pub mod tool;
+
+pub use error::{CoreError, ErrorKind};
+pub use events::{DomainEvent, EventSink, NullEventSink};
+pub use health::{BackoffPolicy, FailureTracker};
+pub use id::{IdError, ServerId};
+pub use logs::{LogBuffer, LogLine, LOG_LINE_MAX_BYTES, LOG_RING_CAPACITY, sanitize_log_line};
+// pub use manager::{ManagerSettings, ServerManager, ServerSnapshot};
+pub use ports::{
+    ByteStreams, ExitStatusInfo, LaunchError, LaunchedServer, McpSession, ProcessControl,
+    ProcessSpawner, RepositoryError, ServerLauncher, ServerRepository, SessionError,
+    SessionErrorKind, SpawnedProcess, StdioConnector,
+};
+pub use spec::{LaunchSpec, ServerOrigin, ServerSpec};
+pub use state::{ServerState, TransitionError};
+pub use time::{Clock, MonoTime, Timestamp};
+pub use tool::{CallContext, ProgressUpdate, Tool, ToolCall, ToolCallOutcome};

@@ -1,0 +1,240 @@
+//! The ports of the MCP server domain: what adapters implement so the domain can run servers,
+//! talk MCP to them and remember them.
+//!
+//! Launching is split in two so that process handling and protocol handling stay apart:
+//! a [`ProcessSpawner`] starts something that speaks MCP over a pair of byte streams (a local
+//! process, a container), and a [`StdioConnector`] runs the MCP client protocol over such
+//! streams. The application layer combines the two into a [`ServerLauncher`]; an embedder may
+//! instead implement [`ServerLauncher`] directly (for in-process servers, say).
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use crate::error::ErrorKind;
+use crate::id::ServerId;
+use crate::logs::LogBuffer;
+use crate::spec::{LaunchSpec, ServerSpec};
+use crate::tool::{CallContext, Tool, ToolCall, ToolCallOutcome};
+
+/// Why a session operation failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SessionErrorKind {
+    /// The connection to the server broke, or the server exited. Counts against its health.
+    Transport,
+    /// The server answered with a JSON-RPC error. The server is fine; the request was not.
+    Protocol { code: i32 },
+    /// No answer within the allowed time. Counts against its health.
+    Timeout,
+    /// The caller cancelled the request.
+    Cancelled,
+    /// The session was closed by the gateway.
+    Closed,
+}
+
+impl SessionErrorKind {
+    pub fn counts_against_health(self) -> bool {
+        matches!(self, SessionErrorKind::Transport | SessionErrorKind::Timeout)
+    }
+
+    pub fn error_kind(self) -> ErrorKind {
+        match self {
+            SessionErrorKind::Transport | SessionErrorKind::Closed => ErrorKind::Unavailable,
+            SessionErrorKind::Protocol { .. } => ErrorKind::Invalid,
+            SessionErrorKind::Timeout => ErrorKind::Timeout,
+            SessionErrorKind::Cancelled => ErrorKind::Conflict,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionErrorKind::Transport => "transport",
+            SessionErrorKind::Protocol { .. } => "protocol",
+            SessionErrorKind::Timeout => "timeout",
+            SessionErrorKind::Cancelled => "cancelled",
+            SessionErrorKind::Closed => "closed",
+        }
+    }
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct SessionError {
+    pub kind: SessionErrorKind,
+    pub message: String,
+}
+
+impl SessionError {
+    pub fn new(kind: SessionErrorKind, message: impl Into<String>) -> Self {
+        Self { kind, message: message.into() }
+    }
+
+    pub fn transport(message: impl Into<String>) -> Self {
+        Self::new(SessionErrorKind::Transport, message)
+    }
+
+    pub fn timeout(message: impl Into<String>) -> Self {
+        Self::new(SessionErrorKind::Timeout, message)
+    }
+}
+
+/// An initialized MCP client session with one upstream server.
+///
+/// Contract for implementors:
+/// - `list_tools` follows pagination to the end and returns every tool.
+/// - A JSON-RPC error from the server is [`SessionErrorKind::Protocol`]; a broken pipe, an exited
+///   process or an unparseable stream is [`SessionErrorKind::Transport`].
+/// - `call_tool` honours `ctx.cancellation` (the upstream request is cancelled) and relays
+///   progress to `ctx.progress`.
+/// - `close` ends the session and everything it owns (the process, the container), and is
+///   idempotent.
+/// - `closed` completes once the session can no longer serve requests, for whatever reason.
+#[async_trait]
+pub trait McpSession: Send + Sync {
+    async fn list_tools(&self) -> Result<Vec<Tool>, SessionError>;
+    async fn call_tool(
+        &self,
+        call: ToolCall,
+        ctx: CallContext,
+    ) -> Result<ToolCallOutcome, SessionError>;
+    async fn ping(&self) -> Result<(), SessionError>;
+    async fn close(&self);
+    async fn closed(&self) -> ExitStatusInfo;
+}
+
+/// How a server or its session ended, as far as it is known.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ExitStatusInfo {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    pub description: String,
+}
+
+impl std::fmt::Display for ExitStatusInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.description)
+    }
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum LaunchError {
+    #[error("the command `{command}` was not found; check the path and that it is installed")]
+    CommandNotFound { command: String },
+    #[error("the command `{command}` could not be run: {reason}")]
+    SpawnFailed { command: String, reason: String },
+    #[error("the server exited during start ({exit}); its stderr is in the logs")]
+    ExitedDuringStart { exit: ExitStatusInfo },
+    #[error("the server did not complete MCP initialization: {0}")]
+    Handshake(String),
+    #[error("the server did not become ready within {0:?}")]
+    Timeout(Duration),
+    #[error("mode `{0}` is not supported by this gateway's launchers")]
+    UnsupportedMode(&'static str),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// A started server: its session, ready for requests.
+pub struct LaunchedServer {
+    pub session: Arc<dyn McpSession>,
+}
+
+impl std::fmt::Debug for LaunchedServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LaunchedServer").finish_non_exhaustive()
+    }
+}
+
+/// Starts a server and hands back an initialized session.
+///
+/// `logs` receives the server's stderr when the mode has one. A launcher that returns an error
+/// must have cleaned up everything it started.
+#[async_trait]
+pub trait ServerLauncher: Send + Sync {
+    async fn launch(
+        &self,
+        spec: &ServerSpec,
+        logs: Arc<LogBuffer>,
+    ) -> Result<LaunchedServer, LaunchError>;
+}
+
+/// The two byte streams a stdio MCP server talks over.
+pub struct ByteStreams {
+    /// What the gateway writes: the server's stdin.
+    pub to_server: Pin<Box<dyn AsyncWrite + Send>>,
+    /// What the gateway reads: the server's stdout.
+    pub from_server: Pin<Box<dyn AsyncRead + Send>>,
+}
+
+impl std::fmt::Debug for ByteStreams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ByteStreams").finish_non_exhaustive()
+    }
+}
+
+/// Control over a spawned process (or container).
+#[async_trait]
+pub trait ProcessControl: Send + Sync {
+    /// The OS process id, where there is one.
+    fn pid(&self) -> Option<u32>;
+    /// Ends the process and everything it started: a polite signal first, a forced kill once
+    /// `grace` has passed. Idempotent; returns once nothing is left running.
+    async fn terminate(&self, grace: Duration);
+    /// Completes when the process has exited.
+    async fn exited(&self) -> ExitStatusInfo;
+}
+
+/// Something started that speaks MCP over stdio.
+pub struct SpawnedProcess {
+    pub streams: ByteStreams,
+    pub control: Arc<dyn ProcessControl>,
+}
+
+impl std::fmt::Debug for SpawnedProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpawnedProcess").field("pid", &self.control.pid()).finish()
+    }
+}
+
+/// Starts processes for the launch modes it supports, with stderr captured into `logs`.
+#[async_trait]
+pub trait ProcessSpawner: Send + Sync {
+    fn supports(&self, launch: &LaunchSpec) -> bool;
+    async fn spawn(
+        &self,
+        server_id: &ServerId,
+        launch: &LaunchSpec,
+        logs: Arc<LogBuffer>,
+    ) -> Result<SpawnedProcess, LaunchError>;
+}
+
+/// Runs the MCP client protocol (initialize, then requests) over a pair of byte streams.
+#[async_trait]
+pub trait StdioConnector: Send + Sync {
+    async fn connect(
+        &self,
+        server_id: &ServerId,
+        streams: ByteStreams,
+    ) -> Result<Arc<dyn McpSession>, LaunchError>;
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct RepositoryError(pub String);
+
+/// Durable storage of the servers created at run time (over REST or by an embedder), so that
+/// they survive a restart. Servers declared in the configuration file are not stored here.
+///
+/// Contract: `save` is an upsert and is durable when it returns; `delete` of an unknown id is
+/// not an error; `load_all` returns every saved server.
+#[async_trait]
+pub trait ServerRepository: Send + Sync {
+    async fn save(&self, spec: &ServerSpec) -> Result<(), RepositoryError>;
+    async fn delete(&self, id: &ServerId) -> Result<(), RepositoryError>;
+    async fn load_all(&self) -> Result<Vec<ServerSpec>, RepositoryError>;
+}

@@ -1,0 +1,117 @@
+//! Tools and tool calls as the domain sees them.
+//!
+//! A tool is kept in the MCP `Tool` object's own JSON shape (camelCase), because clients rely on
+//! it verbatim; results pass through as JSON so that nothing an upstream says is lost on the way.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+/// An MCP tool definition with its original (unprefixed) name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Tool {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default = "empty_object_schema")]
+    pub input_schema: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Value>,
+}
+
+fn empty_object_schema() -> Value {
+    serde_json::json!({"type": "object"})
+}
+
+impl Tool {
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            title: None,
+            description: None,
+            input_schema: empty_object_schema(),
+            output_schema: None,
+            annotations: None,
+        }
+    }
+
+    #[must_use]
+    pub fn with_description(mut self, description: impl Into<String>) -> Self {
+        self.description = Some(description.into());
+        self
+    }
+
+    #[must_use]
+    pub fn with_input_schema(mut self, schema: Value) -> Self {
+        self.input_schema = schema;
+        self
+    }
+}
+
+/// A call of one tool of one server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    pub name: String,
+    pub arguments: Option<Map<String, Value>>,
+}
+
+/// The upstream's answer to a call: the MCP `CallToolResult` object as JSON. `is_error` marks a
+/// tool-level error, which is an answer, not a failure of the server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCallOutcome {
+    pub result: Value,
+    pub is_error: bool,
+}
+
+/// A progress notification from an upstream, relayed to whoever made the call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProgressUpdate {
+    pub progress: f64,
+    pub total: Option<f64>,
+    pub message: Option<String>,
+}
+
+pub type ProgressHandler = Arc<dyn Fn(ProgressUpdate) + Send + Sync>;
+
+/// Per-call context: cancellation from the caller, where progress goes, and who is calling.
+#[derive(Clone, Default)]
+pub struct CallContext {
+    pub cancellation: CancellationToken,
+    pub progress: Option<ProgressHandler>,
+    pub principal: Option<String>,
+}
+
+impl std::fmt::Debug for CallContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallContext")
+            .field("cancelled", &self.cancellation.is_cancelled())
+            .field("progress", &self.progress.is_some())
+            .field("principal", &self.principal)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tools_use_the_mcp_wire_names() {
+        let tool = Tool::new("echo").with_description("echoes");
+        let json = serde_json::to_value(&tool).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"name": "echo", "description": "echoes",
+                               "inputSchema": {"type": "object"}})
+        );
+        let back: Tool = serde_json::from_value(json).unwrap();
+        assert_eq!(back, tool);
+    }
+}

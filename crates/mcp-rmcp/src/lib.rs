@@ -1,0 +1,1 @@
+//! MCP protocol sessions for mcpgw on rmcp, the official Rust SDK (adapter)

@@ -1,0 +1,1 @@
+//! Runs MCP servers as local processes in their own process groups (adapter)

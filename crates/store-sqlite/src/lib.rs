@@ -1,0 +1,1 @@
+//! SQLite implementations of the mcpgw store ports (adapter)
