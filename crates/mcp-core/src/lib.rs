@@ -16,7 +16,7 @@ pub mod events;
 pub mod health;
 pub mod id;
 pub mod logs;
-// pub mod manager;
+pub mod manager;
 pub mod ports;
 pub mod spec;
 pub mod state;
@@ -28,10 +28,10 @@ pub use events::{DomainEvent, EventSink, NullEventSink};
 pub use health::{BackoffPolicy, FailureTracker};
 pub use id::{IdError, ServerId};
 pub use logs::{LogBuffer, LogLine, LOG_LINE_MAX_BYTES, LOG_RING_CAPACITY, sanitize_log_line};
-// pub use manager::{ManagerSettings, ServerManager, ServerSnapshot};
+pub use manager::{ManagerSettings, ServerManager, ServerSnapshot, ToolSource};
 pub use ports::{
     ByteStreams, ExitStatusInfo, LaunchError, LaunchedServer, McpSession, ProcessControl,
-    ProcessSpawner, RepositoryError, ServerLauncher, ServerRepository, SessionError,
+    ProcessSpawner, RepositoryError, ServerLauncher, ServerRepository, SessionError, TaskSpawner,
     SessionErrorKind, SpawnedProcess, StdioConnector,
 };
 pub use spec::{LaunchSpec, ServerOrigin, ServerSpec};

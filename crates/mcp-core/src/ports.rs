@@ -238,3 +238,9 @@ pub trait ServerRepository: Send + Sync {
     async fn delete(&self, id: &ServerId) -> Result<(), RepositoryError>;
     async fn load_all(&self) -> Result<Vec<ServerSpec>, RepositoryError>;
 }
+
+/// Runs background work (a start that must finish even if its first caller gives up, crash
+/// watchers, health checks). The bundled server hands these to tokio; tests may too.
+pub trait TaskSpawner: Send + Sync {
+    fn spawn(&self, task: futures::future::BoxFuture<'static, ()>);
+}

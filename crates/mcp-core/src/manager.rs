@@ -1,0 +1,995 @@
+//! The server manager: the registry of managed MCP servers and the use cases on them (register,
+//! update, remove, start, stop, call, health checks, idle reaping, restarts).
+//!
+//! Concurrency design:
+//! - The registry is a `std::sync::RwLock<BTreeMap>`: reads (listing, lookups on the call path)
+//!   never wait on a start or a stop.
+//! - Each server's mutable status sits behind a `std::sync::Mutex` that is never held across an
+//!   `.await`.
+//! - Starts and stops of one server are serialized by that server's `tokio::sync::Mutex`
+//!   (`lifecycle`). A start runs as a detached task, so a caller that gives up does not leave the
+//!   server half-started; concurrent callers share the one start (single flight).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use futures::future::{BoxFuture, Either, FutureExt, Shared};
+use tokio::sync::oneshot;
+
+use crate::error::CoreError;
+use crate::events::{DomainEvent, EventSink};
+use crate::health::{BackoffPolicy, FailureTracker};
+use crate::id::ServerId;
+use crate::logs::{LogBuffer, LogLine};
+use crate::ports::{
+    LaunchError, McpSession, ServerLauncher, ServerRepository, SessionError, TaskSpawner,
+};
+use crate::spec::{ServerOrigin, ServerSpec};
+use crate::state::ServerState;
+use crate::time::{Clock, MonoTime, Timestamp};
+use crate::tool::{CallContext, Tool, ToolCall, ToolCallOutcome};
+
+/// Knobs of the manager that are not per server.
+#[derive(Debug, Clone)]
+pub struct ManagerSettings {
+    pub backoff: BackoffPolicy,
+    /// How long a launch plus the first `tools/list` may take.
+    pub start_timeout: Duration,
+    /// How long a health check (`ping`) may take before it counts as failed.
+    pub health_check_timeout: Duration,
+    /// How long a tool call may take; on expiry the upstream request is cancelled.
+    pub call_timeout: Duration,
+}
+
+impl Default for ManagerSettings {
+    fn default() -> Self {
+        Self {
+            backoff: BackoffPolicy::default(),
+            start_timeout: Duration::from_secs(60),
+            health_check_timeout: Duration::from_secs(10),
+            call_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Where the tools of a snapshot came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolSource {
+    /// Listed by the running (or last running) server.
+    Live,
+    /// Declared in the server's definition; the server has not run yet.
+    Predefined,
+    /// Nothing known yet: the server never ran and declares no tools.
+    Unknown,
+}
+
+impl ToolSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolSource::Live => "live",
+            ToolSource::Predefined => "predefined",
+            ToolSource::Unknown => "unknown",
+        }
+    }
+}
+
+/// A consistent, owned view of one server at one moment.
+#[derive(Debug, Clone)]
+pub struct ServerSnapshot {
+    pub spec: Arc<ServerSpec>,
+    pub state: ServerState,
+    pub consecutive_failures: u32,
+    pub last_error: Option<String>,
+    pub started_at: Option<Timestamp>,
+    pub last_used_at: Option<Timestamp>,
+    pub last_health_check_at: Option<Timestamp>,
+    pub last_health_check_ok: Option<bool>,
+    pub in_flight_calls: usize,
+    pub total_starts: u64,
+    /// How long the next start still has to wait because of the restart backoff.
+    pub restart_backoff_remaining: Duration,
+    pub tool_count: usize,
+    pub tool_source: ToolSource,
+}
+
+impl ServerSnapshot {
+    pub fn id(&self) -> &ServerId {
+        &self.spec.id
+    }
+}
+
+/// Why a start did not produce a session; cloneable so that every waiter of a shared start gets
+/// the same answer.
+#[derive(Debug, Clone)]
+enum StartFailure {
+    Launch(LaunchError),
+    BackingOff { state: ServerState, wait: Duration },
+    Removed,
+}
+
+type SharedStart = Shared<BoxFuture<'static, Result<Arc<dyn McpSession>, StartFailure>>>;
+
+struct Status {
+    state: ServerState,
+    failures: FailureTracker,
+    session: Option<Arc<dyn McpSession>>,
+    /// Incremented on every start, so that a watcher of an old session can tell it is stale.
+    generation: u64,
+    live_tools: Option<Arc<Vec<Tool>>>,
+    last_error: Option<String>,
+    started_at: Option<Timestamp>,
+    last_used: MonoTime,
+    last_used_at: Option<Timestamp>,
+    next_health_check: MonoTime,
+    health_check_running: bool,
+    last_health_check_at: Option<Timestamp>,
+    last_health_check_ok: Option<bool>,
+    total_starts: u64,
+    removed: bool,
+}
+
+struct ManagedServer {
+    spec: RwLock<Arc<ServerSpec>>,
+    status: Mutex<Status>,
+    lifecycle: tokio::sync::Mutex<()>,
+    starting: Mutex<Option<(u64, SharedStart)>>,
+    logs: Mutex<Option<Arc<LogBuffer>>>,
+    in_flight: AtomicUsize,
+}
+
+impl ManagedServer {
+    fn spec(&self) -> Arc<ServerSpec> {
+        Arc::clone(&self.spec.read().unwrap_or_else(|poisoned| poisoned.into_inner()))
+    }
+
+    fn status(&self) -> std::sync::MutexGuard<'_, Status> {
+        self.status.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn logs(&self) -> Option<Arc<LogBuffer>> {
+        self.logs.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+}
+
+struct Inner {
+    servers: RwLock<BTreeMap<ServerId, Arc<ManagedServer>>>,
+    launcher: Arc<dyn ServerLauncher>,
+    clock: Arc<dyn Clock>,
+    events: Arc<dyn EventSink>,
+    spawner: Arc<dyn TaskSpawner>,
+    repository: Option<Arc<dyn ServerRepository>>,
+    settings: ManagerSettings,
+    start_sequence: AtomicU64,
+}
+
+/// The registry and lifecycle manager of MCP servers. Cheap to clone; all clones share state.
+#[derive(Clone)]
+pub struct ServerManager {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for ServerManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerManager").field("servers", &self.len()).finish_non_exhaustive()
+    }
+}
+
+/// Runs `future` unless `limit` passes first on `clock`.
+async fn within<T>(clock: &dyn Clock, limit: Duration, future: impl Future<Output = T>) -> Option<T> {
+    let future = std::pin::pin!(future);
+    let sleep = clock.sleep(limit);
+    match futures::future::select(future, sleep).await {
+        Either::Left((value, _)) => Some(value),
+        Either::Right(((), _)) => None,
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl ServerManager {
+    pub fn new(
+        launcher: Arc<dyn ServerLauncher>,
+        clock: Arc<dyn Clock>,
+        events: Arc<dyn EventSink>,
+        spawner: Arc<dyn TaskSpawner>,
+        repository: Option<Arc<dyn ServerRepository>>,
+        settings: ManagerSettings,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                servers: RwLock::new(BTreeMap::new()),
+                launcher,
+                clock,
+                events,
+                spawner,
+                repository,
+                settings,
+                start_sequence: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    pub fn settings(&self) -> &ManagerSettings {
+        &self.inner.settings
+    }
+
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.clock
+    }
+
+    fn publish(&self, event: DomainEvent) {
+        self.inner.events.publish(self.inner.clock.wall(), event);
+    }
+
+    fn lookup(&self, id: &ServerId) -> Result<Arc<ManagedServer>, CoreError> {
+        self.inner
+            .servers
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(id)
+            .cloned()
+            .ok_or_else(|| CoreError::ServerNotFound(id.clone()))
+    }
+
+    fn all(&self) -> Vec<Arc<ManagedServer>> {
+        self.inner
+            .servers
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.inner.servers.read().unwrap_or_else(|poisoned| poisoned.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn contains(&self, id: &ServerId) -> bool {
+        self.lookup(id).is_ok()
+    }
+
+    /// Moves a server to `to`, publishing the change. Illegal transitions are refused, so a
+    /// logic error shows up as an error instead of a silently wrong state.
+    fn transition(
+        &self,
+        server_id: &ServerId,
+        status: &mut Status,
+        to: ServerState,
+        reason: &str,
+    ) -> Result<(), CoreError> {
+        let from = status.state;
+        from.check_transition(to)?;
+        status.state = to;
+        tracing::debug!(server = %server_id, %from, %to, reason, "mcp server state changed");
+        self.publish(DomainEvent::McpServerStateChanged {
+            mcp_server_id: server_id.clone(),
+            from,
+            to,
+            reason: reason.to_owned(),
+        });
+        Ok(())
+    }
+
+    // ----- registration -------------------------------------------------------------------
+
+    /// Loads the servers a repository remembers (those created at run time before a restart).
+    pub async fn restore_from_repository(&self) -> Result<usize, CoreError> {
+        let Some(repository) = self.inner.repository.clone() else { return Ok(0) };
+        let specs = repository.load_all().await?;
+        let mut restored = 0;
+        for spec in specs {
+            if self.contains(&spec.id) {
+                tracing::warn!(
+                    server = %spec.id,
+                    "a stored mcp server has the id of a configured one; the configured one wins"
+                );
+                continue;
+            }
+            self.insert(spec);
+            restored += 1;
+        }
+        Ok(restored)
+    }
+
+    /// Registers a new server. Servers of origin [`ServerOrigin::Api`] are saved to the
+    /// repository first, so an acknowledged registration survives a restart.
+    pub async fn register(&self, spec: ServerSpec) -> Result<ServerSnapshot, CoreError> {
+        if self.contains(&spec.id) {
+            return Err(CoreError::ServerAlreadyExists(spec.id));
+        }
+        if spec.origin == ServerOrigin::Api
+            && let Some(repository) = &self.inner.repository
+        {
+            repository.save(&spec).await?;
+        }
+        let id = spec.id.clone();
+        {
+            let mut servers =
+                self.inner.servers.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if servers.contains_key(&id) {
+                drop(servers);
+                return Err(CoreError::ServerAlreadyExists(id));
+            }
+            servers.insert(id.clone(), Arc::new(self.new_managed(spec)));
+        }
+        let server = self.lookup(&id)?;
+        let spec = server.spec();
+        self.publish(DomainEvent::McpServerRegistered {
+            mcp_server_id: id.clone(),
+            mode: spec.mode(),
+            origin: spec.origin.as_str(),
+        });
+        self.snapshot(&id)
+    }
+
+    fn insert(&self, spec: ServerSpec) {
+        let id = spec.id.clone();
+        let mode = spec.mode();
+        let origin = spec.origin.as_str();
+        self.inner
+            .servers
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(id.clone(), Arc::new(self.new_managed(spec)));
+        self.publish(DomainEvent::McpServerRegistered { mcp_server_id: id, mode, origin });
+    }
+
+    fn new_managed(&self, spec: ServerSpec) -> ManagedServer {
+        let now = self.inner.clock.now();
+        ManagedServer {
+            status: Mutex::new(Status {
+                state: ServerState::Cold,
+                failures: FailureTracker::new(
+                    spec.max_consecutive_failures,
+                    self.inner.settings.backoff,
+                ),
+                session: None,
+                generation: 0,
+                live_tools: None,
+                last_error: None,
+                started_at: None,
+                last_used: now,
+                last_used_at: None,
+                next_health_check: now,
+                health_check_running: false,
+                last_health_check_at: None,
+                last_health_check_ok: None,
+                total_starts: 0,
+                removed: false,
+            }),
+            spec: RwLock::new(Arc::new(spec)),
+            lifecycle: tokio::sync::Mutex::new(()),
+            starting: Mutex::new(None),
+            logs: Mutex::new(None),
+            in_flight: AtomicUsize::new(0),
+        }
+    }
+
+    /// Replaces the definition of a server created at run time. A server declared in the
+    /// configuration file cannot be changed this way. If the launch settings changed and the
+    /// server runs, it is restarted with the new ones.
+    pub async fn update(&self, spec: ServerSpec) -> Result<ServerSnapshot, CoreError> {
+        let server = self.lookup(&spec.id)?;
+        let current = server.spec();
+        if current.origin == ServerOrigin::Config {
+            return Err(CoreError::DeclaredInConfig(spec.id));
+        }
+        let spec = ServerSpec { origin: current.origin.clone(), ..spec };
+        if let Some(repository) = &self.inner.repository
+            && spec.origin == ServerOrigin::Api
+        {
+            repository.save(&spec).await?;
+        }
+        self.replace_spec(&server, spec).await
+    }
+
+    /// Replaces a definition whatever its origin; for configuration reloads and embedders.
+    pub async fn replace(&self, spec: ServerSpec) -> Result<ServerSnapshot, CoreError> {
+        let server = self.lookup(&spec.id)?;
+        self.replace_spec(&server, spec).await
+    }
+
+    async fn replace_spec(
+        &self,
+        server: &Arc<ManagedServer>,
+        spec: ServerSpec,
+    ) -> Result<ServerSnapshot, CoreError> {
+        let id = spec.id.clone();
+        let restart_required = server.spec().launch_differs(&spec);
+        let limit = spec.max_consecutive_failures;
+        *server.spec.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(spec);
+        let was_running = {
+            let mut status = server.status();
+            status.failures.set_limit(limit);
+            status.state.is_running()
+        };
+        self.publish(DomainEvent::McpServerUpdated { mcp_server_id: id.clone(), restart_required });
+        if restart_required && was_running {
+            self.stop_server(server, "updated").await;
+            if let Err(failure) = self.start_server(server, true).await {
+                tracing::warn!(server = %id, ?failure, "restart after an update failed");
+            }
+        }
+        self.snapshot(&id)
+    }
+
+    /// Removes a server created at run time, stopping it first.
+    pub async fn delete(&self, id: &ServerId) -> Result<(), CoreError> {
+        let server = self.lookup(id)?;
+        if server.spec().origin == ServerOrigin::Config {
+            return Err(CoreError::DeclaredInConfig(id.clone()));
+        }
+        if let Some(repository) = &self.inner.repository {
+            repository.delete(id).await?;
+        }
+        self.unregister(id).await
+    }
+
+    /// Removes a server whatever its origin, stopping it first; for configuration reloads.
+    pub async fn unregister(&self, id: &ServerId) -> Result<(), CoreError> {
+        let server = self.lookup(id)?;
+        {
+            let _lifecycle = server.lifecycle.lock().await;
+            server.status().removed = true;
+        }
+        self.stop_server(&server, "removed").await;
+        self.inner
+            .servers
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .remove(id);
+        self.publish(DomainEvent::McpServerRemoved { mcp_server_id: id.clone() });
+        Ok(())
+    }
+
+    // ----- reads --------------------------------------------------------------------------
+
+    pub fn snapshot(&self, id: &ServerId) -> Result<ServerSnapshot, CoreError> {
+        let server = self.lookup(id)?;
+        Ok(self.snapshot_of(&server))
+    }
+
+    fn snapshot_of(&self, server: &ManagedServer) -> ServerSnapshot {
+        let spec = server.spec();
+        let now = self.inner.clock.now();
+        let status = server.status();
+        let (tool_count, tool_source) = match &status.live_tools {
+            Some(tools) => (tools.len(), ToolSource::Live),
+            None if !spec.predefined_tools.is_empty() => {
+                (spec.predefined_tools.len(), ToolSource::Predefined)
+            }
+            None => (0, ToolSource::Unknown),
+        };
+        ServerSnapshot {
+            state: status.state,
+            consecutive_failures: status.failures.consecutive(),
+            last_error: status.last_error.clone(),
+            started_at: status.started_at,
+            last_used_at: status.last_used_at,
+            last_health_check_at: status.last_health_check_at,
+            last_health_check_ok: status.last_health_check_ok,
+            in_flight_calls: server.in_flight.load(Ordering::Relaxed),
+            total_starts: status.total_starts,
+            restart_backoff_remaining: status.failures.wait_before_start(now),
+            tool_count,
+            tool_source,
+            spec,
+        }
+    }
+
+    /// Every server, sorted by id, optionally only those in `state`.
+    pub fn list(&self, state: Option<ServerState>) -> Vec<ServerSnapshot> {
+        self.all()
+            .iter()
+            .map(|server| self.snapshot_of(server))
+            .filter(|snapshot| state.is_none_or(|wanted| snapshot.state == wanted))
+            .collect()
+    }
+
+    /// The tools of a server without starting it: the live list once it has run, else its
+    /// predefined tools.
+    pub fn tools(&self, id: &ServerId) -> Result<(Vec<Tool>, ToolSource), CoreError> {
+        let server = self.lookup(id)?;
+        let spec = server.spec();
+        let status = server.status();
+        Ok(match &status.live_tools {
+            Some(tools) => (tools.as_ref().clone(), ToolSource::Live),
+            None if !spec.predefined_tools.is_empty() => {
+                (spec.predefined_tools.clone(), ToolSource::Predefined)
+            }
+            None => (Vec::new(), ToolSource::Unknown),
+        })
+    }
+
+    /// The most recent `count` stderr lines, oldest first; empty when the server never ran.
+    pub fn logs(&self, id: &ServerId, count: usize) -> Result<Vec<LogLine>, CoreError> {
+        let server = self.lookup(id)?;
+        Ok(server.logs().map(|buffer| buffer.tail(count)).unwrap_or_default())
+    }
+
+    // ----- start and stop -----------------------------------------------------------------
+
+    /// Starts a server now (an operator's request): the restart backoff does not apply.
+    /// Starting a ready server is a no-op.
+    pub async fn start(&self, id: &ServerId) -> Result<ServerSnapshot, CoreError> {
+        let server = self.lookup(id)?;
+        self.start_server(&server, true).await.map_err(|failure| self.start_error(id, failure))?;
+        self.snapshot(id)
+    }
+
+    /// Stops a server. A cold server stays cold; a dead one stays dead (nothing runs either way).
+    pub async fn stop(&self, id: &ServerId) -> Result<ServerSnapshot, CoreError> {
+        let server = self.lookup(id)?;
+        self.stop_server(&server, "requested").await;
+        self.snapshot(id)
+    }
+
+    /// Stops every running server; for gateway shutdown.
+    pub async fn shutdown(&self) {
+        let servers = self.all();
+        futures::future::join_all(servers.iter().map(|server| self.stop_server(server, "shutdown")))
+            .await;
+    }
+
+    fn start_error(&self, id: &ServerId, failure: StartFailure) -> CoreError {
+        match failure {
+            StartFailure::Launch(source) => CoreError::StartFailed { server: id.clone(), source },
+            StartFailure::BackingOff { state, wait } => {
+                CoreError::BackingOff { server: id.clone(), state, retry_in_ms: millis(wait).max(1) }
+            }
+            StartFailure::Removed => CoreError::ServerNotFound(id.clone()),
+        }
+    }
+
+    /// Returns a live session, starting the server when needed. Concurrent callers share one
+    /// start. `force` skips the restart backoff.
+    async fn start_server(
+        &self,
+        server: &Arc<ManagedServer>,
+        force: bool,
+    ) -> Result<Arc<dyn McpSession>, StartFailure> {
+        {
+            let status = server.status();
+            if let (ServerState::Ready, Some(session)) = (status.state, &status.session) {
+                return Ok(Arc::clone(session));
+            }
+        }
+        let shared = {
+            let mut starting = server.starting.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            match &*starting {
+                Some((_, shared)) => shared.clone(),
+                None => {
+                    let sequence = self.inner.start_sequence.fetch_add(1, Ordering::Relaxed);
+                    let (sender, receiver) = oneshot::channel();
+                    let manager = self.clone();
+                    let task_server = Arc::clone(server);
+                    self.inner.spawner.spawn(
+                        async move {
+                            let result = manager.run_start(&task_server, force).await;
+                            let mut starting = task_server
+                                .starting
+                                .lock()
+                                .unwrap_or_else(|poisoned| poisoned.into_inner());
+                            if starting.as_ref().is_some_and(|(seq, _)| *seq == sequence) {
+                                *starting = None;
+                            }
+                            drop(starting);
+                            let _ = sender.send(result);
+                        }
+                        .boxed(),
+                    );
+                    let shared: SharedStart = async move {
+                        receiver.await.unwrap_or_else(|_| {
+                            Err(StartFailure::Launch(LaunchError::Other(
+                                "the start task ended without an answer".to_owned(),
+                            )))
+                        })
+                    }
+                    .boxed()
+                    .shared();
+                    *starting = Some((sequence, shared.clone()));
+                    shared
+                }
+            }
+        };
+        shared.await
+    }
+
+    async fn run_start(
+        &self,
+        server: &Arc<ManagedServer>,
+        force: bool,
+    ) -> Result<Arc<dyn McpSession>, StartFailure> {
+        let _lifecycle = server.lifecycle.lock().await;
+        let spec = server.spec();
+        let id = &spec.id;
+        let previous_session = {
+            let mut status = server.status();
+            if status.removed {
+                return Err(StartFailure::Removed);
+            }
+            if let (ServerState::Ready, Some(session)) = (status.state, &status.session) {
+                return Ok(Arc::clone(session));
+            }
+            let wait = status.failures.wait_before_start(self.inner.clock.now());
+            if !force && !wait.is_zero() {
+                return Err(StartFailure::BackingOff { state: status.state, wait });
+            }
+            status.session.take()
+        };
+        if let Some(session) = previous_session {
+            session.close().await;
+        }
+        let generation = {
+            let mut status = server.status();
+            // Initializing is reachable from cold, degraded and dead only; a ready server without
+            // a session cannot exist, so an error here is a bug worth surfacing.
+            if let Err(error) = self.transition(id, &mut status, ServerState::Initializing, "start")
+            {
+                return Err(StartFailure::Launch(LaunchError::Other(error.to_string())));
+            }
+            status.generation += 1;
+            status.total_starts += 1;
+            status.generation
+        };
+        let logs = {
+            let mut logs = server.logs.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if spec.launch.captures_stderr() {
+                Arc::clone(logs.get_or_insert_with(|| {
+                    Arc::new(LogBuffer::new(id.clone(), Arc::clone(&self.inner.clock)))
+                }))
+            } else {
+                // Remote servers have no stderr; give the launcher a buffer nobody reads.
+                Arc::new(LogBuffer::new(id.clone(), Arc::clone(&self.inner.clock)))
+            }
+        };
+        let started = self.inner.clock.now();
+        let timeout = self.inner.settings.start_timeout;
+        let launched = within(&*self.inner.clock, timeout, async {
+            let launched = self.inner.launcher.launch(&spec, logs).await?;
+            match launched.session.list_tools().await {
+                Ok(tools) => Ok((launched.session, tools)),
+                Err(error) => {
+                    launched.session.close().await;
+                    Err(LaunchError::Handshake(format!("tools/list failed: {error}")))
+                }
+            }
+        })
+        .await
+        .unwrap_or(Err(LaunchError::Timeout(timeout)));
+
+        match launched {
+            Ok((session, tools)) => {
+                let tool_count = tools.len();
+                let duration = self.inner.clock.now().saturating_since(started);
+                {
+                    let mut status = server.status();
+                    let now = self.inner.clock.now();
+                    status.session = Some(Arc::clone(&session));
+                    status.live_tools = Some(Arc::new(tools));
+                    status.last_error = None;
+                    status.started_at = Some(self.inner.clock.wall());
+                    status.last_used = now;
+                    status.next_health_check = now.plus(spec.health_check_interval);
+                    let _ = self.transition(id, &mut status, ServerState::Ready, "started");
+                }
+                self.publish(DomainEvent::McpServerStarted {
+                    mcp_server_id: id.clone(),
+                    duration_ms: millis(duration),
+                    tool_count,
+                });
+                self.watch_session(server, Arc::clone(&session), generation);
+                Ok(session)
+            }
+            Err(error) => {
+                let consecutive_failures = {
+                    let mut status = server.status();
+                    status.failures.record_failure(self.inner.clock.now());
+                    status.last_error = Some(error.to_string());
+                    let _ = self.transition(id, &mut status, ServerState::Dead, "start failed");
+                    if status.failures.limit_reached() {
+                        let _ = self.transition(
+                            id,
+                            &mut status,
+                            ServerState::Degraded,
+                            "too many consecutive failures",
+                        );
+                    }
+                    status.failures.consecutive()
+                };
+                tracing::warn!(server = %id, %error, "mcp server failed to start");
+                self.publish(DomainEvent::McpServerStartFailed {
+                    mcp_server_id: id.clone(),
+                    error: error.to_string(),
+                    consecutive_failures,
+                });
+                Err(StartFailure::Launch(error))
+            }
+        }
+    }
+
+    /// Watches a session for an end the gateway did not ask for (a crash, an exit).
+    fn watch_session(&self, server: &Arc<ManagedServer>, session: Arc<dyn McpSession>, generation: u64) {
+        let manager = self.clone();
+        let server = Arc::clone(server);
+        self.inner.spawner.spawn(
+            async move {
+                let exit = session.closed().await;
+                manager.on_session_ended(&server, generation, exit.to_string());
+            }
+            .boxed(),
+        );
+    }
+
+    fn on_session_ended(&self, server: &Arc<ManagedServer>, generation: u64, exit: String) {
+        let id = server.spec().id.clone();
+        let consecutive_failures = {
+            let mut status = server.status();
+            // A stale watcher (the session was replaced or stopped on purpose) has nothing to do.
+            if status.generation != generation || !status.state.is_running() || status.removed {
+                return;
+            }
+            status.session = None;
+            status.failures.record_failure(self.inner.clock.now());
+            status.last_error = Some(format!("the server ended unexpectedly: {exit}"));
+            let _ = self.transition(&id, &mut status, ServerState::Dead, "crashed");
+            if status.failures.limit_reached() {
+                let _ = self.transition(
+                    &id,
+                    &mut status,
+                    ServerState::Degraded,
+                    "too many consecutive failures",
+                );
+            }
+            status.failures.consecutive()
+        };
+        tracing::warn!(server = %id, %exit, "mcp server ended unexpectedly");
+        self.publish(DomainEvent::McpServerCrashed {
+            mcp_server_id: id,
+            exit,
+            consecutive_failures,
+        });
+    }
+
+    async fn stop_server(&self, server: &Arc<ManagedServer>, reason: &'static str) {
+        let _lifecycle = server.lifecycle.lock().await;
+        let id = server.spec().id.clone();
+        let session = {
+            let mut status = server.status();
+            if !status.state.is_running() {
+                return;
+            }
+            // Bump the generation first so the watcher of this session knows the end is wanted.
+            status.generation += 1;
+            let session = status.session.take();
+            let _ = self.transition(&id, &mut status, ServerState::Cold, reason);
+            session
+        };
+        if let Some(session) = session {
+            session.close().await;
+        }
+        self.publish(DomainEvent::McpServerStopped { mcp_server_id: id, reason });
+    }
+
+    // ----- calls --------------------------------------------------------------------------
+
+    /// Calls a tool, starting the server first when it is not running (single flight, subject
+    /// to the restart backoff). A tool-level error is an `Ok` outcome with `is_error`; only
+    /// transport failures and timeouts count against the server's health.
+    pub async fn call_tool(
+        &self,
+        id: &ServerId,
+        call: ToolCall,
+        ctx: CallContext,
+    ) -> Result<ToolCallOutcome, CoreError> {
+        let server = self.lookup(id)?;
+        let _in_flight = InFlight::enter(self, &server);
+        let session = self
+            .start_server(&server, false)
+            .await
+            .map_err(|failure| self.start_error(id, failure))?;
+        let tool = call.name.clone();
+        let principal = ctx.principal.clone();
+        let cancellation = ctx.cancellation.clone();
+        let started = self.inner.clock.now();
+        let timeout = self.inner.settings.call_timeout;
+        let result = within(&*self.inner.clock, timeout, session.call_tool(call, ctx))
+            .await
+            .unwrap_or_else(|| {
+                cancellation.cancel();
+                Err(SessionError::timeout(format!(
+                    "the tool did not answer within {} s",
+                    timeout.as_secs_f64()
+                )))
+            });
+        let duration_ms = self.inner.clock.now().saturating_since(started).as_secs_f64() * 1000.0;
+        match &result {
+            Ok(outcome) => {
+                server.status().failures.record_success();
+                self.publish(DomainEvent::ToolInvocationCompleted {
+                    mcp_server_id: id.clone(),
+                    tool,
+                    duration_ms,
+                    is_error: outcome.is_error,
+                    principal,
+                });
+            }
+            Err(error) => {
+                if error.kind.counts_against_health() {
+                    self.record_runtime_failure(&server, &error.to_string());
+                }
+                self.publish(DomainEvent::ToolInvocationFailed {
+                    mcp_server_id: id.clone(),
+                    tool,
+                    duration_ms,
+                    error_kind: error.kind.as_str(),
+                    error: error.message.clone(),
+                    principal,
+                });
+            }
+        }
+        result.map_err(|source| CoreError::Session { server: id.clone(), source })
+    }
+
+    /// Counts a failure of a running server; at the limit a ready server becomes degraded.
+    fn record_runtime_failure(&self, server: &ManagedServer, error: &str) -> u32 {
+        let id = server.spec().id.clone();
+        let mut status = server.status();
+        status.failures.record_failure(self.inner.clock.now());
+        status.last_error = Some(error.to_owned());
+        if status.failures.limit_reached() && status.state == ServerState::Ready {
+            let _ = self.transition(
+                &id,
+                &mut status,
+                ServerState::Degraded,
+                "too many consecutive failures",
+            );
+        }
+        status.failures.consecutive()
+    }
+
+    // ----- maintenance --------------------------------------------------------------------
+
+    /// One pass of background upkeep; the host calls it every second or so. It reaps servers
+    /// idle longer than their `idle_ttl`, runs due health checks (each in its own task) and
+    /// restarts degraded servers whose backoff has passed.
+    pub async fn run_maintenance(&self) {
+        let now = self.inner.clock.now();
+        for server in self.all() {
+            let spec = server.spec();
+            enum Due {
+                Nothing,
+                Reap,
+                HealthCheck(Arc<dyn McpSession>, u64),
+                Restart,
+            }
+            let due = {
+                let mut status = server.status();
+                let idle = server.in_flight.load(Ordering::Acquire) == 0
+                    && now.saturating_since(status.last_used) >= spec.idle_ttl;
+                match status.state {
+                    ServerState::Ready if idle => Due::Reap,
+                    ServerState::Ready
+                        if now >= status.next_health_check && !status.health_check_running =>
+                    {
+                        match status.session.clone() {
+                            Some(session) => {
+                                status.health_check_running = true;
+                                Due::HealthCheck(session, status.generation)
+                            }
+                            None => Due::Nothing,
+                        }
+                    }
+                    ServerState::Degraded if status.failures.wait_before_start(now).is_zero() => {
+                        Due::Restart
+                    }
+                    _ => Due::Nothing,
+                }
+            };
+            match due {
+                Due::Nothing => {}
+                Due::Reap => {
+                    tracing::info!(server = %spec.id, "stopping idle mcp server");
+                    self.stop_server(&server, "idle").await;
+                }
+                Due::HealthCheck(session, generation) => {
+                    let manager = self.clone();
+                    let server = Arc::clone(&server);
+                    self.inner.spawner.spawn(
+                        async move { manager.health_check(&server, session, generation).await }
+                            .boxed(),
+                    );
+                }
+                Due::Restart => {
+                    let manager = self.clone();
+                    let server = Arc::clone(&server);
+                    self.inner.spawner.spawn(
+                        async move {
+                            if let Err(failure) = manager.start_server(&server, false).await {
+                                tracing::debug!(?failure, "restart of a degraded server failed");
+                            }
+                        }
+                        .boxed(),
+                    );
+                }
+            }
+        }
+    }
+
+    async fn health_check(
+        &self,
+        server: &Arc<ManagedServer>,
+        session: Arc<dyn McpSession>,
+        generation: u64,
+    ) {
+        let timeout = self.inner.settings.health_check_timeout;
+        let result = within(&*self.inner.clock, timeout, session.ping())
+            .await
+            .unwrap_or_else(|| Err(SessionError::timeout("the health check timed out")));
+        let spec = server.spec();
+        let failure = {
+            let mut status = server.status();
+            status.health_check_running = false;
+            if status.generation != generation {
+                return;
+            }
+            status.next_health_check = self.inner.clock.now().plus(spec.health_check_interval);
+            status.last_health_check_at = Some(self.inner.clock.wall());
+            status.last_health_check_ok = Some(result.is_ok());
+            match &result {
+                Ok(()) => {
+                    status.failures.record_success();
+                    None
+                }
+                Err(error) => Some(error.to_string()),
+            }
+        };
+        if let Some(error) = failure {
+            let consecutive_failures = self.record_runtime_failure(server, &error);
+            self.publish(DomainEvent::HealthCheckFailed {
+                mcp_server_id: spec.id.clone(),
+                error,
+                consecutive_failures,
+            });
+        }
+    }
+}
+
+/// Counts a call as in flight (so idle reaping leaves the server alone) and marks the server
+/// used at both ends of the call.
+struct InFlight<'a> {
+    manager: &'a ServerManager,
+    server: Arc<ManagedServer>,
+}
+
+impl<'a> InFlight<'a> {
+    fn enter(manager: &'a ServerManager, server: &Arc<ManagedServer>) -> Self {
+        server.in_flight.fetch_add(1, Ordering::AcqRel);
+        let guard = Self { manager, server: Arc::clone(server) };
+        guard.touch();
+        guard
+    }
+
+    fn touch(&self) {
+        let mut status = self.server.status();
+        status.last_used = self.manager.inner.clock.now();
+        status.last_used_at = Some(self.manager.inner.clock.wall());
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.touch();
+        self.server.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
