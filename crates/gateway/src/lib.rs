@@ -1,1 +1,23 @@
-//! The mcpgw application layer: use cases that wire the domain crates through their ports
+//! The application layer of mcpgw: the facade that embedders and the bundled server call.
+//!
+//! It composes the domain crates through their ports: [`Gateway`] owns the server manager and
+//! what the whole gateway knows about itself (uptime, readiness); [`StdioLauncher`] turns a
+//! process spawner plus an MCP connector into a launcher; [`TokioClock`] and [`TokioSpawner`]
+//! are the production clock and task spawner; [`spawn_maintenance`] drives health checks,
+//! idle reaping and restarts.
+//!
+//! It must never know a concrete adapter: no HTTP framework, no database, no process or
+//! protocol library. Adapters are handed in as `Arc<dyn Port>` by whoever composes the gateway.
+
+mod events;
+mod gateway;
+mod launcher;
+mod runtime;
+
+pub use events::{EventBus, PublishedEvent};
+pub use gateway::{Gateway, GatewayInfo};
+pub use launcher::{CompositeLauncher, StdioLauncher};
+pub use runtime::{TokioClock, TokioSpawner, spawn_maintenance, system_clock};
+
+pub use mcpgw_config as config;
+pub use mcpgw_core as core;

@@ -1,0 +1,117 @@
+//! The command line: global options, subcommands, and loading the configuration file.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use mcpgw_config::GatewayConfig;
+
+#[derive(Debug, Parser)]
+#[command(name = "mcp-gateway", version, about = "A gateway in front of MCP servers")]
+pub struct Cli {
+    /// The YAML configuration file. Without it, `./gateway.yaml` is used when present, else the
+    /// gateway starts with an empty registry.
+    #[arg(long, global = true, env = "MCP_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Serve the REST API, MCP over Streamable HTTP, probes and metrics over HTTP.
+    #[arg(long, global = true)]
+    pub http: bool,
+
+    /// The address to listen on.
+    #[arg(long, global = true, env = "MCP_HTTP_HOST", default_value = "127.0.0.1")]
+    pub host: String,
+
+    /// The port to listen on; 0 picks a free one (the bound address is printed on stderr).
+    #[arg(long, global = true, env = "MCP_HTTP_PORT", default_value_t = 8000)]
+    pub port: u16,
+
+    /// Where the gateway keeps its SQLite database.
+    #[arg(long, global = true, env = "MCP_DATA_DIR", default_value = "./data", value_name = "DIR")]
+    pub data_dir: PathBuf,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Work with configuration files.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Validate a configuration file; exits non-zero and prints every error when it is invalid.
+    Check,
+}
+
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match &cli.command {
+        Some(Command::Config(ConfigCommand::Check)) => config_check(&cli),
+        None => crate::serve::serve(&cli),
+    }
+}
+
+fn config_check(cli: &Cli) -> anyhow::Result<ExitCode> {
+    let Some(path) = &cli.config else {
+        anyhow::bail!("config check needs --config FILE (or MCP_CONFIG)");
+    };
+    match load_config_file(path) {
+        Ok(config) => {
+            #[allow(clippy::print_stdout)]
+            {
+                println!(
+                    "{}: ok ({} mcp servers)",
+                    path.display(),
+                    config.mcp_servers.len()
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(error) => {
+            eprintln!("{error}");
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+/// Reads and validates a configuration file. The error names the file, and for content errors
+/// every line and key at fault.
+pub fn load_config_file(path: &Path) -> Result<GatewayConfig, ConfigLoadError> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|error| ConfigLoadError(format!("{name}: cannot read the configuration file: {error}")))?;
+    let environment = |variable: &str| std::env::var(variable).ok();
+    mcpgw_config::parse(&name, &text, &environment)
+        .map_err(|errors| ConfigLoadError(format!("{name}: the configuration is invalid:\n{errors}")))
+}
+
+/// The configuration to start with: `--config`, else `./gateway.yaml`, else none.
+pub fn startup_config(cli: &Cli) -> anyhow::Result<(GatewayConfig, Option<PathBuf>)> {
+    let path = match &cli.config {
+        Some(path) => Some(path.clone()),
+        None => Some(PathBuf::from("gateway.yaml")).filter(|default| default.is_file()),
+    };
+    match path {
+        Some(path) => {
+            let config = load_config_file(&path).map_err(anyhow::Error::msg)?;
+            Ok((config, Some(path)))
+        }
+        None => Ok((GatewayConfig::default(), None)),
+    }
+    .context("the gateway cannot start")
+}
+
+#[derive(Debug)]
+pub struct ConfigLoadError(String);
+
+impl std::fmt::Display for ConfigLoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigLoadError {}

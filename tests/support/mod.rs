@@ -1,0 +1,326 @@
+//! Shared helpers of the end-to-end tests: start the real `mcp-gateway` binary on a free port
+//! with a temporary data directory, talk to it over HTTP, and stop it with a signal.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The gateway binary cargo built for these tests.
+pub fn gateway_binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_mcp-gateway"))
+}
+
+/// The fixture MCP server of the testkit, built on first use when it is missing.
+pub fn fixture_binary() -> PathBuf {
+    static FIXTURE: OnceLock<PathBuf> = OnceLock::new();
+    FIXTURE
+        .get_or_init(|| {
+            let path = gateway_binary().with_file_name("mcpgw-fixture-server");
+            let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+                .args(["build", "--quiet", "-p", "mcpgw-testkit", "--bin", "mcpgw-fixture-server"])
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .status()
+                .expect("cargo must be runnable to build the fixture server");
+            assert!(status.success(), "building the fixture server failed");
+            assert!(path.is_file(), "the fixture server is not at {}", path.display());
+            path
+        })
+        .clone()
+}
+
+/// A running gateway process. Dropping it kills the process.
+pub struct RunningGateway {
+    pub child: Child,
+    pub base_url: String,
+    pub data_dir: tempfile::TempDir,
+    pub config_path: Option<PathBuf>,
+    stderr: Arc<Mutex<Vec<String>>>,
+    agent: ureq::Agent,
+}
+
+pub struct GatewayBuilder {
+    config: Option<String>,
+    data_dir: Option<tempfile::TempDir>,
+    env: Vec<(String, String)>,
+}
+
+impl GatewayBuilder {
+    pub fn config(mut self, yaml: &str) -> Self {
+        self.config = Some(yaml.to_owned());
+        self
+    }
+
+    /// Reuses a data directory (to test what survives a restart).
+    pub fn data_dir(mut self, dir: tempfile::TempDir) -> Self {
+        self.data_dir = Some(dir);
+        self
+    }
+
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_owned(), value.to_owned()));
+        self
+    }
+
+    pub fn start(self) -> RunningGateway {
+        let data_dir = self.data_dir.unwrap_or_else(|| tempfile::tempdir().unwrap());
+        let mut command = Command::new(gateway_binary());
+        command
+            .args(["--http", "--host", "127.0.0.1", "--port", "0", "--data-dir"])
+            .arg(data_dir.path())
+            .current_dir(data_dir.path())
+            .env("MCP_LOG", "info")
+            .env_remove("MCP_CONFIG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let config_path = self.config.map(|yaml| {
+            let path = data_dir.path().join("gateway.yaml");
+            std::fs::write(&path, yaml).unwrap();
+            path
+        });
+        if let Some(path) = &config_path {
+            command.arg("--config").arg(path);
+        }
+        for (key, value) in &self.env {
+            command.env(key, value);
+        }
+        let mut child = command.spawn().expect("the gateway binary starts");
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let (address_sender, address_receiver) = std::sync::mpsc::channel();
+        {
+            let stderr = stderr.clone();
+            let pipe = child.stderr.take().unwrap();
+            std::thread::spawn(move || {
+                for line in BufReader::new(pipe).lines() {
+                    let Ok(line) = line else { break };
+                    if let Some(address) = line.strip_prefix("listening on ") {
+                        let _ = address_sender.send(address.trim().to_owned());
+                    }
+                    stderr.lock().unwrap().push(line);
+                }
+            });
+        }
+        let base_url = match address_receiver.recv_timeout(Duration::from_secs(30)) {
+            Ok(address) => address,
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "the gateway did not print its address; stderr:\n{}",
+                    stderr.lock().unwrap().join("\n")
+                );
+            }
+        };
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(60)))
+            .build()
+            .new_agent();
+        RunningGateway { child, base_url, data_dir, config_path, stderr, agent }
+    }
+}
+
+pub fn gateway() -> GatewayBuilder {
+    GatewayBuilder { config: None, data_dir: None, env: Vec::new() }
+}
+
+/// An HTTP answer: status, headers of interest and the body as JSON (or text).
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub content_type: String,
+    pub text: String,
+}
+
+impl Answer {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.text)
+            .unwrap_or_else(|error| panic!("not JSON ({error}): {}", self.text))
+    }
+
+    /// Asserts the contract's error envelope and returns its message.
+    #[track_caller]
+    pub fn assert_error(&self, status: u16, error: &str) -> String {
+        assert_eq!(self.status, status, "body: {}", self.text);
+        assert!(self.content_type.starts_with("application/json"), "{}", self.content_type);
+        let body = self.json();
+        assert_eq!(body["error"], error, "body: {body}");
+        assert_eq!(body["status_code"], status, "body: {body}");
+        let message = body["message"].as_str().expect("a message").to_owned();
+        assert!(!message.is_empty());
+        message
+    }
+}
+
+impl RunningGateway {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base_url, path)
+    }
+
+    fn answer(response: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Answer {
+        let mut response = response.expect("the gateway answers");
+        let status = response.status().as_u16();
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let text = response.body_mut().read_to_string().unwrap_or_default();
+        Answer { status, content_type, text }
+    }
+
+    pub fn get(&self, path: &str) -> Answer {
+        Self::answer(self.agent.get(&self.url(path)).call())
+    }
+
+    pub fn delete(&self, path: &str) -> Answer {
+        Self::answer(self.agent.delete(&self.url(path)).call())
+    }
+
+    pub fn post(&self, path: &str, body: &Value) -> Answer {
+        Self::answer(self.agent.post(&self.url(path)).send_json(body))
+    }
+
+    pub fn post_empty(&self, path: &str) -> Answer {
+        Self::answer(self.agent.post(&self.url(path)).send_empty())
+    }
+
+    pub fn post_raw(&self, path: &str, body: &str) -> Answer {
+        Self::answer(
+            self.agent.post(&self.url(path)).header("content-type", "application/json").send(body),
+        )
+    }
+
+    pub fn put(&self, path: &str, body: &Value) -> Answer {
+        Self::answer(self.agent.put(&self.url(path)).send_json(body))
+    }
+
+    /// Everything the gateway wrote on stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().join("\n")
+    }
+
+    pub fn pid(&self) -> i32 {
+        i32::try_from(self.child.id()).unwrap()
+    }
+
+    /// Sends `signal` and waits (bounded) for the process to exit; returns its status.
+    pub fn signal_and_wait(&mut self, signal: i32, within: Duration) -> std::process::ExitStatus {
+        send_signal(self.pid(), signal);
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the gateway did not exit within {within:?}; stderr:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Polls `GET path` until `check` accepts the JSON body, or fails after `within`.
+    #[track_caller]
+    pub fn wait_for(&self, path: &str, within: Duration, check: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + within;
+        loop {
+            let answer = self.get(path);
+            if answer.status == 200 {
+                let body = answer.json();
+                if check(&body) {
+                    return body;
+                }
+                assert!(Instant::now() < deadline, "condition not met in {within:?}: {body}");
+            } else {
+                assert!(Instant::now() < deadline, "GET {path}: {answer:?}");
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+}
+
+impl Drop for RunningGateway {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            send_signal(self.pid(), libc::SIGTERM);
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if self.child.try_wait().ok().flatten().is_some() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+pub fn send_signal(pid: i32, signal: i32) {
+    // SAFETY: kill(2) with a pid and a signal number has no memory-safety preconditions.
+    #[allow(unsafe_code)]
+    let result = unsafe { libc::kill(pid, signal) };
+    assert!(result == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH));
+}
+
+/// Whether a process with this pid exists and is not a zombie.
+pub fn process_alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            // The state follows the parenthesised command name.
+            let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().chars().next());
+            !matches!(state, Some(Some('Z')) | None)
+        }
+        Err(_) => false,
+    }
+}
+
+/// Every live descendant of `pid`, found through /proc.
+pub fn descendants(pid: i32) -> Vec<i32> {
+    let mut parents: Vec<(i32, i32)> = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(child) = entry.file_name().to_str().and_then(|name| name.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        let Some((_, rest)) = stat.rsplit_once(')') else { continue };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if let Some(parent) = fields.get(1).and_then(|parent| parent.parse::<i32>().ok()) {
+            parents.push((child, parent));
+        }
+    }
+    let mut found = vec![pid];
+    let mut index = 0;
+    while index < found.len() {
+        let current = found[index];
+        for (child, parent) in &parents {
+            if *parent == current && !found.contains(child) {
+                found.push(*child);
+            }
+        }
+        index += 1;
+    }
+    found.remove(0);
+    found.retain(|pid| process_alive(*pid));
+    found
+}
+
+/// A YAML snippet for a fixture server with extra fixture arguments.
+pub fn fixture_server_yaml(id: &str, extra_args: &[&str]) -> String {
+    let mut command = vec![format!("\"{}\"", fixture_binary().display())];
+    command.extend(extra_args.iter().map(|arg| format!("\"{arg}\"")));
+    format!("  {id}:\n    mode: subprocess\n    command: [{}]\n", command.join(", "))
+}
+
+pub fn path_of(path: &Path) -> String {
+    path.display().to_string()
+}
