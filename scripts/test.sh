@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Runs every test of the workspace on a fresh machine: installs what the tests need, builds
+# everything (the gateway binary, the fixture MCP server, the examples, the benchmark harness),
+# then runs the unit, contract, architecture and end-to-end tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== building the workspace"
+cargo build --workspace --all-targets --locked
+
+echo "== running the tests"
+cargo test --workspace --locked
