@@ -1,0 +1,154 @@
+//! End-to-end tests of the command line: configuration checks and start-up errors.
+
+mod support;
+
+use std::process::{Command, Output, Stdio};
+
+use support::{fixture_server_yaml, gateway, gateway_binary};
+
+fn run(args: &[&str], dir: &std::path::Path) -> Output {
+    Command::new(gateway_binary())
+        .args(args)
+        .current_dir(dir)
+        .env_remove("MCP_CONFIG")
+        .env_remove("MCP_HTTP_PORT")
+        .stdin(Stdio::null())
+        .output()
+        .expect("the gateway binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn config_check_accepts_a_valid_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ok.yaml");
+    std::fs::write(&path, format!("mcp_servers:\n{}", fixture_server_yaml("demo", &[]))).unwrap();
+    let output = run(&["config", "check", "--config", path.to_str().unwrap()], dir.path());
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(text(&output.stdout).contains("ok (1 mcp servers)"), "{}", text(&output.stdout));
+}
+
+#[test]
+fn config_check_accepts_global_options_before_the_subcommand() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ok.yaml");
+    std::fs::write(&path, "mcp_servers: {}\n").unwrap();
+    let output = run(&["--config", path.to_str().unwrap(), "config", "check"], dir.path());
+    assert!(output.status.success(), "{}", text(&output.stderr));
+}
+
+#[test]
+fn config_check_names_the_file_the_line_and_the_key_with_a_suggestion() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.yaml");
+    std::fs::write(
+        &path,
+        "mcp_servers:\n  math:\n    mode: subprocess\n    comand: [python3]\n",
+    )
+    .unwrap();
+    let output = run(&["config", "check", "--config", path.to_str().unwrap()], dir.path());
+    assert!(!output.status.success());
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("bad.yaml:4"), "names the file and line 4: {stderr}");
+    assert!(stderr.contains("comand"), "names the key: {stderr}");
+    assert!(stderr.contains("did you mean `command`"), "suggests the nearest key: {stderr}");
+}
+
+#[test]
+fn config_check_reports_every_invalid_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.yaml");
+    std::fs::write(
+        &path,
+        "mcp_servers:\n  a:\n    mode: subprocess\n    command: [x]\n    idle_ttl_s: 0\n  b:\n    mode: subprocess\n    command: [x]\n    max_consecutive_failures: 1000\n",
+    )
+    .unwrap();
+    let output = run(&["config", "check", "--config", path.to_str().unwrap()], dir.path());
+    assert!(!output.status.success());
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("bad.yaml:5") && stderr.contains("idle_ttl_s"), "{stderr}");
+    assert!(stderr.contains("bad.yaml:9") && stderr.contains("max_consecutive_failures"), "{stderr}");
+}
+
+#[test]
+fn a_missing_config_file_stops_the_start_with_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = run(
+        &["--http", "--port", "0", "--config", "does-not-exist.yaml", "--data-dir", "data"],
+        dir.path(),
+    );
+    assert!(!output.status.success());
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("does-not-exist.yaml"), "{stderr}");
+    assert!(stderr.contains("cannot read"), "{stderr}");
+}
+
+#[test]
+fn an_invalid_config_file_stops_the_start_with_line_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("broken.yaml"), "mcp_servers:\n  x:\n    mode: subprocess\n    command: [a]\n    idle_ttl_s: \"soon\"\n").unwrap();
+    let output =
+        run(&["--http", "--port", "0", "--config", "broken.yaml", "--data-dir", "data"], dir.path());
+    assert!(!output.status.success());
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("broken.yaml:5"), "{stderr}");
+    assert!(stderr.contains("idle_ttl_s"), "{stderr}");
+}
+
+#[test]
+fn an_unset_variable_in_the_config_is_an_error_and_a_set_one_is_expanded() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = "mcp_servers:\n  x:\n    mode: subprocess\n    command: [\"${MCPGW_TEST_CMD}\"]\n    description: \"${MCPGW_TEST_DESC:-fallback}\"\n";
+    std::fs::write(dir.path().join("vars.yaml"), yaml).unwrap();
+    let output = run(&["config", "check", "--config", "vars.yaml"], dir.path());
+    assert!(!output.status.success());
+    assert!(text(&output.stderr).contains("MCPGW_TEST_CMD"), "{}", text(&output.stderr));
+
+    let gw = gateway().env("MCPGW_TEST_CMD", "/bin/true").config(yaml).start();
+    let details = gw.get("/api/mcp_servers/x").json();
+    assert_eq!(details["command"][0], "/bin/true");
+    assert_eq!(details["description"], "fallback");
+}
+
+#[test]
+fn without_a_config_the_gateway_starts_empty() {
+    let gw = gateway().start();
+    assert_eq!(gw.get("/api/mcp_servers").json()["mcp_servers"], serde_json::json!([]));
+}
+
+#[test]
+fn the_gateway_reads_gateway_yaml_from_the_working_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("gateway.yaml"),
+        format!("mcp_servers:\n{}", fixture_server_yaml("found", &[])),
+    )
+    .unwrap();
+    let output = run(&["config", "check", "--config", "gateway.yaml"], dir.path());
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let mut child = Command::new(gateway_binary())
+        .args(["--http", "--port", "0", "--data-dir", "data"])
+        .current_dir(dir.path())
+        .env_remove("MCP_CONFIG")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let address = std::io::BufRead::lines(std::io::BufReader::new(stderr))
+        .map_while(Result::ok)
+        .find_map(|line| line.strip_prefix("listening on ").map(str::to_owned))
+        .expect("the gateway prints its address");
+    let body = ureq::get(&format!("{address}/api/mcp_servers"))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    support::send_signal(i32::try_from(child.id()).unwrap(), libc::SIGTERM);
+    let _ = child.wait();
+    assert!(body.contains("\"found\""), "{body}");
+}
