@@ -1,0 +1,148 @@
+//! The database schema, as an ordered list of migrations.
+//!
+//! `PRAGMA user_version` holds how many migrations a database has had. To change the schema,
+//! append a migration; never edit or reorder one that has shipped, because databases in the
+//! field have already run it.
+
+use std::path::Path;
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use crate::error::StoreError;
+
+/// Migration `n` (1-based) is `MIGRATIONS[n - 1]`.
+pub(crate) const MIGRATIONS: &[&str] = &[
+    // 1: servers created at run time. `definition` is the JSON of `servers::StoredServer`;
+    // `mode` is repeated as a column so that it can be queried without parsing JSON.
+    "CREATE TABLE mcp_servers (
+        id TEXT PRIMARY KEY NOT NULL,
+        mode TEXT NOT NULL,
+        definition TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    ) STRICT;",
+];
+
+/// Brings the database up to `migrations.len()`, all pending migrations in one transaction: a
+/// failure leaves the database exactly as it was, never half migrated.
+pub(crate) fn migrate(
+    connection: &mut Connection,
+    path: &Path,
+    migrations: &[&str],
+) -> Result<(), StoreError> {
+    let supported = u32::try_from(migrations.len()).unwrap_or(u32::MAX);
+    // IMMEDIATE takes the write lock before reading the version, so two gateways opening the
+    // same new file at once cannot both run migration 1.
+    let transaction = connection
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(StoreError::sqlite("start the schema migration"))?;
+    let found: u32 = transaction
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .map_err(StoreError::sqlite("read the schema version"))?;
+    if found > supported {
+        return Err(StoreError::SchemaTooNew {
+            path: path.to_owned(),
+            found,
+            supported,
+        });
+    }
+    if found == supported {
+        return Ok(());
+    }
+    for (index, sql) in migrations.iter().enumerate().skip(found as usize) {
+        transaction
+            .execute_batch(sql)
+            .map_err(|source| StoreError::Migration {
+                path: path.to_owned(),
+                version: index + 1,
+                source,
+            })?;
+    }
+    transaction
+        .pragma_update(None, "user_version", supported)
+        .map_err(StoreError::sqlite("record the schema version"))?;
+    transaction
+        .commit()
+        .map_err(StoreError::sqlite("commit the schema migration"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user_version(connection: &Connection) -> u32 {
+        connection
+            .pragma_query_value(None, "user_version", |row| row.get(0))
+            .unwrap()
+    }
+
+    fn table_names(connection: &Connection) -> Vec<String> {
+        let mut statement = connection
+            .prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")
+            .unwrap();
+        statement
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    #[test]
+    fn applies_only_the_pending_migrations_in_order() {
+        let mut connection = Connection::open_in_memory().unwrap();
+        let path = Path::new(":memory:");
+        migrate(&mut connection, path, &["CREATE TABLE first (a INTEGER);"]).unwrap();
+        assert_eq!(user_version(&connection), 1);
+
+        // Running migration 1 again would fail with "table first already exists".
+        let two = [
+            "CREATE TABLE first (a INTEGER);",
+            "ALTER TABLE first ADD COLUMN b TEXT;",
+        ];
+        migrate(&mut connection, path, &two).unwrap();
+        assert_eq!(user_version(&connection), 2);
+        migrate(&mut connection, path, &two).unwrap();
+        assert_eq!(user_version(&connection), 2);
+        connection
+            .execute("INSERT INTO first (a, b) VALUES (1, 'x')", [])
+            .unwrap();
+    }
+
+    #[test]
+    fn a_failing_migration_leaves_the_database_untouched() {
+        let mut connection = Connection::open_in_memory().unwrap();
+        let broken = ["CREATE TABLE first (a INTEGER);", "THIS IS NOT SQL;"];
+        let error = migrate(&mut connection, Path::new("db"), &broken).unwrap_err();
+        assert!(
+            matches!(error, StoreError::Migration { version: 2, .. }),
+            "{error:?}"
+        );
+        assert_eq!(user_version(&connection), 0);
+        assert!(
+            table_names(&connection).is_empty(),
+            "{:?}",
+            table_names(&connection)
+        );
+    }
+
+    #[test]
+    fn a_database_from_a_newer_schema_is_refused() {
+        let mut connection = Connection::open_in_memory().unwrap();
+        connection.pragma_update(None, "user_version", 7).unwrap();
+        let error = migrate(&mut connection, Path::new("db"), MIGRATIONS).unwrap_err();
+        assert!(
+            matches!(error, StoreError::SchemaTooNew { found: 7, supported, .. }
+                if supported as usize == MIGRATIONS.len()),
+            "{error:?}"
+        );
+        assert!(table_names(&connection).is_empty());
+    }
+
+    #[test]
+    fn the_shipped_migrations_apply_to_an_empty_database() {
+        let mut connection = Connection::open_in_memory().unwrap();
+        migrate(&mut connection, Path::new(":memory:"), MIGRATIONS).unwrap();
+        assert_eq!(user_version(&connection) as usize, MIGRATIONS.len());
+        assert!(table_names(&connection).contains(&"mcp_servers".to_owned()));
+    }
+}

@@ -1,0 +1,703 @@
+//! The workspace's architecture rules, checked by `cargo test` so that a forbidden dependency
+//! fails the build instead of waiting for a reviewer to notice it.
+//!
+//! The rules (from `ARCHITECTURE-GUIDE.md`):
+//! - domain crates do no I/O: no normal dependency on a runtime, socket, process, file or
+//!   database crate, no tokio feature beyond the synchronisation primitives, and among the
+//!   workspace's own crates only other domain crates;
+//! - adapters never depend on each other; only the HTTP adapter may drive the application crate;
+//! - the application crate depends on no adapter;
+//! - library crates never depend on the test kit except as a dev-dependency;
+//! - every package is in the layer table below, lives in the folder of its layer, shares the
+//!   workspace lints, and starts each library and binary with a `//!` paragraph.
+//!
+//! The checks read `cargo metadata --no-deps`, which lists each package's declared dependencies:
+//! the declaration is what this test can pin to one crate. (The resolved graph unifies features
+//! over the whole workspace, so it would blame a domain crate for tokio features that only an
+//! adapter enabled.) Transitive edges stay honest because each crate on the way is checked too,
+//! and `deny.toml`'s `wrappers` lists keep I/O crates out of the third-party graph of others.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+const DOMAIN_CRATES: &[&str] = &[
+    "mcpgw-core",
+    "mcpgw-groups",
+    "mcpgw-discovery",
+    "mcpgw-authz",
+    "mcpgw-config",
+];
+const APPLICATION_CRATES: &[&str] = &["mcpgw-gateway"];
+const ADAPTER_CRATES: &[&str] = &[
+    "mcpgw-http-actix",
+    "mcpgw-mcp-rmcp",
+    "mcpgw-runner-process",
+    "mcpgw-runner-docker",
+    "mcpgw-store-sqlite",
+    "mcpgw-oidc",
+];
+const TEST_SUPPORT_CRATES: &[&str] = &["mcpgw-testkit"];
+const BINARY_PACKAGE: &str = "mcp-gateway";
+const BENCH_PACKAGE: &str = "mcpgw-bench";
+const EXAMPLE_PACKAGE_PREFIX: &str = "mcpgw-example-";
+
+/// Adapters that drive the application's use cases (the HTTP API does); every other adapter is
+/// driven by the application, so depending on it would be a cycle in the design.
+const ADAPTERS_ALLOWED_TO_USE_THE_APPLICATION: &[&str] = &["mcpgw-http-actix"];
+
+/// Crates that exist to do I/O: a domain crate that names one does I/O.
+const IO_CRATES: &[&str] = &[
+    "actix-web",
+    "actix-ws",
+    "actix-rt",
+    "rusqlite",
+    "reqwest",
+    "hyper",
+    "rmcp",
+    "bollard",
+    "openidconnect",
+    "jsonwebtoken",
+    "metrics-exporter-prometheus",
+    "tokio-rusqlite",
+    "libc",
+    "nix",
+    "mio",
+    "socket2",
+];
+
+/// Features that turn a crate usable by the domain (for its channels and cancellation tokens)
+/// into a runtime with sockets, processes, files, signals or timers.
+const IO_FEATURES: &[(&str, &[&str])] = &[
+    (
+        "tokio",
+        &[
+            "net",
+            "process",
+            "fs",
+            "io-std",
+            "rt",
+            "rt-multi-thread",
+            "full",
+            "signal",
+            "time",
+        ],
+    ),
+    ("tokio-util", &["net", "rt", "time", "full"]),
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layer {
+    Domain,
+    Application,
+    Adapter,
+    TestSupport,
+    Binary,
+    Bench,
+    Example,
+}
+
+impl Layer {
+    fn of(package: &str) -> Option<Layer> {
+        let layer = if DOMAIN_CRATES.contains(&package) {
+            Layer::Domain
+        } else if APPLICATION_CRATES.contains(&package) {
+            Layer::Application
+        } else if ADAPTER_CRATES.contains(&package) {
+            Layer::Adapter
+        } else if TEST_SUPPORT_CRATES.contains(&package) {
+            Layer::TestSupport
+        } else if package == BINARY_PACKAGE {
+            Layer::Binary
+        } else if package == BENCH_PACKAGE {
+            Layer::Bench
+        } else if package.starts_with(EXAMPLE_PACKAGE_PREFIX) {
+            Layer::Example
+        } else {
+            return None;
+        };
+        Some(layer)
+    }
+
+    /// The top-level folder of the workspace that packages of this layer live in.
+    fn folder(self) -> &'static str {
+        match self {
+            Layer::Domain | Layer::Application | Layer::Adapter | Layer::TestSupport => "crates",
+            Layer::Binary => "bins",
+            Layer::Bench => "bench",
+            Layer::Example => "examples",
+        }
+    }
+
+    /// Whether a normal dependency from the package `own_name` of this layer on a workspace
+    /// package of layer `target` keeps the design's shape.
+    fn may_depend_on(self, own_name: &str, target: Layer) -> bool {
+        match (self, target) {
+            (_, Layer::Binary | Layer::Bench | Layer::Example) => false,
+            (Layer::Domain, Layer::Domain) => true,
+            (Layer::Domain, _) => false,
+            (Layer::Application, Layer::Domain) => true,
+            (Layer::Application, _) => false,
+            (Layer::Adapter, Layer::Domain) => true,
+            (Layer::Adapter, Layer::Application) => {
+                ADAPTERS_ALLOWED_TO_USE_THE_APPLICATION.contains(&own_name)
+            }
+            (Layer::Adapter, _) => false,
+            (Layer::TestSupport, Layer::Domain) => true,
+            (Layer::TestSupport, _) => false,
+            // The composition roots wire everything together.
+            (Layer::Binary | Layer::Bench | Layer::Example, _) => true,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Dependency {
+    name: String,
+    /// `None` for a normal dependency, `Some("dev")` or `Some("build")` otherwise.
+    kind: Option<String>,
+    features: Vec<String>,
+}
+
+impl Dependency {
+    fn is_dev(&self) -> bool {
+        self.kind.as_deref() == Some("dev")
+    }
+}
+
+#[derive(Debug)]
+struct Package {
+    name: String,
+    manifest_path: PathBuf,
+    dependencies: Vec<Dependency>,
+    /// Source files of the library and binary targets.
+    crate_roots: Vec<PathBuf>,
+}
+
+#[derive(Debug)]
+struct Workspace {
+    root: PathBuf,
+    packages: Vec<Package>,
+}
+
+fn string_at<'a>(value: &'a Value, key: &str) -> Result<&'a str, String> {
+    value[key]
+        .as_str()
+        .ok_or_else(|| format!("cargo metadata: `{key}` is missing or not a string"))
+}
+
+fn array_at<'a>(value: &'a Value, key: &str) -> Result<&'a [Value], String> {
+    value[key]
+        .as_array()
+        .map(Vec::as_slice)
+        .ok_or_else(|| format!("cargo metadata: `{key}` is missing or not an array"))
+}
+
+impl Workspace {
+    /// Reads the output of `cargo metadata --format-version 1 --no-deps`.
+    fn from_metadata(metadata: &Value) -> Result<Workspace, String> {
+        let mut packages = Vec::new();
+        for package in array_at(metadata, "packages")? {
+            let mut dependencies = Vec::new();
+            for dependency in array_at(package, "dependencies")? {
+                dependencies.push(Dependency {
+                    name: string_at(dependency, "name")?.to_owned(),
+                    kind: dependency["kind"].as_str().map(str::to_owned),
+                    features: dependency["features"]
+                        .as_array()
+                        .map(|features| {
+                            features
+                                .iter()
+                                .filter_map(Value::as_str)
+                                .map(str::to_owned)
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                });
+            }
+            let mut crate_roots = Vec::new();
+            for target in array_at(package, "targets")? {
+                let kinds = array_at(target, "kind")?;
+                let is_crate_root = kinds.iter().filter_map(Value::as_str).any(|kind| {
+                    matches!(
+                        kind,
+                        "lib" | "rlib" | "dylib" | "cdylib" | "proc-macro" | "bin"
+                    )
+                });
+                if is_crate_root {
+                    crate_roots.push(PathBuf::from(string_at(target, "src_path")?));
+                }
+            }
+            packages.push(Package {
+                name: string_at(package, "name")?.to_owned(),
+                manifest_path: PathBuf::from(string_at(package, "manifest_path")?),
+                dependencies,
+                crate_roots,
+            });
+        }
+        Ok(Workspace {
+            root: PathBuf::from(string_at(metadata, "workspace_root")?),
+            packages,
+        })
+    }
+
+    fn layer_of_member(&self, name: &str) -> Option<Option<Layer>> {
+        self.packages
+            .iter()
+            .any(|package| package.name == name)
+            .then(|| Layer::of(name))
+    }
+}
+
+/// Every rule that `cargo metadata` alone can decide: layers, dependency edges, folders.
+fn dependency_violations(workspace: &Workspace) -> Vec<String> {
+    let mut violations = Vec::new();
+    for package in &workspace.packages {
+        let Some(layer) = Layer::of(&package.name) else {
+            violations.push(format!(
+                "package `{}` is in no layer: add it to the layer table at the top of \
+                 tests/tidy.rs (domain, application, adapter, test support) after deciding what \
+                 it may depend on",
+                package.name
+            ));
+            continue;
+        };
+
+        let relative_manifest = package
+            .manifest_path
+            .strip_prefix(&workspace.root)
+            .unwrap_or(&package.manifest_path);
+        if relative_manifest
+            .components()
+            .next()
+            .map(|first| first.as_os_str())
+            != Some(layer.folder().as_ref())
+        {
+            violations.push(format!(
+                "package `{}` is at `{}` but {:?} packages live under `{}/`",
+                package.name,
+                relative_manifest.display(),
+                layer,
+                layer.folder()
+            ));
+        }
+
+        for dependency in package
+            .dependencies
+            .iter()
+            .filter(|dependency| !dependency.is_dev())
+        {
+            let edge = format!("`{}` -> `{}`", package.name, dependency.name);
+            if let Some(target_layer) = workspace.layer_of_member(&dependency.name) {
+                let allowed = target_layer
+                    .is_some_and(|target_layer| layer.may_depend_on(&package.name, target_layer));
+                if !allowed {
+                    violations.push(format!(
+                        "{edge}: a {layer:?} crate must not depend on a {} crate{}",
+                        target_layer.map_or("layerless".to_owned(), |layer| format!("{layer:?}")),
+                        if target_layer == Some(Layer::TestSupport) {
+                            " (use it as a dev-dependency)"
+                        } else {
+                            "; move the shared code down a layer or invert the dependency with a \
+                             port"
+                        }
+                    ));
+                }
+                continue;
+            }
+            if layer != Layer::Domain {
+                continue;
+            }
+            if IO_CRATES.contains(&dependency.name.as_str()) {
+                violations.push(format!(
+                    "{edge}: domain crates do no I/O; put this behind a port implemented by an \
+                     adapter crate"
+                ));
+            }
+            for (crate_name, forbidden) in IO_FEATURES {
+                if dependency.name != *crate_name {
+                    continue;
+                }
+                let enabled: Vec<&str> = dependency
+                    .features
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|feature| forbidden.contains(feature))
+                    .collect();
+                if !enabled.is_empty() {
+                    violations.push(format!(
+                        "{edge} with features {enabled:?}: domain crates may use {crate_name}'s \
+                         synchronisation primitives only; runtimes, sockets, files, processes and \
+                         timers belong in adapters"
+                    ));
+                }
+            }
+        }
+    }
+    violations
+}
+
+/// The rules that need the files themselves: shared lints and the crate's opening paragraph.
+fn source_violations(
+    workspace: &Workspace,
+    read: &dyn Fn(&Path) -> std::io::Result<String>,
+) -> Vec<String> {
+    let mut violations = Vec::new();
+    for package in &workspace.packages {
+        match read(&package.manifest_path) {
+            Ok(manifest) if !uses_workspace_lints(&manifest) => violations.push(format!(
+                "`{}` does not share the workspace lints: add `[lints]` with `workspace = true` \
+                 to {}",
+                package.name,
+                package.manifest_path.display()
+            )),
+            Ok(_) => {}
+            Err(error) => violations.push(format!(
+                "cannot read {}: {error}",
+                package.manifest_path.display()
+            )),
+        }
+        for crate_root in &package.crate_roots {
+            match read(crate_root) {
+                Ok(source) if !starts_with_inner_doc(&source) => violations.push(format!(
+                    "{} must start with a `//!` paragraph saying what the crate is for and what \
+                     it must never do",
+                    crate_root.display()
+                )),
+                Ok(_) => {}
+                Err(error) => {
+                    violations.push(format!("cannot read {}: {error}", crate_root.display()));
+                }
+            }
+        }
+    }
+    violations
+}
+
+/// Whether a manifest has `workspace = true` in its `[lints]` table (or `lints.workspace = true`
+/// at the top level).
+fn uses_workspace_lints(manifest: &str) -> bool {
+    let mut in_lints_table = false;
+    for line in manifest.lines() {
+        let line: String = line
+            .split('#')
+            .next()
+            .unwrap_or_default()
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
+        if line.starts_with('[') {
+            in_lints_table = line == "[lints]";
+            continue;
+        }
+        if (in_lints_table && line == "workspace=true") || line == "lints.workspace=true" {
+            return true;
+        }
+    }
+    false
+}
+
+fn starts_with_inner_doc(source: &str) -> bool {
+    source.trim_start().starts_with("//!")
+}
+
+fn all_violations(
+    workspace: &Workspace,
+    read: &dyn Fn(&Path) -> std::io::Result<String>,
+) -> Vec<String> {
+    let mut violations = dependency_violations(workspace);
+    violations.extend(source_violations(workspace, read));
+    if !workspace
+        .packages
+        .iter()
+        .any(|package| package.name == BINARY_PACKAGE)
+    {
+        violations.push(format!("the workspace has no `{BINARY_PACKAGE}` package"));
+    }
+    violations
+}
+
+fn cargo_metadata() -> Value {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
+    let output = Command::new(&cargo)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+            "--manifest-path",
+        ])
+        .arg(&manifest)
+        .output()
+        .unwrap_or_else(|error| panic!("could not run `{cargo} metadata`: {error}"));
+    assert!(
+        output.status.success(),
+        "`{cargo} metadata` failed ({}):\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|error| panic!("`{cargo} metadata` printed invalid JSON: {error}"))
+}
+
+#[test]
+fn the_workspace_follows_the_architecture_rules() {
+    let workspace =
+        Workspace::from_metadata(&cargo_metadata()).unwrap_or_else(|error| panic!("{error}"));
+    assert!(
+        workspace
+            .packages
+            .iter()
+            .any(|package| package.name == "mcpgw-core"),
+        "cargo metadata listed no mcpgw-core: is the manifest path right?"
+    );
+    let violations = all_violations(&workspace, &|path| std::fs::read_to_string(path));
+    assert!(
+        violations.is_empty(),
+        "the workspace breaks {} architecture rule(s):\n  - {}",
+        violations.len(),
+        violations.join("\n  - ")
+    );
+}
+
+// The checker's own tests, on synthetic metadata: each proves that one kind of violation is
+// caught, so that a passing workspace check means something.
+
+fn synthetic_package(name: &str, folder: &str, dependencies: Value) -> Value {
+    serde_json::json!({
+        "name": name,
+        "manifest_path": format!("/ws/{folder}/Cargo.toml"),
+        "dependencies": dependencies,
+        "targets": [{"kind": ["lib"], "src_path": format!("/ws/{folder}/src/lib.rs")}],
+    })
+}
+
+fn normal(name: &str) -> Value {
+    serde_json::json!({"name": name, "kind": null, "features": []})
+}
+
+fn synthetic_workspace(packages: Vec<Value>) -> Workspace {
+    let mut packages = packages;
+    packages.push(synthetic_package(
+        "mcp-gateway",
+        "bins/mcp-gateway",
+        serde_json::json!([]),
+    ));
+    Workspace::from_metadata(&serde_json::json!({"workspace_root": "/ws", "packages": packages}))
+        .unwrap()
+}
+
+fn only_violation(workspace: &Workspace) -> String {
+    let violations = dependency_violations(workspace);
+    assert_eq!(violations.len(), 1, "{violations:#?}");
+    violations.into_iter().next().unwrap()
+}
+
+#[test]
+fn a_domain_crate_depending_on_rusqlite_is_reported() {
+    let workspace = synthetic_workspace(vec![synthetic_package(
+        "mcpgw-groups",
+        "crates/groups",
+        serde_json::json!([normal("serde"), normal("rusqlite")]),
+    )]);
+    let violation = only_violation(&workspace);
+    assert!(
+        violation.contains("`mcpgw-groups` -> `rusqlite`"),
+        "{violation}"
+    );
+}
+
+#[test]
+fn a_domain_crate_may_use_tokio_sync_but_not_its_runtime() {
+    let with_features = |features: &[&str]| {
+        synthetic_workspace(vec![synthetic_package(
+            "mcpgw-core",
+            "crates/mcp-core",
+            serde_json::json!([{"name": "tokio", "kind": null, "features": features}]),
+        )])
+    };
+    assert_eq!(
+        dependency_violations(&with_features(&["sync"])),
+        Vec::<String>::new()
+    );
+    let violation = only_violation(&with_features(&["sync", "rt", "net"]));
+    assert!(violation.contains("`mcpgw-core` -> `tokio`"), "{violation}");
+    assert!(violation.contains("\"rt\", \"net\""), "{violation}");
+}
+
+#[test]
+fn dev_dependencies_of_a_domain_crate_are_free() {
+    let workspace = synthetic_workspace(vec![
+        synthetic_package(
+            "mcpgw-authz",
+            "crates/authz",
+            serde_json::json!([
+                {"name": "tokio", "kind": "dev", "features": ["macros", "rt"]},
+                {"name": "mcpgw-testkit", "kind": "dev", "features": []},
+            ]),
+        ),
+        synthetic_package("mcpgw-testkit", "crates/testkit", serde_json::json!([])),
+    ]);
+    assert_eq!(dependency_violations(&workspace), Vec::<String>::new());
+}
+
+#[test]
+fn a_domain_crate_depending_on_an_adapter_is_reported() {
+    let workspace = synthetic_workspace(vec![
+        synthetic_package(
+            "mcpgw-config",
+            "crates/config",
+            serde_json::json!([normal("mcpgw-core"), normal("mcpgw-store-sqlite")]),
+        ),
+        synthetic_package("mcpgw-core", "crates/mcp-core", serde_json::json!([])),
+        synthetic_package(
+            "mcpgw-store-sqlite",
+            "crates/store-sqlite",
+            serde_json::json!([]),
+        ),
+    ]);
+    let violation = only_violation(&workspace);
+    assert!(
+        violation.contains("`mcpgw-config` -> `mcpgw-store-sqlite`"),
+        "{violation}"
+    );
+}
+
+#[test]
+fn an_adapter_depending_on_another_adapter_is_reported() {
+    let workspace = synthetic_workspace(vec![
+        synthetic_package(
+            "mcpgw-runner-process",
+            "crates/runner-process",
+            serde_json::json!([
+                normal("mcpgw-core"),
+                normal("mcpgw-mcp-rmcp"),
+                normal("libc")
+            ]),
+        ),
+        synthetic_package("mcpgw-mcp-rmcp", "crates/mcp-rmcp", serde_json::json!([])),
+        synthetic_package("mcpgw-core", "crates/mcp-core", serde_json::json!([])),
+    ]);
+    let violation = only_violation(&workspace);
+    assert!(
+        violation.contains("`mcpgw-runner-process` -> `mcpgw-mcp-rmcp`"),
+        "{violation}"
+    );
+}
+
+#[test]
+fn only_the_http_adapter_may_depend_on_the_application() {
+    let workspace = synthetic_workspace(vec![
+        synthetic_package(
+            "mcpgw-http-actix",
+            "crates/http-actix",
+            serde_json::json!([normal("mcpgw-gateway")]),
+        ),
+        synthetic_package(
+            "mcpgw-store-sqlite",
+            "crates/store-sqlite",
+            serde_json::json!([normal("mcpgw-gateway")]),
+        ),
+        synthetic_package("mcpgw-gateway", "crates/gateway", serde_json::json!([])),
+    ]);
+    let violation = only_violation(&workspace);
+    assert!(
+        violation.contains("`mcpgw-store-sqlite` -> `mcpgw-gateway`"),
+        "{violation}"
+    );
+}
+
+#[test]
+fn the_application_depending_on_an_adapter_is_reported() {
+    let workspace = synthetic_workspace(vec![
+        synthetic_package(
+            "mcpgw-gateway",
+            "crates/gateway",
+            serde_json::json!([normal("mcpgw-core"), normal("mcpgw-runner-process")]),
+        ),
+        synthetic_package("mcpgw-core", "crates/mcp-core", serde_json::json!([])),
+        synthetic_package(
+            "mcpgw-runner-process",
+            "crates/runner-process",
+            serde_json::json!([]),
+        ),
+    ]);
+    let violation = only_violation(&workspace);
+    assert!(
+        violation.contains("`mcpgw-gateway` -> `mcpgw-runner-process`"),
+        "{violation}"
+    );
+}
+
+#[test]
+fn a_library_using_the_testkit_outside_its_tests_is_reported() {
+    let workspace = synthetic_workspace(vec![
+        synthetic_package(
+            "mcpgw-store-sqlite",
+            "crates/store-sqlite",
+            serde_json::json!([normal("mcpgw-testkit")]),
+        ),
+        synthetic_package("mcpgw-testkit", "crates/testkit", serde_json::json!([])),
+    ]);
+    let violation = only_violation(&workspace);
+    assert!(violation.contains("dev-dependency"), "{violation}");
+}
+
+#[test]
+fn unknown_packages_and_misplaced_packages_are_reported() {
+    let workspace = synthetic_workspace(vec![
+        synthetic_package("mcpgw-newthing", "crates/newthing", serde_json::json!([])),
+        synthetic_package("mcpgw-groups", "groups", serde_json::json!([])),
+    ]);
+    let violations = dependency_violations(&workspace);
+    assert_eq!(violations.len(), 2, "{violations:#?}");
+    assert!(
+        violations[0].contains("`mcpgw-newthing` is in no layer"),
+        "{violations:#?}"
+    );
+    assert!(
+        violations[1].contains("live under `crates/`"),
+        "{violations:#?}"
+    );
+}
+
+#[test]
+fn missing_lints_and_missing_crate_docs_are_reported() {
+    let workspace = synthetic_workspace(vec![synthetic_package(
+        "mcpgw-groups",
+        "crates/groups",
+        serde_json::json!([]),
+    )]);
+    let files: HashMap<PathBuf, &str> = HashMap::from([
+        (
+            PathBuf::from("/ws/crates/groups/Cargo.toml"),
+            "[package]\nname = \"x\"\n[lints.rust]\nworkspace = true\n",
+        ),
+        (
+            PathBuf::from("/ws/crates/groups/src/lib.rs"),
+            "// a plain comment\npub fn f() {}\n",
+        ),
+        (
+            PathBuf::from("/ws/bins/mcp-gateway/Cargo.toml"),
+            "[package]\n\n[lints]\nworkspace = true # shared\n",
+        ),
+        (
+            PathBuf::from("/ws/bins/mcp-gateway/src/lib.rs"),
+            "\n//! The binary.\n",
+        ),
+    ]);
+    let read = |path: &Path| {
+        files
+            .get(path)
+            .map(|text| (*text).to_owned())
+            .ok_or_else(|| std::io::Error::other("no file"))
+    };
+    let violations = all_violations(&workspace, &read);
+    assert_eq!(violations.len(), 2, "{violations:#?}");
+    assert!(violations[0].contains("`mcpgw-groups` does not share the workspace lints"));
+    assert!(violations[1].contains("crates/groups/src/lib.rs must start with a `//!`"));
+}
