@@ -1,1 +1,22 @@
-//! MCP protocol sessions for mcpgw on rmcp, the official Rust SDK (adapter)
+//! MCP protocol sessions for mcpgw on rmcp, the official Rust SDK (an adapter).
+//!
+//! [`RmcpStdioConnector`] implements the domain's [`StdioConnector`] port: it runs the MCP client
+//! protocol (the `initialize` handshake, then requests) over the two byte streams of a server
+//! that some [`ProcessSpawner`] started, and hands back an [`McpSession`]. The session follows
+//! `tools/list` pagination, relays progress, cancels upstream requests whose caller gave up, and
+//! reports when the connection ends.
+//!
+//! This crate speaks the protocol and nothing else: it must never start, signal or wait for
+//! processes or containers (the runners do that), and it must never depend on another adapter
+//! crate.
+//!
+//! [`StdioConnector`]: mcpgw_core::StdioConnector
+//! [`ProcessSpawner`]: mcpgw_core::ProcessSpawner
+//! [`McpSession`]: mcpgw_core::McpSession
+
+mod progress;
+mod session;
+mod stdio;
+
+pub use session::RmcpSession;
+pub use stdio::{RmcpStdioConnector, StdioConnectorSettings};

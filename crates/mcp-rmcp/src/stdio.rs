@@ -1,0 +1,145 @@
+//! The [`StdioConnector`] port on rmcp: MCP over a server's stdin and stdout.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use mcpgw_core::{ByteStreams, LaunchError, McpSession, ServerId, StdioConnector};
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
+use rmcp::service::ClientInitializeError;
+use rmcp::transport::async_rw::AsyncRwTransport;
+
+use crate::session::RmcpSession;
+
+/// How the connector talks to servers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StdioConnectorSettings {
+    /// How long a server may take to answer `initialize`. Default 30 s.
+    pub initialize_timeout: Duration,
+    /// How long any one request may wait for its answer before it is cancelled and fails with
+    /// [`mcpgw_core::SessionErrorKind::Timeout`]. Default none: callers bound their own calls.
+    pub request_timeout: Option<Duration>,
+    /// The `clientInfo.name` sent in `initialize`. Default `mcpgw`.
+    pub client_name: String,
+    /// The `clientInfo.version` sent in `initialize`. Default this crate's version.
+    pub client_version: String,
+}
+
+impl Default for StdioConnectorSettings {
+    fn default() -> Self {
+        Self {
+            initialize_timeout: Duration::from_secs(30),
+            request_timeout: None,
+            client_name: "mcpgw".to_owned(),
+            client_version: env!("CARGO_PKG_VERSION").to_owned(),
+        }
+    }
+}
+
+impl StdioConnectorSettings {
+    #[must_use]
+    pub fn with_initialize_timeout(mut self, timeout: Duration) -> Self {
+        self.initialize_timeout = timeout;
+        self
+    }
+
+    #[must_use]
+    pub fn with_request_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    #[must_use]
+    pub fn with_client_info(mut self, name: impl Into<String>, version: impl Into<String>) -> Self {
+        self.client_name = name.into();
+        self.client_version = version.into();
+        self
+    }
+
+    fn client_config(&self) -> ClientConfig {
+        // Stdio servers speak the `initialize` era; the newest version that still has the
+        // handshake is what they are most likely to accept.
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new(self.client_name.clone(), self.client_version.clone()),
+        )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+}
+
+/// Runs the MCP client protocol over a stdio server's byte streams, on rmcp.
+#[derive(Debug, Clone, Default)]
+pub struct RmcpStdioConnector {
+    settings: StdioConnectorSettings,
+}
+
+impl RmcpStdioConnector {
+    pub fn new(settings: StdioConnectorSettings) -> Self {
+        Self { settings }
+    }
+
+    pub fn settings(&self) -> &StdioConnectorSettings {
+        &self.settings
+    }
+
+    /// Like [`StdioConnector::connect`], with the concrete session type.
+    pub async fn connect_session(
+        &self,
+        server_id: &ServerId,
+        streams: ByteStreams,
+    ) -> Result<RmcpSession, LaunchError> {
+        let ByteStreams {
+            to_server,
+            from_server,
+        } = streams;
+        let transport = AsyncRwTransport::new_client(from_server, to_server);
+        let handshake = RmcpSession::establish(
+            server_id.clone(),
+            transport,
+            self.settings.client_config(),
+            self.settings.request_timeout,
+        );
+        // On timeout the handshake future is dropped, and the streams with it, which closes the
+        // server's stdin.
+        match tokio::time::timeout(self.settings.initialize_timeout, handshake).await {
+            Ok(Ok(session)) => Ok(session),
+            Ok(Err(error)) => Err(handshake_error(error)),
+            Err(_) => Err(LaunchError::Timeout(self.settings.initialize_timeout)),
+        }
+    }
+}
+
+#[async_trait]
+impl StdioConnector for RmcpStdioConnector {
+    async fn connect(
+        &self,
+        server_id: &ServerId,
+        streams: ByteStreams,
+    ) -> Result<Arc<dyn McpSession>, LaunchError> {
+        let session = self.connect_session(server_id, streams).await?;
+        Ok(Arc::new(session))
+    }
+}
+
+fn handshake_error(error: ClientInitializeError) -> LaunchError {
+    let message = match error {
+        ClientInitializeError::ConnectionClosed(_) => {
+            "the server closed its stdout before answering `initialize`; check the command and \
+             its stderr in the logs"
+                .to_owned()
+        }
+        // The inner error alone: the wrapper's display names rmcp's generic transport types.
+        ClientInitializeError::TransportError { error, .. } => format!(
+            "the server closed its stdin before the `initialize` handshake completed ({}); it \
+             probably exited: check the command and its stderr in the logs",
+            error.error
+        ),
+        ClientInitializeError::JsonRpcError(data) => format!(
+            "the server rejected `initialize` with JSON-RPC error {}: {}",
+            data.code.0, data.message
+        ),
+        other => format!("{other}; check that the command is an MCP stdio server"),
+    };
+    LaunchError::Handshake(message)
+}

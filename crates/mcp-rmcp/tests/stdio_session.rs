@@ -1,0 +1,450 @@
+//! The rmcp stdio connector against a real MCP server process: the testkit's fixture server.
+
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mcpgw_core::{
+    ByteStreams, CallContext, LaunchError, McpSession, ProgressUpdate, ServerId, SessionErrorKind,
+    StdioConnector, ToolCall, ToolCallOutcome,
+};
+use mcpgw_mcp_rmcp::{RmcpStdioConnector, StdioConnectorSettings};
+use mcpgw_testkit::fixture::fixture_server_binary;
+use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt as _;
+use tokio::process::{Child, Command};
+use tokio::sync::watch;
+
+/// Generous, because the test machines are small and shared; the assertions that are about
+/// speed use their own, tighter bounds.
+const DEADLINE: Duration = Duration::from_secs(10);
+
+/// A running fixture server and what it wrote to stderr so far, one entry per line.
+struct FixtureProcess {
+    child: Child,
+    stderr_lines: watch::Receiver<Vec<Vec<u8>>>,
+}
+
+impl FixtureProcess {
+    fn spawn(args: &[&str]) -> (Self, ByteStreams) {
+        Self::spawn_with_env(args, &[])
+    }
+
+    fn spawn_with_env(args: &[&str], env: &[(&str, &str)]) -> (Self, ByteStreams) {
+        let binary = fixture_server_binary();
+        let mut child = Command::new(&binary)
+            .args(args)
+            .envs(env.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|error| panic!("cannot start {}: {error}", binary.display()));
+        let streams = ByteStreams {
+            to_server: Box::pin(child.stdin.take().expect("stdin is piped")),
+            from_server: Box::pin(child.stdout.take().expect("stdout is piped")),
+        };
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let (sender, stderr_lines) = watch::channel(Vec::new());
+        tokio::spawn(async move {
+            let mut reader = tokio::io::BufReader::new(stderr);
+            loop {
+                let mut line = Vec::new();
+                match reader.read_until(b'\n', &mut line).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        if line.last() == Some(&b'\n') {
+                            line.pop();
+                        }
+                        sender.send_modify(|lines| lines.push(line));
+                    }
+                }
+            }
+        });
+        (
+            Self {
+                child,
+                stderr_lines,
+            },
+            streams,
+        )
+    }
+
+    async fn wait_for_stderr(&self, wanted: &[u8]) {
+        let mut lines = self.stderr_lines.clone();
+        let found = tokio::time::timeout(
+            DEADLINE,
+            lines.wait_for(|lines| lines.iter().any(|line| line.as_slice() == wanted)),
+        )
+        .await;
+        assert!(
+            matches!(found, Ok(Ok(_))),
+            "the fixture never wrote {:?} to stderr; it wrote {:?}",
+            String::from_utf8_lossy(wanted),
+            self.stderr_lines
+                .borrow()
+                .iter()
+                .map(|line| String::from_utf8_lossy(line))
+                .collect::<Vec<_>>()
+        );
+    }
+
+    async fn wait_for_exit(&mut self) -> std::process::ExitStatus {
+        tokio::time::timeout(DEADLINE, self.child.wait())
+            .await
+            .expect("the fixture did not exit in time")
+            .expect("waiting for the fixture failed")
+    }
+}
+
+/// Fails the test instead of hanging it when a broken session never answers.
+async fn within<T>(future: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(DEADLINE, future)
+        .await
+        .expect("no answer within the test deadline")
+}
+
+fn server_id() -> ServerId {
+    ServerId::parse("fixture").unwrap()
+}
+
+async fn connect(args: &[&str]) -> (FixtureProcess, Arc<dyn McpSession>) {
+    let (process, streams) = FixtureProcess::spawn(args);
+    let session = within(RmcpStdioConnector::default().connect(&server_id(), streams))
+        .await
+        .expect("the fixture completes the handshake");
+    (process, session)
+}
+
+async fn call(
+    session: &Arc<dyn McpSession>,
+    name: &str,
+    arguments: Value,
+) -> Result<ToolCallOutcome, mcpgw_core::SessionError> {
+    let Value::Object(arguments) = arguments else {
+        panic!("arguments must be an object")
+    };
+    let call = ToolCall {
+        name: name.to_owned(),
+        arguments: Some(arguments),
+    };
+    tokio::time::timeout(DEADLINE, session.call_tool(call, CallContext::default()))
+        .await
+        .expect("the call was answered in time")
+}
+
+fn first_text(outcome: &ToolCallOutcome) -> &str {
+    outcome.result["content"][0]["text"]
+        .as_str()
+        .expect("a text content block")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_every_tool_across_pages() {
+    let (_process, session) = connect(&["--page-size", "2", "--extra-tools", "5"]).await;
+    let tools = within(session.list_tools()).await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "echo", "add", "fail", "sleep", "crash", "stderr", "env", "tool_0", "tool_1", "tool_2",
+            "tool_3", "tool_4"
+        ]
+    );
+    let echo = &tools[0];
+    assert_eq!(echo.input_schema["properties"]["text"]["type"], "string");
+    assert_eq!(echo.description.as_deref(), Some("Answers the given text."));
+    assert_eq!(
+        tools[1].output_schema.as_ref().unwrap()["properties"]["sum"]["type"],
+        "number"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefixed_tools_are_listed_and_called_by_their_prefixed_names() {
+    let (_process, session) = connect(&["--tools-prefix", "b_"]).await;
+    let tools = within(session.list_tools()).await.unwrap();
+    assert!(
+        tools.iter().all(|tool| tool.name.starts_with("b_")),
+        "{tools:?}"
+    );
+    assert_eq!(
+        first_text(
+            &call(&session, "b_echo", json!({"text": "hi"}))
+                .await
+                .unwrap()
+        ),
+        "hi"
+    );
+    let unprefixed = call(&session, "echo", json!({"text": "hi"}))
+        .await
+        .unwrap_err();
+    assert_eq!(unprefixed.kind, SessionErrorKind::Protocol { code: -32602 });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn echo_add_and_fail_answer_as_documented() {
+    let (process, session) = connect(&["--stderr-at-start", "3"]).await;
+    process.wait_for_stderr(b"fixture start line 2").await;
+    process.wait_for_stderr(b"fixture ready").await;
+
+    let echo = call(&session, "echo", json!({"text": "hello"}))
+        .await
+        .unwrap();
+    assert!(!echo.is_error);
+    assert_eq!(first_text(&echo), "hello");
+
+    let add = call(&session, "add", json!({"a": 2, "b": 3}))
+        .await
+        .unwrap();
+    assert!(!add.is_error);
+    assert_eq!(first_text(&add), "5");
+    assert_eq!(add.result["structuredContent"], json!({"sum": 5}));
+
+    let fail = call(&session, "fail", json!({"message": "it broke"}))
+        .await
+        .unwrap();
+    assert!(
+        fail.is_error,
+        "a tool-level error is an answer with isError"
+    );
+    assert_eq!(fail.result["isError"], true);
+    assert_eq!(first_text(&fail), "it broke");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_tools_and_bad_arguments_are_protocol_errors() {
+    let (_process, session) = connect(&[]).await;
+    let unknown = call(&session, "no_such_tool", json!({})).await.unwrap_err();
+    assert_eq!(unknown.kind, SessionErrorKind::Protocol { code: -32602 });
+    assert!(
+        unknown.message.contains("no_such_tool"),
+        "{}",
+        unknown.message
+    );
+
+    let bad = call(&session, "add", json!({"a": "two", "b": 3}))
+        .await
+        .unwrap_err();
+    assert_eq!(bad.kind, SessionErrorKind::Protocol { code: -32602 });
+
+    // The server is fine after answering errors.
+    assert_eq!(
+        first_text(&call(&session, "echo", json!({"text": "ok"})).await.unwrap()),
+        "ok"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ping_is_answered() {
+    let (_process, session) = connect(&[]).await;
+    tokio::time::timeout(DEADLINE, session.ping())
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_is_a_transport_error_and_ends_the_session() {
+    let (mut process, session) = connect(&[]).await;
+    let crash = call(&session, "crash", json!({"code": 3}))
+        .await
+        .unwrap_err();
+    assert_eq!(crash.kind, SessionErrorKind::Transport, "{}", crash.message);
+    assert_eq!(process.wait_for_exit().await.code(), Some(3));
+
+    // `closed` completes, for several waiters at once.
+    let (first, second) = tokio::time::timeout(DEADLINE, async {
+        tokio::join!(session.closed(), session.closed())
+    })
+    .await
+    .expect("closed() completes once the server is gone");
+    assert_eq!(first.description, "the server closed the connection");
+    assert_eq!(first, second);
+
+    let after = call(&session, "echo", json!({"text": "anyone?"}))
+        .await
+        .unwrap_err();
+    assert_eq!(after.kind, SessionErrorKind::Transport);
+    let ping = within(session.ping()).await.unwrap_err();
+    assert!(ping.kind.counts_against_health());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_reaches_the_callers_handler_in_order() {
+    let (_process, session) = connect(&[]).await;
+    let updates = Arc::new(Mutex::new(Vec::<ProgressUpdate>::new()));
+    let sink = Arc::clone(&updates);
+    let ctx = CallContext {
+        progress: Some(Arc::new(move |update| sink.lock().unwrap().push(update))),
+        ..CallContext::default()
+    };
+    let call = ToolCall {
+        name: "sleep".to_owned(),
+        arguments: Some(json!({"ms": 200}).as_object().unwrap().clone()),
+    };
+    let outcome = tokio::time::timeout(DEADLINE, session.call_tool(call, ctx))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first_text(&outcome), "slept 200");
+
+    // Every notification was sent before the answer, so all of them arrived before it, in order.
+    let updates = updates.lock().unwrap();
+    let progress: Vec<f64> = updates.iter().map(|update| update.progress).collect();
+    assert_eq!(progress, [0.0, 50.0, 100.0, 150.0]);
+    assert!(updates.iter().all(|update| update.total == Some(200.0)));
+    assert_eq!(updates[1].message.as_deref(), Some("slept 50 of 200 ms"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_call_cancels_it_upstream_and_keeps_the_session() {
+    let (process, session) = connect(&[]).await;
+    let cancellation = tokio_util::sync::CancellationToken::new();
+    let ctx = CallContext {
+        cancellation: cancellation.clone(),
+        ..CallContext::default()
+    };
+    let call = ToolCall {
+        name: "sleep".to_owned(),
+        arguments: Some(json!({"ms": 10_000}).as_object().unwrap().clone()),
+    };
+    let started = Instant::now();
+    let canceller = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        cancellation.cancel();
+    });
+    let cancelled = tokio::time::timeout(DEADLINE, session.call_tool(call, ctx))
+        .await
+        .unwrap()
+        .unwrap_err();
+    canceller.await.unwrap();
+    assert_eq!(cancelled.kind, SessionErrorKind::Cancelled);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        started.elapsed()
+    );
+
+    // The server itself stopped sleeping: it says so on stderr.
+    process.wait_for_stderr(b"fixture sleep cancelled").await;
+    assert_eq!(first_text(&call_echo(&session).await), "still here");
+}
+
+async fn call_echo(session: &Arc<dyn McpSession>) -> ToolCallOutcome {
+    call(session, "echo", json!({"text": "still here"}))
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_ends_the_session_and_the_server_sees_end_of_input() {
+    let (mut process, session) = connect(&[]).await;
+    tokio::time::timeout(DEADLINE, session.close())
+        .await
+        .expect("close returns");
+    tokio::time::timeout(DEADLINE, session.close())
+        .await
+        .expect("close is idempotent");
+    assert_eq!(
+        within(session.closed()).await.description,
+        "the session was closed by the gateway"
+    );
+    let after = call(&session, "echo", json!({"text": "x"}))
+        .await
+        .unwrap_err();
+    assert_eq!(after.kind, SessionErrorKind::Closed);
+    // With its stdin closed, the fixture exits normally.
+    assert!(process.wait_for_exit().await.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_answers_initialize_times_out() {
+    let (process, streams) = FixtureProcess::spawn(&["--no-handshake"]);
+    process.wait_for_stderr(b"fixture ignoring all input").await;
+    let timeout = Duration::from_millis(300);
+    let connector =
+        RmcpStdioConnector::new(StdioConnectorSettings::default().with_initialize_timeout(timeout));
+    let started = Instant::now();
+    let error = match within(connector.connect(&server_id(), streams)).await {
+        Ok(_) => panic!("a server that ignores initialize must not connect"),
+        Err(error) => error,
+    };
+    assert!(
+        matches!(error, LaunchError::Timeout(waited) if waited == timeout),
+        "{error:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_exits_at_start_fails_the_handshake() {
+    let (mut process, streams) = FixtureProcess::spawn(&["--exit-at-start", "2"]);
+    let connector = RmcpStdioConnector::default();
+    let error = match within(connector.connect(&server_id(), streams)).await {
+        Ok(_) => panic!("a server that exited must not connect"),
+        Err(error) => error,
+    };
+    let LaunchError::Handshake(message) = &error else {
+        panic!("expected a handshake error: {error:?}")
+    };
+    assert!(message.contains("the server closed"), "{message}");
+    assert_eq!(process.wait_for_exit().await.code(), Some(2));
+    process.wait_for_stderr(b"fixture exiting at start").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stderr_and_env_tools_do_what_tests_rely_on() {
+    let (process, streams) =
+        FixtureProcess::spawn_with_env(&[], &[("MCPGW_FIXTURE_TEST_VALUE", "forty-two")]);
+    let session = within(RmcpStdioConnector::default().connect(&server_id(), streams))
+        .await
+        .unwrap();
+
+    let env = call(&session, "env", json!({"name": "MCPGW_FIXTURE_TEST_VALUE"}))
+        .await
+        .unwrap();
+    assert_eq!(first_text(&env), "forty-two");
+    let unset = call(&session, "env", json!({"name": "MCPGW_FIXTURE_UNSET"}))
+        .await
+        .unwrap();
+    assert!(unset.is_error);
+
+    let lines = call(&session, "stderr", json!({"lines": 3})).await.unwrap();
+    assert_eq!(lines.result["structuredContent"], json!({"lines": 3}));
+    process.wait_for_stderr(b"fixture line 2").await;
+
+    call(&session, "stderr", json!({"text": "custom", "lines": 1}))
+        .await
+        .unwrap();
+    process.wait_for_stderr(b"custom").await;
+
+    call(&session, "stderr", json!({"bytes": 10000}))
+        .await
+        .unwrap();
+    process.wait_for_stderr(&[b'x'; 10000]).await;
+
+    call(&session, "stderr", json!({"invalid_utf8": true}))
+        .await
+        .unwrap();
+    process
+        .wait_for_stderr(b"fixture invalid utf8 \xff\xfe end")
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delay_ms_slows_every_call() {
+    let (_process, session) = connect(&["--delay-ms", "300"]).await;
+    let started = Instant::now();
+    call_echo(&session).await;
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "took {:?}",
+        started.elapsed()
+    );
+}

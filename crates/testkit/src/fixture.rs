@@ -1,0 +1,749 @@
+//! A small, fast, deterministic MCP server over stdio, for end-to-end tests, benchmarks and the
+//! README's demo. The `mcpgw-fixture-server` binary is a thin `main` around [`serve_stdio`].
+//!
+//! Tools (names optionally prefixed with `--tools-prefix`):
+//! - `echo {text}`: answers `text`.
+//! - `add {a, b}`: answers the sum as text and as `structuredContent` `{"sum": ...}`.
+//! - `fail {message?}`: a tool-level error (`isError: true`), not a JSON-RPC error.
+//! - `sleep {ms}`: sleeps, and sends `notifications/progress` (at 0, 1/4, 1/2 and 3/4 of `ms`)
+//!   when the request carries a progress token; when cancelled it stops at once and writes
+//!   `fixture sleep cancelled` to stderr.
+//! - `crash {code?}`: the process exits at once with `code` (default 1) without answering.
+//! - `stderr {lines?, text?, bytes?, invalid_utf8?}`: writes to stderr, answers how many lines.
+//! - `env {name}`: the value of an environment variable, a tool-level error when it is unset.
+//! - `tool_0` .. `tool_{n-1}` with `--extra-tools n`: echo their arguments as JSON.
+//!
+//! Unknown tools and malformed arguments answer JSON-RPC error -32602 (invalid params), as
+//! rmcp's own tool router does.
+//!
+//! Options (see [`FixtureOptions`]): `--exit-at-start CODE` (writes `fixture exiting at start`
+//! to stderr and exits before reading anything), `--stderr-at-start N` (writes
+//! `fixture start line {i}` N times), `--tools-prefix P`, `--extra-tools N`, `--page-size N`
+//! (paginates `tools/list`; clients must follow `nextCursor`), `--no-handshake` (reads and
+//! ignores all input, after writing `fixture ignoring all input`), `--delay-ms N` (waits before
+//! answering every `tools/call`). Once it serves MCP it writes `fixture ready` to stderr. It
+//! exits 0 when its stdin closes. Server info name: `mcpgw-fixture`.
+//!
+//! [`fixture_server_binary`] finds (or builds) the binary for tests of other packages, because
+//! cargo builds a package's binaries only for that package's own tests.
+
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use rmcp::ServerHandler;
+use rmcp::ServiceExt as _;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
+    Implementation, JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use serde_json::{Value, json};
+
+/// The `serverInfo.name` the fixture reports in its `initialize` answer.
+pub const FIXTURE_SERVER_NAME: &str = "mcpgw-fixture";
+
+/// The name of the fixture's binary target.
+pub const FIXTURE_BINARY_NAME: &str = "mcpgw-fixture-server";
+
+/// Environment variable that points tests at a fixture binary built elsewhere (a container
+/// image, a release build); when set, [`fixture_server_binary`] uses it as is.
+pub const FIXTURE_BINARY_ENV: &str = "MCPGW_FIXTURE_SERVER";
+
+pub const FIXTURE_USAGE: &str = "usage: mcpgw-fixture-server [--exit-at-start CODE] \
+[--stderr-at-start N] [--tools-prefix PREFIX] [--extra-tools N] [--page-size N] \
+[--no-handshake] [--delay-ms N]";
+
+/// How many progress notifications `sleep` sends when the request asks for progress.
+const SLEEP_PROGRESS_STEPS: u32 = 4;
+
+/// Upper bounds that keep a mistyped argument from making the fixture hang or eat the disk.
+const STDERR_MAX_LINES: u64 = 1_000_000;
+const STDERR_MAX_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The fixture's command-line options. Every option is optional; the default is a plain server.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FixtureOptions {
+    /// Exit with this code before reading anything, after a line on stderr.
+    pub exit_at_start: Option<i32>,
+    /// Lines written to stderr before serving.
+    pub stderr_at_start: u64,
+    /// Prepended to every tool name.
+    pub tools_prefix: String,
+    /// How many trivial `tool_{i}` tools to add.
+    pub extra_tools: u32,
+    /// Page size of `tools/list`; `None` lists every tool on one page.
+    pub page_size: Option<usize>,
+    /// Never answer `initialize`: read stdin and ignore everything.
+    pub no_handshake: bool,
+    /// Waited before answering every `tools/call`.
+    pub call_delay: Duration,
+}
+
+impl FixtureOptions {
+    /// Parses the command line (without the program name). The error is a message for stderr.
+    pub fn parse_args<I>(args: I) -> Result<Self, String>
+    where
+        I: IntoIterator<Item = String>,
+    {
+        let mut options = Self::default();
+        let mut args = args.into_iter();
+        while let Some(flag) = args.next() {
+            let mut value = |flag: &str| {
+                args.next()
+                    .ok_or_else(|| format!("`{flag}` needs a value; {FIXTURE_USAGE}"))
+            };
+            match flag.as_str() {
+                "--exit-at-start" => {
+                    options.exit_at_start = Some(parse_number(&flag, &value(&flag)?)?);
+                }
+                "--stderr-at-start" => {
+                    options.stderr_at_start = parse_number(&flag, &value(&flag)?)?;
+                }
+                "--tools-prefix" => options.tools_prefix = value(&flag)?,
+                "--extra-tools" => options.extra_tools = parse_number(&flag, &value(&flag)?)?,
+                "--page-size" => {
+                    let size: usize = parse_number(&flag, &value(&flag)?)?;
+                    if size == 0 {
+                        return Err("`--page-size` must be at least 1".to_owned());
+                    }
+                    options.page_size = Some(size);
+                }
+                "--no-handshake" => options.no_handshake = true,
+                "--delay-ms" => {
+                    options.call_delay =
+                        Duration::from_millis(parse_number(&flag, &value(&flag)?)?);
+                }
+                "-h" | "--help" => return Err(FIXTURE_USAGE.to_owned()),
+                other => return Err(format!("unknown option `{other}`; {FIXTURE_USAGE}")),
+            }
+        }
+        Ok(options)
+    }
+}
+
+fn parse_number<T: std::str::FromStr>(flag: &str, raw: &str) -> Result<T, String> {
+    raw.parse()
+        .map_err(|_| format!("`{flag}` takes a number, not `{raw}`"))
+}
+
+/// Runs the fixture on the process's stdin and stdout until the client goes away.
+///
+/// `--exit-at-start` and the `crash` tool end the whole process, which is what a fixture
+/// for crashing servers is for.
+pub async fn serve_stdio(options: FixtureOptions) -> std::io::Result<()> {
+    if let Some(code) = options.exit_at_start {
+        eprintln!("fixture exiting at start");
+        std::process::exit(code);
+    }
+    if options.stderr_at_start > 0 {
+        let mut stderr = std::io::BufWriter::new(std::io::stderr().lock());
+        for index in 0..options.stderr_at_start {
+            writeln!(stderr, "fixture start line {index}")?;
+        }
+        stderr.flush()?;
+    }
+    if options.no_handshake {
+        eprintln!("fixture ignoring all input");
+        let mut stdin = tokio::io::stdin();
+        tokio::io::copy(&mut stdin, &mut tokio::io::sink()).await?;
+        return Ok(());
+    }
+    let server = FixtureServer::new(&options);
+    let transport = rmcp::transport::stdio_pipes();
+    eprintln!("fixture ready");
+    let running = match server.serve(transport).await {
+        Ok(running) => running,
+        // A client that leaves before `initialize` is not the fixture's failure.
+        Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
+        Err(error) => return Err(std::io::Error::other(error)),
+    };
+    running.waiting().await.map_err(std::io::Error::other)?;
+    Ok(())
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FixtureTool {
+    Echo,
+    Add,
+    Fail,
+    Sleep,
+    Crash,
+    Stderr,
+    Env,
+    Extra,
+}
+
+/// The server's state is computed once at start, so a call costs a hash lookup and whatever
+/// the tool itself does.
+#[derive(Clone)]
+struct FixtureServer {
+    shared: Arc<FixtureShared>,
+}
+
+struct FixtureShared {
+    tools: Vec<Tool>,
+    tools_by_name: HashMap<String, FixtureTool>,
+    page_size: Option<usize>,
+    call_delay: Duration,
+}
+
+impl FixtureServer {
+    fn new(options: &FixtureOptions) -> Self {
+        let mut tools = Vec::new();
+        let mut tools_by_name = HashMap::new();
+        let mut add = |kind: FixtureTool, tool: Tool| {
+            tools_by_name.insert(tool.name.to_string(), kind);
+            tools.push(tool);
+        };
+        let prefix = options.tools_prefix.as_str();
+        add(
+            FixtureTool::Echo,
+            tool(
+                prefix,
+                "echo",
+                "Answers the given text.",
+                json!({"type": "object", "properties": {"text": {"type": "string"}},
+                       "required": ["text"]}),
+            ),
+        );
+        let mut add_tool = tool(
+            prefix,
+            "add",
+            "Adds two numbers.",
+            json!({"type": "object",
+                   "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+                   "required": ["a", "b"]}),
+        );
+        add_tool.output_schema = Some(Arc::new(object(json!({
+            "type": "object", "properties": {"sum": {"type": "number"}}, "required": ["sum"]
+        }))));
+        add(FixtureTool::Add, add_tool);
+        add(
+            FixtureTool::Fail,
+            tool(
+                prefix,
+                "fail",
+                "Answers a tool-level error with the given message.",
+                json!({"type": "object", "properties": {"message": {"type": "string"}}}),
+            ),
+        );
+        add(
+            FixtureTool::Sleep,
+            tool(
+                prefix,
+                "sleep",
+                "Sleeps for `ms` milliseconds, reporting progress, and stops when cancelled.",
+                json!({"type": "object",
+                       "properties": {"ms": {"type": "integer", "minimum": 0}},
+                       "required": ["ms"]}),
+            ),
+        );
+        add(
+            FixtureTool::Crash,
+            tool(
+                prefix,
+                "crash",
+                "Exits the server process at once with the given code (default 1).",
+                json!({"type": "object", "properties": {"code": {"type": "integer"}}}),
+            ),
+        );
+        add(
+            FixtureTool::Stderr,
+            tool(
+                prefix,
+                "stderr",
+                "Writes lines to stderr and answers how many it wrote.",
+                json!({"type": "object", "properties": {
+                    "lines": {"type": "integer", "minimum": 0},
+                    "text": {"type": "string"},
+                    "bytes": {"type": "integer", "minimum": 0},
+                    "invalid_utf8": {"type": "boolean"}
+                }}),
+            ),
+        );
+        add(
+            FixtureTool::Env,
+            tool(
+                prefix,
+                "env",
+                "Answers the value of an environment variable of the server process.",
+                json!({"type": "object", "properties": {"name": {"type": "string"}},
+                       "required": ["name"]}),
+            ),
+        );
+        for index in 0..options.extra_tools {
+            add(
+                FixtureTool::Extra,
+                tool(
+                    prefix,
+                    &format!("tool_{index}"),
+                    "Echoes its arguments as JSON.",
+                    json!({"type": "object"}),
+                ),
+            );
+        }
+        Self {
+            shared: Arc::new(FixtureShared {
+                tools,
+                tools_by_name,
+                page_size: options.page_size,
+                call_delay: options.call_delay,
+            }),
+        }
+    }
+}
+
+fn tool(prefix: &str, base_name: &str, description: &'static str, schema: Value) -> Tool {
+    Tool::new(
+        format!("{prefix}{base_name}"),
+        description,
+        Arc::new(object(schema)),
+    )
+}
+
+fn object(value: Value) -> JsonObject {
+    match value {
+        Value::Object(map) => map,
+        _ => JsonObject::new(),
+    }
+}
+
+impl ServerHandler for FixtureServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_server_info(
+            Implementation::new(FIXTURE_SERVER_NAME, env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = &self.shared.tools;
+        let Some(page_size) = self.shared.page_size else {
+            return Ok(ListToolsResult::with_all_items(tools.clone()));
+        };
+        let start = match request.and_then(|params| params.cursor) {
+            None => 0,
+            Some(cursor) => cursor
+                .parse::<usize>()
+                .ok()
+                .filter(|start| *start <= tools.len())
+                .ok_or_else(|| {
+                    ErrorData::invalid_params(format!("unknown cursor `{cursor}`"), None)
+                })?,
+        };
+        let end = start.saturating_add(page_size).min(tools.len());
+        let mut result = ListToolsResult::with_all_items(tools[start..end].to_vec());
+        if end < tools.len() {
+            result.next_cursor = Some(end.to_string());
+        }
+        Ok(result)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Some(kind) = self
+            .shared
+            .tools_by_name
+            .get(request.name.as_ref())
+            .copied()
+        else {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool `{}`", request.name),
+                None,
+            ));
+        };
+        if !self.shared.call_delay.is_zero() {
+            tokio::select! {
+                () = tokio::time::sleep(self.shared.call_delay) => {}
+                () = context.ct.cancelled() => return Ok(cancelled_result().into()),
+            }
+        }
+        let empty = JsonObject::new();
+        let arguments = request.arguments.as_ref().unwrap_or(&empty);
+        let result = match kind {
+            FixtureTool::Echo => text_result(required_str(arguments, "text")?),
+            FixtureTool::Add => add(arguments)?,
+            FixtureTool::Fail => CallToolResult::error(vec![ContentBlock::text(
+                optional_str(arguments, "message")?.unwrap_or("fixture failure"),
+            )]),
+            FixtureTool::Sleep => sleep(required_u64(arguments, "ms")?, &context).await,
+            FixtureTool::Crash => {
+                let code = optional_i64(arguments, "code")?.unwrap_or(1);
+                std::process::exit(i32::try_from(code).unwrap_or(1));
+            }
+            FixtureTool::Stderr => write_stderr(arguments).await?,
+            FixtureTool::Env => {
+                let name = required_str(arguments, "name")?;
+                match std::env::var_os(name) {
+                    Some(value) => text_result(&value.to_string_lossy()),
+                    None => CallToolResult::error(vec![ContentBlock::text(format!(
+                        "environment variable `{name}` is not set"
+                    ))]),
+                }
+            }
+            FixtureTool::Extra => text_result(&Value::Object(arguments.clone()).to_string()),
+        };
+        Ok(result.into())
+    }
+}
+
+fn text_result(text: &str) -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(text)])
+}
+
+fn cancelled_result() -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text("cancelled")])
+}
+
+fn add(arguments: &JsonObject) -> Result<CallToolResult, ErrorData> {
+    let a = required_number(arguments, "a")?;
+    let b = required_number(arguments, "b")?;
+    // Integers stay integers, so that 2 + 3 answers "5" and not "5.0".
+    let sum = match (a.as_i64(), b.as_i64()) {
+        (Some(a), Some(b)) if a.checked_add(b).is_some() => json!(a + b),
+        _ => json!(a.as_f64().unwrap_or(f64::NAN) + b.as_f64().unwrap_or(f64::NAN)),
+    };
+    let mut result = text_result(&sum.to_string());
+    result.structured_content = Some(json!({ "sum": sum }));
+    Ok(result)
+}
+
+async fn sleep(ms: u64, context: &RequestContext<RoleServer>) -> CallToolResult {
+    let total = Duration::from_millis(ms);
+    let started = tokio::time::Instant::now();
+    let progress_token = context.meta.get_progress_token();
+    let steps = if progress_token.is_some() {
+        SLEEP_PROGRESS_STEPS
+    } else {
+        1
+    };
+    for step in 0..steps {
+        if let Some(token) = &progress_token {
+            let done = ms * u64::from(step) / u64::from(steps);
+            let progress = ProgressNotificationParam::new(token.clone(), done as f64)
+                .with_total(ms as f64)
+                .with_message(format!("slept {done} of {ms} ms"));
+            // A client that stopped listening is no reason to stop sleeping.
+            let _ = context.peer.notify_progress(progress).await;
+        }
+        let until = started + total * (step + 1) / steps;
+        tokio::select! {
+            () = tokio::time::sleep_until(until) => {}
+            () = context.ct.cancelled() => {
+                // Lets tests see that the cancellation reached the server, not just the client.
+                eprintln!("fixture sleep cancelled");
+                return cancelled_result();
+            }
+        }
+    }
+    text_result(&format!("slept {ms}"))
+}
+
+async fn write_stderr(arguments: &JsonObject) -> Result<CallToolResult, ErrorData> {
+    let bytes = optional_u64(arguments, "bytes")?;
+    let invalid_utf8 = match arguments.get("invalid_utf8") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(flag)) => *flag,
+        Some(_) => return Err(invalid_argument("invalid_utf8", "a boolean")),
+    };
+    let lines = optional_u64(arguments, "lines")?.unwrap_or(1);
+    let text = optional_str(arguments, "text")?.map(str::to_owned);
+    if lines > STDERR_MAX_LINES {
+        return Err(invalid_argument("lines", "at most 1000000"));
+    }
+    if bytes.is_some_and(|bytes| bytes > STDERR_MAX_BYTES) {
+        return Err(invalid_argument("bytes", "at most 67108864"));
+    }
+    // stderr may be a pipe nobody drains fast enough: block a pool thread, not the runtime.
+    let written = tokio::task::spawn_blocking(move || -> std::io::Result<u64> {
+        let mut stderr = std::io::BufWriter::with_capacity(64 * 1024, std::io::stderr().lock());
+        let written = if let Some(bytes) = bytes {
+            let line = vec![b'x'; usize::try_from(bytes).unwrap_or(usize::MAX)];
+            stderr.write_all(&line)?;
+            stderr.write_all(b"\n")?;
+            1
+        } else if invalid_utf8 {
+            stderr.write_all(b"fixture invalid utf8 \xff\xfe end\n")?;
+            1
+        } else {
+            for index in 0..lines {
+                match &text {
+                    Some(text) => writeln!(stderr, "{text}")?,
+                    None => writeln!(stderr, "fixture line {index}")?,
+                }
+            }
+            lines
+        };
+        stderr.flush()?;
+        Ok(written)
+    })
+    .await
+    .map_err(|error| ErrorData::internal_error(format!("stderr writer failed: {error}"), None))?
+    .map_err(|error| ErrorData::internal_error(format!("writing stderr failed: {error}"), None))?;
+    let mut result = text_result(&format!("wrote {written} lines"));
+    result.structured_content = Some(json!({ "lines": written }));
+    Ok(result)
+}
+
+fn invalid_argument(name: &str, expected: &str) -> ErrorData {
+    ErrorData::invalid_params(format!("argument `{name}` must be {expected}"), None)
+}
+
+fn required_str<'a>(arguments: &'a JsonObject, name: &str) -> Result<&'a str, ErrorData> {
+    optional_str(arguments, name)?.ok_or_else(|| invalid_argument(name, "a string"))
+}
+
+fn optional_str<'a>(arguments: &'a JsonObject, name: &str) -> Result<Option<&'a str>, ErrorData> {
+    match arguments.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => Ok(Some(text)),
+        Some(_) => Err(invalid_argument(name, "a string")),
+    }
+}
+
+fn required_number<'a>(
+    arguments: &'a JsonObject,
+    name: &str,
+) -> Result<&'a serde_json::Number, ErrorData> {
+    match arguments.get(name) {
+        Some(Value::Number(number)) => Ok(number),
+        _ => Err(invalid_argument(name, "a number")),
+    }
+}
+
+fn required_u64(arguments: &JsonObject, name: &str) -> Result<u64, ErrorData> {
+    optional_u64(arguments, name)?.ok_or_else(|| invalid_argument(name, "a non-negative integer"))
+}
+
+fn optional_u64(arguments: &JsonObject, name: &str) -> Result<Option<u64>, ErrorData> {
+    match arguments.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => value
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| invalid_argument(name, "a non-negative integer")),
+    }
+}
+
+fn optional_i64(arguments: &JsonObject, name: &str) -> Result<Option<i64>, ErrorData> {
+    match arguments.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => value
+            .as_i64()
+            .map(Some)
+            .ok_or_else(|| invalid_argument(name, "an integer")),
+    }
+}
+
+/// The path of the `mcpgw-fixture-server` binary, built on first use when it is missing or
+/// older than its sources.
+///
+/// Cargo builds a package's binaries only for that package's own tests, so tests elsewhere
+/// call this. It looks next to the running test executable (`target/<profile>/deps/<test>`
+/// gives `target/<profile>/mcpgw-fixture-server`) and otherwise runs
+/// `cargo build -p mcpgw-testkit --bin mcpgw-fixture-server` once per process.
+/// [`FIXTURE_BINARY_ENV`] overrides the search.
+///
+/// # Panics
+///
+/// When the binary can neither be found nor built: a test that needs a real server must fail
+/// loudly rather than skip.
+pub fn fixture_server_binary() -> PathBuf {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(locate_or_build_fixture_binary).clone()
+}
+
+fn locate_or_build_fixture_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os(FIXTURE_BINARY_ENV) {
+        let path = PathBuf::from(path);
+        assert!(
+            path.is_file(),
+            "{FIXTURE_BINARY_ENV} names `{}`, which is not a file",
+            path.display()
+        );
+        return path;
+    }
+    let test_executable = std::env::current_exe()
+        .unwrap_or_else(|error| panic!("cannot find the running test executable: {error}"));
+    let executable_dir = test_executable.parent().unwrap_or_else(|| Path::new("."));
+    let profile_dir = if executable_dir
+        .file_name()
+        .is_some_and(|name| name == "deps")
+    {
+        executable_dir.parent().unwrap_or(executable_dir)
+    } else {
+        executable_dir
+    };
+    let binary = profile_dir.join(format!(
+        "{FIXTURE_BINARY_NAME}{}",
+        std::env::consts::EXE_SUFFIX
+    ));
+    if is_newer_than_sources(&binary) {
+        return binary;
+    }
+
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = std::process::Command::new(&cargo);
+    command.args([
+        "build",
+        "--quiet",
+        "-p",
+        "mcpgw-testkit",
+        "--bin",
+        FIXTURE_BINARY_NAME,
+    ]);
+    match profile_dir.file_name().and_then(|name| name.to_str()) {
+        Some("debug") | None => {}
+        Some("release") => {
+            command.arg("--release");
+        }
+        Some(profile) => {
+            command.args(["--profile", profile]);
+        }
+    }
+    if let Some(target_dir) = profile_dir.parent() {
+        command.arg("--target-dir").arg(target_dir);
+    }
+    command.current_dir(env!("CARGO_MANIFEST_DIR"));
+    let status = command.status().unwrap_or_else(|error| {
+        panic!(
+            "cannot run `{}` to build the fixture server: {error}",
+            cargo.to_string_lossy()
+        )
+    });
+    assert!(
+        status.success(),
+        "`cargo build -p mcpgw-testkit --bin {FIXTURE_BINARY_NAME}` failed ({status}); \
+         fix the build error above"
+    );
+    assert!(
+        binary.is_file(),
+        "cargo built the fixture server but it is not at `{}`; set {FIXTURE_BINARY_ENV} to \
+         its path",
+        binary.display()
+    );
+    binary
+}
+
+/// Whether `binary` exists and is at least as new as every source file it is built from, so a
+/// change to the fixture is never tested against a stale build.
+fn is_newer_than_sources(binary: &Path) -> bool {
+    let modified = |path: &Path| std::fs::metadata(path).and_then(|metadata| metadata.modified());
+    let Ok(built_at) = modified(binary) else {
+        return false;
+    };
+    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    [
+        "Cargo.toml",
+        "src/fixture.rs",
+        "src/bin/mcpgw-fixture-server.rs",
+    ]
+    .iter()
+    .all(|source| modified(&manifest_dir.join(source)).is_ok_and(|changed| changed <= built_at))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<FixtureOptions, String> {
+        FixtureOptions::parse_args(args.iter().map(|arg| (*arg).to_owned()))
+    }
+
+    #[test]
+    fn parses_every_option() {
+        let options = parse(&[
+            "--exit-at-start",
+            "2",
+            "--stderr-at-start",
+            "3",
+            "--tools-prefix",
+            "a_",
+            "--extra-tools",
+            "5",
+            "--page-size",
+            "2",
+            "--no-handshake",
+            "--delay-ms",
+            "7",
+        ])
+        .unwrap();
+        assert_eq!(options.exit_at_start, Some(2));
+        assert_eq!(options.stderr_at_start, 3);
+        assert_eq!(options.tools_prefix, "a_");
+        assert_eq!(options.extra_tools, 5);
+        assert_eq!(options.page_size, Some(2));
+        assert!(options.no_handshake);
+        assert_eq!(options.call_delay, Duration::from_millis(7));
+        assert_eq!(parse(&[]).unwrap(), FixtureOptions::default());
+    }
+
+    #[test]
+    fn rejects_unknown_options_and_bad_values() {
+        assert!(
+            parse(&["--bogus"])
+                .unwrap_err()
+                .contains("unknown option `--bogus`")
+        );
+        assert!(
+            parse(&["--page-size"])
+                .unwrap_err()
+                .contains("needs a value")
+        );
+        assert!(
+            parse(&["--page-size", "0"])
+                .unwrap_err()
+                .contains("at least 1")
+        );
+        assert!(
+            parse(&["--delay-ms", "soon"])
+                .unwrap_err()
+                .contains("takes a number")
+        );
+    }
+
+    #[test]
+    fn prefixes_every_tool_and_adds_extra_tools() {
+        let options = FixtureOptions {
+            tools_prefix: "p_".to_owned(),
+            extra_tools: 2,
+            ..FixtureOptions::default()
+        };
+        let server = FixtureServer::new(&options);
+        let names: Vec<&str> = server
+            .shared
+            .tools
+            .iter()
+            .map(|tool| tool.name.as_ref())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "p_echo", "p_add", "p_fail", "p_sleep", "p_crash", "p_stderr", "p_env", "p_tool_0",
+                "p_tool_1"
+            ]
+        );
+    }
+
+    #[test]
+    fn adds_integers_as_integers_and_floats_as_floats() {
+        let sum = |a: Value, b: Value| {
+            let arguments = object(json!({"a": a, "b": b}));
+            add(&arguments).unwrap().structured_content.unwrap()
+        };
+        assert_eq!(sum(json!(2), json!(3)), json!({"sum": 5}));
+        assert_eq!(sum(json!(0.5), json!(2)), json!({"sum": 2.5}));
+        assert!(add(&object(json!({"a": "2", "b": 3}))).is_err());
+    }
+}
