@@ -1,1 +1,358 @@
-//! The mcpgw configuration schema: parse, validate and expand from text (domain)
+//! The mcpgw configuration: the YAML schema, and parsing and validating it from text.
+//!
+//! [`parse`] turns the text of a configuration file into a [`GatewayConfig`]: it expands
+//! `${VAR}` references from an environment it is given, deserializes with unknown keys refused
+//! (with a "did you mean" suggestion), validates ranges, modes and references, and reports every
+//! problem with the source's name, line, column and key path. [`server_definition_from_json`]
+//! applies the same rules to one server definition that arrived as JSON, so that the REST API
+//! and the file can never disagree about what a valid server is.
+//!
+//! This crate must never do I/O: it reads no files and no environment variables (the caller
+//! passes the text and a lookup function), so it can be used and tested anywhere.
+
+mod convert;
+mod de;
+mod error;
+mod expand;
+mod locate;
+mod path;
+mod schema;
+mod suggest;
+mod validate;
+
+use mcpgw_core::{ServerId, ServerOrigin, ServerSpec};
+
+pub use convert::{DEFAULT_DOCKER_NETWORK, DEFAULT_DOCKER_READ_ONLY, GroupDefinition, GroupMember};
+pub use error::{ConfigError, ConfigErrorKind, ConfigErrors, ConfigWarning};
+pub use expand::VariableReference;
+pub use schema::{
+    ApiKeyConfig, AuthConfig, ConfigReloadConfig, ContainerRuntime, DiscoveryConfig, DiscoveryMode,
+    DiscoverySourceConfig, GatewayConfig, GroupMemberDefinition, GroupStrategy, OidcConfig,
+    OpaConfig, RateLimitConfig, RoleAssignmentConfig, ServerDefinition, ServerMode, ToolNaming,
+};
+
+use locate::{KeyLocator, Position};
+use path::{KeyPath, PathSegment};
+use suggest::describe_serde_message;
+use validate::Finding;
+
+/// Parses and validates the text of a configuration file.
+///
+/// `source_name` is how errors name the source (usually the file's path); `env` looks up the
+/// variables that `${VAR}` references name. An empty text, or one with only comments, is a valid
+/// empty configuration.
+pub fn parse(
+    source_name: &str,
+    text: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<GatewayConfig, ConfigErrors> {
+    let expanded = match expand::expand(text, env) {
+        Ok(expanded) => expanded,
+        Err(problems) => {
+            let locator = KeyLocator::new(text);
+            let errors = problems
+                .into_iter()
+                .map(|problem| ConfigError {
+                    kind: problem.kind,
+                    source_name: source_name.to_owned(),
+                    line: Some(problem.line),
+                    column: Some(problem.column),
+                    path: locator
+                        .path_at(Position {
+                            line: problem.line,
+                            column: problem.column,
+                        })
+                        .to_string(),
+                    message: problem.message,
+                })
+                .collect();
+            return Err(ConfigErrors::new(errors));
+        }
+    };
+
+    let locator = KeyLocator::new(&expanded.text);
+    let deserializer = serde_yaml::Deserializer::from_str(&expanded.text);
+    let parsed: Option<GatewayConfig> = serde_path_to_error::deserialize(deserializer)
+        .map_err(|error| ConfigErrors::new(vec![yaml_error(source_name, error, &locator)]))?;
+    let mut config = parsed.unwrap_or_default();
+
+    let findings = validate::validate_config(&config);
+    let located = |finding: Finding| {
+        let position = locator.locate(&finding.path);
+        ConfigError {
+            kind: finding.kind,
+            source_name: source_name.to_owned(),
+            line: position.map(|position| position.line),
+            column: position.map(|position| position.column),
+            path: finding.path.to_string(),
+            message: finding.message,
+        }
+    };
+    if !findings.errors.is_empty() {
+        return Err(ConfigErrors::new(
+            findings.errors.into_iter().map(located).collect(),
+        ));
+    }
+    config.warnings = findings
+        .warnings
+        .into_iter()
+        .map(|finding| {
+            let error = located(finding);
+            ConfigWarning {
+                source_name: error.source_name,
+                line: error.line,
+                column: error.column,
+                path: error.path,
+                message: error.message,
+            }
+        })
+        .collect();
+    if !expanded.references.is_empty() {
+        // Reference positions are positions in the text as written.
+        let written = KeyLocator::new(text);
+        config.variable_references = expanded
+            .references
+            .into_iter()
+            .map(|mut reference| {
+                reference.path = written
+                    .path_at(Position {
+                        line: reference.line,
+                        column: reference.column,
+                    })
+                    .to_string();
+                reference
+            })
+            .collect();
+    }
+    Ok(config)
+}
+
+impl GatewayConfig {
+    /// Where `${VAR}` references were expanded, in text order.
+    pub fn variable_references(&self) -> &[VariableReference] {
+        &self.variable_references
+    }
+
+    /// Legal but suspicious settings, for the caller to log.
+    pub fn warnings(&self) -> &[ConfigWarning] {
+        &self.warnings
+    }
+}
+
+/// Validates one server (or group) definition that arrived as JSON, such as a REST create or
+/// update body, with exactly the rules and defaults of the configuration file.
+///
+/// `id` is the server's id (from the path or the body); an `mcp_server_id` key in the body is
+/// accepted when it equals `id`. Errors have no line, and their path is the key's path in the
+/// body (`idle_ttl_s`, `members[0].id`). The members of a group are checked only against the
+/// group itself (not itself, not twice): whether they exist is the caller's registry's business.
+pub fn server_definition_from_json(
+    id: &str,
+    body: serde_json::Value,
+) -> Result<ServerDefinition, ConfigErrors> {
+    definition_from_json(id, body, "mcp_server_id", None)
+}
+
+/// Like [`server_definition_from_json`], for a body that must describe a server: answers the
+/// [`ServerSpec`] with defaults applied, and refuses mode `group`.
+pub fn server_spec_from_json(
+    id: &str,
+    body: serde_json::Value,
+    origin: ServerOrigin,
+) -> Result<ServerSpec, ConfigErrors> {
+    let definition = server_definition_from_json(id, body)?;
+    let server_id = ServerId::parse(id).map_err(|error| json_errors(vec![id_finding(&error)]))?;
+    definition.to_server_spec(server_id, origin).ok_or_else(|| {
+        json_errors(vec![Finding {
+            kind: ConfigErrorKind::InvalidValue,
+            path: KeyPath::root().key("mode"),
+            message: "mode `group` defines a group, not a server; create groups with \
+                      POST /api/groups"
+                .to_owned(),
+        }])
+    })
+}
+
+/// Validates a group that arrived as JSON (`{group_id?, strategy, min_healthy, members,
+/// description}`; `mode` may be left out), with the rules and defaults of the file.
+pub fn group_definition_from_json(
+    id: &str,
+    body: serde_json::Value,
+) -> Result<GroupDefinition, ConfigErrors> {
+    let definition = definition_from_json(id, body, "group_id", Some(ServerMode::Group))?;
+    let group_id = ServerId::parse(id).map_err(|error| json_errors(vec![id_finding(&error)]))?;
+    definition.to_group_definition(group_id).ok_or_else(|| {
+        json_errors(vec![Finding {
+            kind: ConfigErrorKind::InvalidValue,
+            path: KeyPath::root().key("mode"),
+            message: "a group's mode is `group`; leave `mode` out".to_owned(),
+        }])
+    })
+}
+
+fn definition_from_json(
+    id: &str,
+    mut body: serde_json::Value,
+    id_key: &str,
+    implied_mode: Option<ServerMode>,
+) -> Result<ServerDefinition, ConfigErrors> {
+    let mut findings = Vec::new();
+    if let Some(object) = body.as_object_mut() {
+        if let Some(body_id) = object.remove(id_key)
+            && body_id.as_str() != Some(id)
+        {
+            findings.push(Finding {
+                kind: ConfigErrorKind::InvalidValue,
+                path: KeyPath::root().key(id_key),
+                message: format!(
+                    "{body_id} does not match the id `{id}`; leave it out or make them equal"
+                ),
+            });
+        }
+        if let Some(mode) = implied_mode {
+            object.entry("mode").or_insert_with(|| mode.as_str().into());
+        }
+    }
+    let definition: ServerDefinition = match serde_path_to_error::deserialize(body) {
+        Ok(definition) => definition,
+        Err(error) => {
+            findings.push(json_finding(error));
+            return Err(json_errors(findings));
+        }
+    };
+    if let Err(error) = ServerId::parse(id) {
+        findings.push(Finding {
+            path: KeyPath::root().key(id_key),
+            ..id_finding(&error)
+        });
+    }
+    let mut validation = validate::Findings::default();
+    validate::validate_server(id, &definition, &KeyPath::root(), &mut validation);
+    findings.extend(validation.errors);
+    if findings.is_empty() {
+        Ok(definition)
+    } else {
+        Err(json_errors(findings))
+    }
+}
+
+fn id_finding(error: &mcpgw_core::IdError) -> Finding {
+    Finding {
+        kind: ConfigErrorKind::InvalidValue,
+        path: KeyPath::root().key("mcp_server_id"),
+        message: format!("{error}; ids match ^[A-Za-z0-9_-]{{1,64}}$ without `__`"),
+    }
+}
+
+fn json_errors(findings: Vec<Finding>) -> ConfigErrors {
+    ConfigErrors::new(
+        findings
+            .into_iter()
+            .map(|finding| ConfigError {
+                kind: finding.kind,
+                source_name: String::new(),
+                line: None,
+                column: None,
+                path: finding.path.to_string(),
+                message: finding.message,
+            })
+            .collect(),
+    )
+}
+
+fn json_finding(error: serde_path_to_error::Error<serde_json::Error>) -> Finding {
+    let path = key_path(error.path());
+    let message = strip_path_prefix(&error.inner().to_string(), &path);
+    let described = describe_serde_message(&message);
+    let path = with_key(path, described.key.as_deref());
+    Finding {
+        kind: described.kind,
+        path,
+        message: described.message,
+    }
+}
+
+fn yaml_error(
+    source_name: &str,
+    error: serde_path_to_error::Error<serde_yaml::Error>,
+    locator: &KeyLocator,
+) -> ConfigError {
+    let path = key_path(error.path());
+    let inner = error.into_inner();
+    let location = inner.location();
+    let mut message = inner.to_string();
+    if let Some(location) = &location {
+        let suffix = format!(" at line {} column {}", location.line(), location.column());
+        message = message.replacen(&suffix, "", 1);
+    }
+    let message = strip_path_prefix(&message, &path);
+    let described = describe_serde_message(&message);
+    let path = with_key(path, described.key.as_deref());
+    // A repeated key is reported where it is repeated; serde_yaml points at its mapping.
+    let position = if described.kind == ConfigErrorKind::DuplicateKey {
+        locator.locate_occurrence(&path, 1)
+    } else {
+        location
+            .map(|location| Position {
+                line: location.line(),
+                column: location.column(),
+            })
+            .or_else(|| locator.locate(&path))
+    };
+    ConfigError {
+        kind: described.kind,
+        source_name: source_name.to_owned(),
+        line: position.map(|position| position.line),
+        column: position.map(|position| position.column),
+        path: path.to_string(),
+        message: described.message,
+    }
+}
+
+/// serde_path_to_error's path, without the segments it could not name.
+fn key_path(path: &serde_path_to_error::Path) -> KeyPath {
+    let mut key_path = KeyPath::root();
+    for segment in path.iter() {
+        match segment {
+            serde_path_to_error::Segment::Map { key } => {
+                key_path.push(PathSegment::Key(key.clone()))
+            }
+            serde_path_to_error::Segment::Seq { index } => {
+                key_path.push(PathSegment::Index(*index))
+            }
+            serde_path_to_error::Segment::Enum { .. } | serde_path_to_error::Segment::Unknown => {
+                break;
+            }
+        }
+    }
+    key_path
+}
+
+/// The path extended by the key a message is about, unless the path already ends with it.
+fn with_key(path: KeyPath, key: Option<&str>) -> KeyPath {
+    match key {
+        Some(key) if path.segments().last() != Some(&PathSegment::Key(key.to_owned())) => {
+            path.key(key)
+        }
+        _ => path,
+    }
+}
+
+/// serde_yaml starts its messages with its own rendering of the path (of the value, or of the
+/// mapping for key errors); the error's path is reported separately.
+fn strip_path_prefix(message: &str, path: &KeyPath) -> String {
+    let mut candidate = path.clone();
+    loop {
+        if !candidate.is_root()
+            && let Some(rest) = message.strip_prefix(&format!("{candidate}: "))
+        {
+            return rest.to_owned();
+        }
+        if candidate.pop().is_none() {
+            return message.to_owned();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

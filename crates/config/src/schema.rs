@@ -1,0 +1,508 @@
+//! The configuration schema, serde-first: these types are what the YAML file (and a REST body)
+//! says, before defaults that depend on a server's mode are applied. They serialize back to
+//! the same shape, which is how a configuration is exported.
+
+use std::collections::BTreeMap;
+
+use mcpgw_core::Tool;
+use serde::{Deserialize, Serialize};
+
+use crate::de;
+use crate::error::ConfigWarning;
+use crate::expand::VariableReference;
+
+/// A whole configuration file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping of configuration sections such as mcp_servers, auth and rate_limit"
+)]
+pub struct GatewayConfig {
+    /// Servers and groups by id; ids of both share one namespace.
+    #[serde(default, deserialize_with = "de::unique_map")]
+    pub mcp_servers: BTreeMap<String, ServerDefinition>,
+    /// Absent means discovery is off (and every `/api/discovery/*` answers 404).
+    #[serde(
+        default,
+        deserialize_with = "de::present_section",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub discovery: Option<DiscoveryConfig>,
+    #[serde(default, deserialize_with = "de::null_as_default")]
+    pub auth: AuthConfig,
+    #[serde(default, deserialize_with = "de::null_as_default")]
+    pub rate_limit: RateLimitConfig,
+    #[serde(default)]
+    pub tool_names: ToolNaming,
+    /// How long a tool call may take before the gateway answers a timeout.
+    #[serde(default = "default_tool_timeout_s")]
+    pub tool_timeout_s: u64,
+    #[serde(default, deserialize_with = "de::null_as_default")]
+    pub config_reload: ConfigReloadConfig,
+    #[serde(skip)]
+    pub(crate) variable_references: Vec<VariableReference>,
+    #[serde(skip)]
+    pub(crate) warnings: Vec<ConfigWarning>,
+}
+
+impl GatewayConfig {
+    pub const DEFAULT_TOOL_TIMEOUT_S: u64 = 60;
+}
+
+fn default_tool_timeout_s() -> u64 {
+    GatewayConfig::DEFAULT_TOOL_TIMEOUT_S
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        Self {
+            mcp_servers: BTreeMap::new(),
+            discovery: None,
+            auth: AuthConfig::default(),
+            rate_limit: RateLimitConfig::default(),
+            tool_names: ToolNaming::default(),
+            tool_timeout_s: GatewayConfig::DEFAULT_TOOL_TIMEOUT_S,
+            config_reload: ConfigReloadConfig::default(),
+            variable_references: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+}
+
+/// Two configurations are equal when they configure the same thing; where the values came
+/// from (variable references) and what was warned about do not count.
+impl PartialEq for GatewayConfig {
+    fn eq(&self, other: &Self) -> bool {
+        self.mcp_servers == other.mcp_servers
+            && self.discovery == other.discovery
+            && self.auth == other.auth
+            && self.rate_limit == other.rate_limit
+            && self.tool_names == other.tool_names
+            && self.tool_timeout_s == other.tool_timeout_s
+            && self.config_reload == other.config_reload
+    }
+}
+
+/// How a server is run: the `mode` key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerMode {
+    Subprocess,
+    Docker,
+    Remote,
+    Group,
+}
+
+impl ServerMode {
+    pub const ALL: [ServerMode; 4] = [
+        ServerMode::Subprocess,
+        ServerMode::Docker,
+        ServerMode::Remote,
+        ServerMode::Group,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServerMode::Subprocess => "subprocess",
+            ServerMode::Docker => "docker",
+            ServerMode::Remote => "remote",
+            ServerMode::Group => "group",
+        }
+    }
+}
+
+impl std::fmt::Display for ServerMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a group picks a member for each call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupStrategy {
+    #[default]
+    RoundRobin,
+    WeightedRoundRobin,
+    LeastConnections,
+    Random,
+    Priority,
+}
+
+impl GroupStrategy {
+    pub const ALL: [GroupStrategy; 5] = [
+        GroupStrategy::RoundRobin,
+        GroupStrategy::WeightedRoundRobin,
+        GroupStrategy::LeastConnections,
+        GroupStrategy::Random,
+        GroupStrategy::Priority,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroupStrategy::RoundRobin => "round_robin",
+            GroupStrategy::WeightedRoundRobin => "weighted_round_robin",
+            GroupStrategy::LeastConnections => "least_connections",
+            GroupStrategy::Random => "random",
+            GroupStrategy::Priority => "priority",
+        }
+    }
+
+    /// Parses the configuration name, for callers that receive it as a plain string.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|strategy| strategy.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for GroupStrategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which container CLI runs a docker-mode server when the Engine API is not used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContainerRuntime {
+    Docker,
+    Podman,
+}
+
+/// One server (or group) as written under `mcp_servers`.
+///
+/// Every key of every mode is here, all optional, so that a key that belongs to another mode is
+/// reported as exactly that (and not as an unknown key); defaults are applied when the
+/// definition becomes a [`mcpgw_core::ServerSpec`] or a [`crate::GroupDefinition`], so an
+/// exported definition says only what its author said.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a server definition mapping with a `mode` key"
+)]
+pub struct ServerDefinition {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<ServerMode>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+
+    /// subprocess: the program and its arguments; docker: a synonym of `args`.
+    #[serde(
+        default,
+        deserialize_with = "de::optional_string_list",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub command: Option<Vec<String>>,
+    /// subprocess and docker: extra environment variables.
+    #[serde(
+        default,
+        deserialize_with = "de::optional_string_map",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub env: Option<BTreeMap<String, String>>,
+    /// subprocess: the working directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_ttl_s: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_check_interval_s: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_consecutive_failures: Option<u32>,
+    /// Tools listed before the first start.
+    #[serde(
+        default,
+        deserialize_with = "de::optional_tools",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub tools: Option<Vec<Tool>>,
+
+    /// docker: the image to run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// docker: what follows the image on `docker run` (replaces the image's command).
+    #[serde(
+        default,
+        deserialize_with = "de::optional_string_list",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub args: Option<Vec<String>>,
+    /// docker: the container network; `none` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
+    /// docker: a memory limit such as `512m`.
+    #[serde(
+        default,
+        deserialize_with = "de::optional_string_like",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub memory: Option<String>,
+    /// docker: a CPU limit such as `"1.5"`; a number is kept as its text.
+    #[serde(
+        default,
+        deserialize_with = "de::optional_string_like",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub cpus: Option<String>,
+    /// docker: a read-only root filesystem; true when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
+    /// docker: volume mounts in `docker run -v` syntax.
+    #[serde(
+        default,
+        deserialize_with = "de::optional_string_list",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub volumes: Option<Vec<String>>,
+    /// docker: run through this CLI instead of the Engine API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<ContainerRuntime>,
+
+    /// remote: the MCP Streamable HTTP endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// remote: headers sent with every request (authorization, ...).
+    #[serde(
+        default,
+        deserialize_with = "de::optional_string_map",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub headers: Option<BTreeMap<String, String>>,
+
+    /// group: how a member is chosen; `round_robin` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<GroupStrategy>,
+    /// group: members in rotation needed for the group to be healthy; 1 when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_healthy: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub members: Option<Vec<GroupMemberDefinition>>,
+}
+
+/// One member of a group as written in the file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupMemberDefinition {
+    /// The member server's id (`member_id` is accepted, as in the REST member-add body).
+    #[serde(alias = "member_id")]
+    pub id: String,
+    /// Share of calls under weighted strategies; 1 when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<u32>,
+    /// Order under the `priority` strategy, lowest first; 0 when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u32>,
+}
+
+/// The `discovery` section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DiscoveryConfig {
+    pub refresh_interval_s: u64,
+    #[serde(deserialize_with = "de::null_as_default")]
+    pub sources: Vec<DiscoverySourceConfig>,
+}
+
+impl DiscoveryConfig {
+    pub const DEFAULT_REFRESH_INTERVAL_S: u64 = 30;
+
+    /// Every source with its id: the `id` given in the file, else `{type}-{index}`.
+    pub fn sources_with_ids(&self) -> impl Iterator<Item = (String, &DiscoverySourceConfig)> {
+        self.sources
+            .iter()
+            .enumerate()
+            .map(|(index, source)| (source.source_id(index), source))
+    }
+}
+
+impl Default for DiscoveryConfig {
+    fn default() -> Self {
+        Self {
+            refresh_interval_s: Self::DEFAULT_REFRESH_INTERVAL_S,
+            sources: Vec::new(),
+        }
+    }
+}
+
+/// One discovery source.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiscoverySourceConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// `docker` or `filesystem` (`source_type` is accepted, as in the REST body).
+    #[serde(rename = "type", alias = "source_type")]
+    pub source_type: String,
+    #[serde(default)]
+    pub mode: DiscoveryMode,
+    #[serde(default = "enabled_by_default")]
+    pub enabled: bool,
+    /// Source-specific settings, such as `socket_path` for docker.
+    #[serde(default, deserialize_with = "de::null_as_default")]
+    pub config: serde_json::Map<String, serde_json::Value>,
+}
+
+impl DiscoverySourceConfig {
+    /// The source types this crate validates; the gateway has an adapter for each.
+    pub const KNOWN_TYPES: [&'static str; 2] = ["docker", "filesystem"];
+
+    /// The id given in the file, else `{type}-{index}` where `index` is the source's position.
+    pub fn source_id(&self, index: usize) -> String {
+        self.id
+            .clone()
+            .unwrap_or_else(|| format!("{}-{index}", self.source_type))
+    }
+}
+
+fn enabled_by_default() -> bool {
+    true
+}
+
+/// Whether a discovery source only adds servers or also removes the ones that disappeared.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DiscoveryMode {
+    #[default]
+    Additive,
+    Authoritative,
+}
+
+impl DiscoveryMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DiscoveryMode::Additive => "additive",
+            DiscoveryMode::Authoritative => "authoritative",
+        }
+    }
+}
+
+/// The `auth` section: keys exactly as in the seed's table, plus `trusted_proxies`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    pub enabled: bool,
+    pub allow_anonymous: bool,
+    #[serde(deserialize_with = "de::null_as_default")]
+    pub api_key: ApiKeyConfig,
+    #[serde(deserialize_with = "de::null_as_default")]
+    pub oidc: OidcConfig,
+    #[serde(deserialize_with = "de::null_as_default")]
+    pub opa: OpaConfig,
+    #[serde(deserialize_with = "de::null_as_default")]
+    pub role_assignments: Vec<RoleAssignmentConfig>,
+    /// Network ranges (`10.0.0.0/8`, `::1`) whose forwarding headers are believed when finding
+    /// a client's address.
+    #[serde(deserialize_with = "de::null_as_default")]
+    pub trusted_proxies: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApiKeyConfig {
+    pub enabled: bool,
+    pub header_name: String,
+}
+
+impl Default for ApiKeyConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            header_name: "X-API-Key".to_owned(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OidcConfig {
+    pub enabled: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audience: Option<String>,
+    /// Discovered from the issuer when absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jwks_uri: Option<String>,
+    pub subject_claim: String,
+    pub groups_claim: String,
+    pub tenant_claim: String,
+}
+
+impl Default for OidcConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            issuer: None,
+            audience: None,
+            jwks_uri: None,
+            subject_claim: "sub".to_owned(),
+            groups_claim: "groups".to_owned(),
+            tenant_claim: "tenant_id".to_owned(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OpaConfig {
+    pub enabled: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy_path: Option<String>,
+}
+
+/// A static role assignment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoleAssignmentConfig {
+    /// `user:<id>`, `group:<id>`, `service:<id>`.
+    pub principal: String,
+    pub role: String,
+    /// `global` or `tenant:<tenant_id>`; `global` when absent.
+    #[serde(default = "global_scope")]
+    pub scope: String,
+}
+
+fn global_scope() -> String {
+    "global".to_owned()
+}
+
+/// The `rate_limit` section; the environment (`MCP_RATE_LIMIT_RPS`, `MCP_RATE_LIMIT_BURST`) wins
+/// over it, which the binary applies.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RateLimitConfig {
+    /// Steady requests per second; 0 turns limiting off.
+    pub rps: f64,
+    pub burst: u32,
+}
+
+impl Default for RateLimitConfig {
+    fn default() -> Self {
+        Self {
+            rps: 10.0,
+            burst: 20,
+        }
+    }
+}
+
+/// How aggregated tools are named on `/mcp`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolNaming {
+    /// Always `{server_or_group_id}__{tool}`.
+    #[default]
+    Prefixed,
+    /// Unprefixed where only one server or group exposes the name.
+    Bare,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConfigReloadConfig {
+    /// Reload when the file changes on disk.
+    pub watch: bool,
+}

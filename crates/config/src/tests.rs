@@ -1,0 +1,1366 @@
+//! Behaviour of the public API: parsing, validation, locations, JSON definitions, export.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use mcpgw_core::{LaunchSpec, ServerId, ServerOrigin, ServerSpec, Tool};
+use serde_json::json;
+
+use super::*;
+
+const CONTRACT_EXAMPLE: &str = include_str!("../testdata/contract-example.yaml");
+
+fn environment(name: &str) -> Option<String> {
+    match name {
+        "TOKEN" => Some("t0k3n".to_owned()),
+        "TTL" => Some("120".to_owned()),
+        _ => None,
+    }
+}
+
+/// Removes the common indentation and the first line break, so that tests can indent YAML like
+/// code and still count lines from 1 at the first line of text.
+fn yaml(text: &str) -> String {
+    let text = text.strip_prefix('\n').unwrap_or(text);
+    let indent = text
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| line.len() - line.trim_start().len())
+        .min()
+        .unwrap_or(0);
+    text.lines()
+        .map(|line| line.get(indent..).unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}
+
+fn parse_ok(text: &str) -> GatewayConfig {
+    parse("gateway.yaml", text, &environment).unwrap_or_else(|errors| panic!("{errors}"))
+}
+
+fn parse_errors(text: &str) -> Vec<ConfigError> {
+    match parse("gateway.yaml", text, &environment) {
+        Ok(config) => panic!("expected errors, parsed {config:?}"),
+        Err(errors) => errors.into_errors(),
+    }
+}
+
+fn only_error(text: &str) -> ConfigError {
+    let errors = parse_errors(text);
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    errors.into_iter().next().unwrap()
+}
+
+/// `(line, column, path)` of each error, which is what the location tests pin down.
+fn places(errors: &[ConfigError]) -> Vec<(Option<usize>, Option<usize>, &str)> {
+    errors
+        .iter()
+        .map(|error| (error.line, error.column, error.path.as_str()))
+        .collect()
+}
+
+fn server_id(id: &str) -> ServerId {
+    ServerId::parse(id).unwrap()
+}
+
+fn spec(config: &GatewayConfig, id: &str) -> ServerSpec {
+    config
+        .server_specs()
+        .into_iter()
+        .find(|spec| spec.id.as_str() == id)
+        .unwrap()
+}
+
+// --- the contract's example and defaults ---
+
+#[test]
+fn the_contract_example_parses_into_servers_groups_and_sections() {
+    let config = parse_ok(CONTRACT_EXAMPLE);
+
+    let specs = config.server_specs();
+    let ids: Vec<&str> = specs.iter().map(|spec| spec.id.as_str()).collect();
+    assert_eq!(ids, ["api", "box", "math"]);
+
+    let math = spec(&config, "math");
+    assert_eq!(math.origin, ServerOrigin::Config);
+    assert_eq!(math.description.as_deref(), Some("free text"));
+    assert_eq!(
+        math.launch,
+        LaunchSpec::Subprocess {
+            command: vec!["python3".into(), "-m".into(), "math_server".into()],
+            env: BTreeMap::from([("KEY".to_owned(), "value".to_owned())]),
+            cwd: None,
+        }
+    );
+    assert_eq!(math.idle_ttl, Duration::from_secs(300));
+    assert_eq!(math.health_check_interval, Duration::from_secs(60));
+    assert_eq!(math.max_consecutive_failures, 3);
+    assert_eq!(
+        math.predefined_tools,
+        [Tool::new("add")
+            .with_description("Adds two numbers")
+            .with_input_schema(json!({
+                "type": "object",
+                "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+                "required": ["a", "b"],
+            }))]
+    );
+
+    assert_eq!(
+        spec(&config, "api").launch,
+        LaunchSpec::Remote {
+            endpoint: "https://host/mcp".into(),
+            headers: BTreeMap::from([("Authorization".to_owned(), "Bearer t0k3n".to_owned())]),
+        }
+    );
+    assert_eq!(
+        spec(&config, "box").launch,
+        LaunchSpec::Docker {
+            image: "repo/img:tag".into(),
+            args: vec!["serve".into(), "--stdio".into()],
+            env: BTreeMap::new(),
+            network: "none".into(),
+            memory: Some("512m".into()),
+            cpus: Some("1.0".into()),
+            read_only: true,
+            volumes: vec![],
+        }
+    );
+
+    assert_eq!(
+        config.groups(),
+        [GroupDefinition {
+            id: server_id("pool"),
+            description: None,
+            strategy: GroupStrategy::RoundRobin,
+            min_healthy: 1,
+            members: vec![GroupMember {
+                id: server_id("math"),
+                weight: 1,
+                priority: 0
+            }],
+        }]
+    );
+
+    let discovery = config.discovery.as_ref().expect("discovery is configured");
+    assert_eq!(discovery.refresh_interval_s, 30);
+    let sources: Vec<(String, &str, DiscoveryMode, bool)> = discovery
+        .sources_with_ids()
+        .map(|(id, source)| (id, source.source_type.as_str(), source.mode, source.enabled))
+        .collect();
+    assert_eq!(
+        sources,
+        [(
+            "docker-0".to_owned(),
+            "docker",
+            DiscoveryMode::Additive,
+            true
+        )]
+    );
+    assert_eq!(
+        discovery.sources[0].config["socket_path"],
+        json!("/var/run/docker.sock")
+    );
+
+    let auth = &config.auth;
+    assert!(auth.enabled && !auth.allow_anonymous && auth.api_key.enabled);
+    assert_eq!(auth.api_key.header_name, "X-API-Key");
+    assert!(auth.oidc.enabled);
+    assert_eq!(
+        auth.oidc.issuer.as_deref(),
+        Some("https://issuer.example.com")
+    );
+    assert_eq!(auth.oidc.audience.as_deref(), Some("mcpgw"));
+    assert_eq!(auth.opa.policy_path.as_deref(), Some("v1/data/mcpgw/allow"));
+    assert_eq!(
+        auth.role_assignments,
+        [
+            RoleAssignmentConfig {
+                principal: "user:alice".into(),
+                role: "admin".into(),
+                scope: "global".into()
+            },
+            RoleAssignmentConfig {
+                principal: "group:ops".into(),
+                role: "operator".into(),
+                scope: "tenant:acme".into()
+            },
+        ]
+    );
+    assert_eq!(auth.trusted_proxies, ["10.0.0.0/8", "::1"]);
+    assert_eq!(
+        config.rate_limit,
+        RateLimitConfig {
+            rps: 10.0,
+            burst: 20
+        }
+    );
+    assert_eq!(config.tool_names, ToolNaming::Prefixed);
+    assert_eq!(config.tool_timeout_s, 60);
+    assert!(!config.config_reload.watch);
+    assert!(config.warnings().is_empty(), "{:?}", config.warnings());
+}
+
+#[test]
+fn defaults_are_the_contracts() {
+    let config = parse_ok(&yaml(
+        "
+        mcp_servers:
+          math: {mode: subprocess, command: [python3, server.py]}
+          box: {mode: docker, image: img}
+          pool: {mode: group, members: [{id: math}, {id: box}]}
+        ",
+    ));
+    let math = spec(&config, "math");
+    assert_eq!(math.idle_ttl, Duration::from_secs(300));
+    assert_eq!(math.health_check_interval, Duration::from_secs(60));
+    assert_eq!(math.max_consecutive_failures, 3);
+    assert_eq!(math.description, None);
+    assert!(math.predefined_tools.is_empty());
+    match spec(&config, "box").launch {
+        LaunchSpec::Docker {
+            network,
+            read_only,
+            args,
+            memory,
+            cpus,
+            ..
+        } => {
+            assert_eq!(network, "none");
+            assert!(read_only);
+            assert!(args.is_empty());
+            assert_eq!((memory, cpus), (None, None));
+        }
+        other => panic!("{other:?}"),
+    }
+    let pool = &config.groups()[0];
+    assert_eq!(pool.strategy, GroupStrategy::RoundRobin);
+    assert_eq!(pool.min_healthy, 1);
+    assert!(
+        pool.members
+            .iter()
+            .all(|member| member.weight == 1 && member.priority == 0)
+    );
+
+    assert_eq!(config.discovery, None);
+    assert_eq!(config.auth, AuthConfig::default());
+    assert!(!config.auth.enabled);
+    assert!(!config.auth.allow_anonymous);
+    assert!(config.auth.api_key.enabled);
+    assert_eq!(config.auth.api_key.header_name, "X-API-Key");
+    assert!(!config.auth.oidc.enabled && !config.auth.opa.enabled);
+    assert_eq!(
+        (
+            config.auth.oidc.subject_claim.as_str(),
+            config.auth.oidc.groups_claim.as_str(),
+            config.auth.oidc.tenant_claim.as_str()
+        ),
+        ("sub", "groups", "tenant_id")
+    );
+    assert_eq!(
+        config.rate_limit,
+        RateLimitConfig {
+            rps: 10.0,
+            burst: 20
+        }
+    );
+    assert_eq!(config.tool_names, ToolNaming::Prefixed);
+    assert_eq!(config.tool_timeout_s, 60);
+    assert!(!config.config_reload.watch);
+}
+
+#[test]
+fn empty_sections_take_their_defaults_and_an_empty_discovery_turns_it_on() {
+    let config = parse_ok("mcp_servers:\nauth:\nrate_limit:\ndiscovery:\nconfig_reload:\n");
+    assert!(config.mcp_servers.is_empty());
+    assert_eq!(config.auth, AuthConfig::default());
+    assert_eq!(config.rate_limit, RateLimitConfig::default());
+    assert_eq!(
+        config.discovery,
+        Some(DiscoveryConfig {
+            refresh_interval_s: 30,
+            sources: vec![]
+        })
+    );
+    let config = parse_ok("auth: {enabled: true, oidc: {issuer: https://i}}\n");
+    assert!(config.auth.enabled);
+    assert_eq!(config.auth.oidc.subject_claim, "sub");
+}
+
+#[test]
+fn an_empty_file_or_document_is_an_empty_configuration() {
+    for text in [
+        "",
+        "\n\n",
+        "# only a comment\n",
+        "---\n",
+        "---\n# nothing\n...\n",
+        "~\n",
+        "null",
+    ] {
+        let config = parse("empty.yaml", text, &environment)
+            .unwrap_or_else(|errors| panic!("{text:?}: {errors}"));
+        assert_eq!(config, GatewayConfig::default(), "{text:?}");
+        assert!(config.server_specs().is_empty());
+    }
+}
+
+#[test]
+fn bare_tool_names_and_other_top_level_keys_parse() {
+    let config = parse_ok(
+        "tool_names: bare\ntool_timeout_s: 5\nconfig_reload: {watch: true}\nrate_limit: {rps: 0.5}\n",
+    );
+    assert_eq!(config.tool_names, ToolNaming::Bare);
+    assert_eq!(config.tool_timeout_s, 5);
+    assert!(config.config_reload.watch);
+    assert_eq!(
+        config.rate_limit,
+        RateLimitConfig {
+            rps: 0.5,
+            burst: 20
+        }
+    );
+}
+
+// --- ranges ---
+
+#[test]
+fn every_range_bound_is_inclusive_and_the_next_value_is_refused() {
+    let server = |key: &str, value: i64| {
+        format!(
+            "mcp_servers:\n  math:\n    mode: subprocess\n    command: [x]\n    {key}: {value}\n"
+        )
+    };
+    let cases: Vec<(String, &str, i64, i64)> = vec![
+        (String::new(), "idle_ttl_s", 1, 86_400),
+        (String::new(), "health_check_interval_s", 5, 3_600),
+        (String::new(), "max_consecutive_failures", 1, 100),
+    ];
+    for (_, key, minimum, maximum) in cases {
+        for inside in [minimum, maximum] {
+            parse_ok(&server(key, inside));
+        }
+        for outside in [minimum - 1, maximum + 1] {
+            let error = only_error(&server(key, outside));
+            assert_eq!(error.kind, ConfigErrorKind::OutOfRange, "{key} {outside}");
+            assert_eq!(error.path, format!("mcp_servers.math.{key}"));
+            assert_eq!((error.line, error.column), (Some(5), Some(5)), "{key}");
+            assert_eq!(
+                error.message,
+                format!("must be between {minimum} and {maximum}, got {outside}")
+            );
+        }
+    }
+
+    let top = |text: &str| text.to_owned();
+    for (good, bad, path, message) in [
+        (
+            "tool_timeout_s: 1\n",
+            "tool_timeout_s: 0\n",
+            "tool_timeout_s",
+            "must be between 1 and 86400, got 0",
+        ),
+        (
+            "tool_timeout_s: 86400\n",
+            "tool_timeout_s: 86401\n",
+            "tool_timeout_s",
+            "must be between 1 and 86400, got 86401",
+        ),
+        (
+            "discovery: {refresh_interval_s: 1}\n",
+            "discovery: {refresh_interval_s: 0}\n",
+            "discovery.refresh_interval_s",
+            "must be between 1 and 86400, got 0",
+        ),
+        (
+            "rate_limit: {burst: 1}\n",
+            "rate_limit: {burst: 0}\n",
+            "rate_limit.burst",
+            "must be at least 1, got 0",
+        ),
+        (
+            "rate_limit: {rps: 0}\n",
+            "rate_limit: {rps: -0.5}\n",
+            "rate_limit.rps",
+            "must be 0 or more (0 turns rate limiting off), got -0.5",
+        ),
+        (
+            "mcp_servers: {a: {mode: subprocess, command: [x]}, g: {mode: group, min_healthy: 0, members: [{id: a, weight: 1}]}}\n",
+            "mcp_servers: {a: {mode: subprocess, command: [x]}, g: {mode: group, members: [{id: a, weight: 0}]}}\n",
+            "mcp_servers.g.members[0].weight",
+            "must be at least 1, got 0; remove the member to take it out of rotation",
+        ),
+    ] {
+        parse_ok(&top(good));
+        let error = only_error(&top(bad));
+        assert_eq!(
+            (error.path.as_str(), error.message.as_str()),
+            (path, message),
+            "{bad}"
+        );
+        assert_eq!(error.line, Some(1), "{bad}");
+    }
+}
+
+#[test]
+fn a_negative_number_for_a_count_is_a_type_error_with_its_place() {
+    let error = only_error(
+        "mcp_servers:\n  math:\n    mode: subprocess\n    command: [x]\n    idle_ttl_s: -1\n",
+    );
+    assert_eq!(error.kind, ConfigErrorKind::WrongType);
+    assert_eq!(
+        (error.line, error.column, error.path.as_str()),
+        (Some(5), Some(17), "mcp_servers.math.idle_ttl_s")
+    );
+    assert_eq!(
+        error.message,
+        "invalid type: integer `-1`, expected a whole number of 0 or more"
+    );
+}
+
+// --- ids ---
+
+#[test]
+fn bad_server_ids_are_reported_at_their_keys() {
+    let long = "x".repeat(65);
+    let text = format!(
+        "mcp_servers:\n  a__b: {{mode: subprocess, command: [x]}}\n  \"a b\": {{mode: subprocess, command: [x]}}\n  {long}:\n    mode: subprocess\n    command: [x]\n  {}: {{mode: subprocess, command: [x]}}\n",
+        "y".repeat(64)
+    );
+    let errors = parse_errors(&text);
+    let long_path = format!("mcp_servers.{long}");
+    assert_eq!(
+        places(&errors),
+        [
+            (Some(2), Some(3), "mcp_servers.a__b"),
+            (Some(3), Some(3), "mcp_servers.a b"),
+            (Some(4), Some(3), long_path.as_str())
+        ]
+    );
+    assert!(
+        errors[0].message.contains("must not contain `__`"),
+        "{}",
+        errors[0].message
+    );
+    assert!(
+        errors[1]
+            .message
+            .contains("may contain only letters, digits"),
+        "{}",
+        errors[1].message
+    );
+    assert!(
+        errors[2].message.contains("longer than 64 characters"),
+        "{}",
+        errors[2].message
+    );
+    assert!(
+        errors
+            .iter()
+            .all(|error| error.kind == ConfigErrorKind::InvalidValue)
+    );
+}
+
+// --- unknown keys ---
+
+#[test]
+fn unknown_keys_name_the_key_and_suggest_the_nearest() {
+    for (text, place, message) in [
+        (
+            "mcp_server:\n  math: {}\n",
+            (1, 1, "mcp_server"),
+            "unknown key `mcp_server`; did you mean `mcp_servers`?",
+        ),
+        (
+            "mcp_servers:\n  math:\n    mode: subprocess\n    comand: [python3]\n",
+            (4, 5, "mcp_servers.math.comand"),
+            "unknown key `comand`; did you mean `command`?",
+        ),
+        (
+            "auth:\n  enabeld: true\n",
+            (2, 3, "auth.enabeld"),
+            "unknown key `enabeld`; did you mean `enabled`?",
+        ),
+        (
+            "auth:\n  oidc:\n    isuer: x\n",
+            (3, 5, "auth.oidc.isuer"),
+            "unknown key `isuer`; did you mean `issuer`?",
+        ),
+        (
+            "mcp_servers:\n  m:\n    mode: subprocess\n    command: [x]\n    tools: [{name: t, input_schema: {}}]\n",
+            (5, 23, "mcp_servers.m.tools[0].input_schema"),
+            "unknown key `input_schema`; did you mean `inputSchema`?",
+        ),
+        (
+            "config_reload: {wach: true}\n",
+            (1, 17, "config_reload.wach"),
+            "unknown key `wach`; did you mean `watch`?",
+        ),
+        (
+            "rate_limit: {zzz: 1}\n",
+            (1, 14, "rate_limit.zzz"),
+            "unknown key `zzz`; valid keys are `rps` or `burst`",
+        ),
+    ] {
+        let error = only_error(text);
+        assert_eq!(error.kind, ConfigErrorKind::UnknownKey, "{text}");
+        assert_eq!(
+            (
+                error.line.unwrap(),
+                error.column.unwrap(),
+                error.path.as_str()
+            ),
+            place,
+            "{text}"
+        );
+        assert_eq!(error.message, message);
+    }
+}
+
+#[test]
+fn unknown_values_of_enumerations_suggest_the_nearest() {
+    let error = only_error("mcp_servers:\n  m:\n    mode: subproces\n");
+    assert_eq!(
+        (error.line, error.path.as_str()),
+        (Some(3), "mcp_servers.m.mode")
+    );
+    assert_eq!(
+        error.message,
+        "unknown value `subproces`; did you mean `subprocess`?"
+    );
+    let error = only_error("mcp_servers:\n  g:\n    mode: group\n    strategy: round-robin\n");
+    assert_eq!(
+        error.message,
+        "unknown value `round-robin`; did you mean `round_robin`?"
+    );
+    let error = only_error("tool_names: short\n");
+    assert_eq!(
+        error.message,
+        "unknown value `short`; expected `prefixed` or `bare`"
+    );
+}
+
+// --- modes ---
+
+#[test]
+fn a_key_of_another_mode_names_the_key_and_the_mode() {
+    let text = yaml(
+        "
+        mcp_servers:
+          math:
+            mode: subprocess
+            command: [python3]
+            endpoint: https://host/mcp
+          pool:
+            mode: group
+            members: []
+            idle_ttl_s: 5
+        ",
+    );
+    let errors = parse_errors(&text);
+    assert_eq!(
+        places(&errors),
+        [
+            (Some(5), Some(5), "mcp_servers.math.endpoint"),
+            (Some(9), Some(5), "mcp_servers.pool.idle_ttl_s")
+        ]
+    );
+    assert!(
+        errors
+            .iter()
+            .all(|error| error.kind == ConfigErrorKind::WrongMode)
+    );
+    assert_eq!(
+        errors[0].message,
+        "`endpoint` does not belong to mode `subprocess`; it is used with mode `remote`: remove it or change `mode`"
+    );
+    assert_eq!(
+        errors[1].message,
+        "`idle_ttl_s` does not belong to mode `group`; it is used with mode `subprocess`, `docker` or `remote`: remove it or change `mode`"
+    );
+}
+
+#[test]
+fn required_keys_of_each_mode_are_reported_at_the_server() {
+    let text = yaml(
+        "
+        mcp_servers:
+          a:
+            mode: subprocess
+          b:
+            mode: docker
+          c:
+            mode: remote
+          d:
+            description: no mode
+          e:
+            mode: subprocess
+            command: []
+        ",
+    );
+    let errors = parse_errors(&text);
+    assert_eq!(
+        places(&errors),
+        [
+            (Some(2), Some(3), "mcp_servers.a"),
+            (Some(4), Some(3), "mcp_servers.b"),
+            (Some(6), Some(3), "mcp_servers.c"),
+            (Some(8), Some(3), "mcp_servers.d"),
+            (Some(12), Some(5), "mcp_servers.e.command"),
+        ]
+    );
+    let messages: Vec<&str> = errors.iter().map(|error| error.message.as_str()).collect();
+    assert!(
+        messages[0].starts_with("missing key `command`: mode `subprocess` needs"),
+        "{}",
+        messages[0]
+    );
+    assert!(
+        messages[1].starts_with("missing key `image`: mode `docker` needs"),
+        "{}",
+        messages[1]
+    );
+    assert!(
+        messages[2].starts_with("missing key `endpoint`: mode `remote` needs"),
+        "{}",
+        messages[2]
+    );
+    assert!(
+        messages[3].starts_with("missing key `mode`"),
+        "{}",
+        messages[3]
+    );
+    assert!(
+        messages[4].starts_with("must not be empty"),
+        "{}",
+        messages[4]
+    );
+    assert_eq!(errors[4].kind, ConfigErrorKind::InvalidValue);
+    assert!(
+        errors[..4]
+            .iter()
+            .all(|error| error.kind == ConfigErrorKind::MissingKey)
+    );
+}
+
+#[test]
+fn remote_endpoints_must_be_http_urls() {
+    let error = only_error("mcp_servers:\n  api: {mode: remote, endpoint: \"ftp://host/mcp\"}\n");
+    assert_eq!(
+        (error.line, error.column, error.path.as_str()),
+        (Some(2), Some(23), "mcp_servers.api.endpoint")
+    );
+    assert_eq!(
+        error.message,
+        "`ftp://host/mcp` is not an http:// or https:// URL"
+    );
+    parse_ok("mcp_servers:\n  api: {mode: remote, endpoint: \"http://127.0.0.1:9/mcp\"}\n");
+}
+
+#[test]
+fn docker_takes_command_as_a_synonym_of_args_and_numbers_for_cpus() {
+    let config = parse_ok(&yaml(
+        "
+        mcp_servers:
+          a: {mode: docker, image: img, command: [serve], cpus: 2, memory: 1g, read_only: false, network: bridge, volumes: [/d:/d:ro], env: {PORT: 8080}}
+          b: {mode: docker, image: img, cpus: 1.5, runtime: podman}
+        ",
+    ));
+    assert_eq!(
+        spec(&config, "a").launch,
+        LaunchSpec::Docker {
+            image: "img".into(),
+            args: vec!["serve".into()],
+            env: BTreeMap::from([("PORT".to_owned(), "8080".to_owned())]),
+            network: "bridge".into(),
+            memory: Some("1g".into()),
+            cpus: Some("2".into()),
+            read_only: false,
+            volumes: vec!["/d:/d:ro".into()],
+        }
+    );
+    assert!(
+        matches!(spec(&config, "b").launch, LaunchSpec::Docker { cpus: Some(cpus), .. } if cpus == "1.5")
+    );
+    assert_eq!(
+        config.mcp_servers["b"].runtime,
+        Some(ContainerRuntime::Podman)
+    );
+
+    let errors = parse_errors(
+        "mcp_servers:\n  a: {mode: docker, image: img, args: [x], command: [y], cpus: 0, memory: lots}\n",
+    );
+    let paths: Vec<&str> = errors.iter().map(|error| error.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "mcp_servers.a.command",
+            "mcp_servers.a.cpus",
+            "mcp_servers.a.memory"
+        ]
+    );
+}
+
+#[test]
+fn command_arguments_may_be_written_as_numbers() {
+    let config = parse_ok(
+        "mcp_servers:\n  m: {mode: subprocess, command: [server, --port, 8080, --verbose, true]}\n",
+    );
+    assert!(matches!(
+        spec(&config, "m").launch,
+        LaunchSpec::Subprocess { command, .. } if command == ["server", "--port", "8080", "--verbose", "true"]
+    ));
+}
+
+// --- groups ---
+
+#[test]
+fn group_members_must_be_other_servers_of_the_file() {
+    let text = yaml(
+        "
+        mcp_servers:
+          math: {mode: subprocess, command: [x]}
+          other: {mode: group, members: [{id: math}]}
+          pool:
+            mode: group
+            members:
+              - id: maths
+              - id: pool
+              - id: other
+                weight: 2
+              - {id: math, priority: 1}
+              - id: math
+        ",
+    );
+    let errors = parse_errors(&text);
+    assert_eq!(
+        places(&errors),
+        [
+            (Some(7), Some(9), "mcp_servers.pool.members[0].id"),
+            (Some(8), Some(9), "mcp_servers.pool.members[1].id"),
+            (Some(9), Some(9), "mcp_servers.pool.members[2].id"),
+            (Some(12), Some(9), "mcp_servers.pool.members[4].id"),
+        ]
+    );
+    assert_eq!(
+        errors[0].message,
+        "`maths` is not a server in this configuration; did you mean `math`?"
+    );
+    assert_eq!(
+        errors[1].message,
+        "group `pool` cannot be a member of itself"
+    );
+    assert_eq!(
+        errors[2].message,
+        "`other` is a group; members must be servers, groups do not nest"
+    );
+    assert!(
+        errors[3].message.starts_with("`math` is listed twice"),
+        "{}",
+        errors[3].message
+    );
+    assert_eq!(
+        errors.iter().map(|error| error.kind).collect::<Vec<_>>(),
+        [
+            ConfigErrorKind::Reference,
+            ConfigErrorKind::Reference,
+            ConfigErrorKind::Reference,
+            ConfigErrorKind::DuplicateKey
+        ]
+    );
+}
+
+#[test]
+fn group_members_in_flow_style_are_located_exactly() {
+    let error = only_error(
+        "mcp_servers:\n  math: {mode: subprocess, command: [x]}\n  pool:  {mode: group, strategy: round_robin, members: [{id: math, weight: 1}, {id: nope}]}\n",
+    );
+    assert_eq!(
+        (error.line, error.column, error.path.as_str()),
+        (Some(3), Some(81), "mcp_servers.pool.members[1].id")
+    );
+    assert_eq!(
+        error.message,
+        "`nope` is not a server in this configuration; members name servers declared under mcp_servers"
+    );
+}
+
+#[test]
+fn group_strategies_weights_and_priorities_are_kept() {
+    let config = parse_ok(&yaml(
+        "
+        mcp_servers:
+          a: {mode: subprocess, command: [x]}
+          b: {mode: remote, endpoint: https://b/mcp}
+          g:
+            mode: group
+            description: failover
+            strategy: priority
+            min_healthy: 2
+            members: [{id: a, weight: 3, priority: 1}, {id: b, priority: 0}]
+        ",
+    ));
+    assert_eq!(
+        config.groups(),
+        [GroupDefinition {
+            id: server_id("g"),
+            description: Some("failover".into()),
+            strategy: GroupStrategy::Priority,
+            min_healthy: 2,
+            members: vec![
+                GroupMember {
+                    id: server_id("a"),
+                    weight: 3,
+                    priority: 1
+                },
+                GroupMember {
+                    id: server_id("b"),
+                    weight: 1,
+                    priority: 0
+                },
+            ],
+        }]
+    );
+    assert_eq!(config.server_specs().len(), 2);
+}
+
+// --- variables ---
+
+#[test]
+fn variables_are_expanded_with_defaults_and_recorded() {
+    let text = yaml(
+        r#"
+        mcp_servers:
+          api:
+            mode: remote
+            endpoint: "https://${HOST:-localhost}/mcp"
+            idle_ttl_s: ${TTL}
+            headers: {Authorization: "Bearer ${TOKEN}"}
+        "#,
+    );
+    let config = parse_ok(&text);
+    let api = spec(&config, "api");
+    assert_eq!(api.idle_ttl, Duration::from_secs(120));
+    assert_eq!(
+        api.launch,
+        LaunchSpec::Remote {
+            endpoint: "https://localhost/mcp".into(),
+            headers: BTreeMap::from([("Authorization".to_owned(), "Bearer t0k3n".to_owned())]),
+        }
+    );
+    let references: Vec<(&str, Option<&str>, bool, usize, &str)> = config
+        .variable_references()
+        .iter()
+        .map(|reference| {
+            (
+                reference.name.as_str(),
+                reference.default.as_deref(),
+                reference.used_default,
+                reference.line,
+                reference.path.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        references,
+        [
+            (
+                "HOST",
+                Some("localhost"),
+                true,
+                4,
+                "mcp_servers.api.endpoint"
+            ),
+            ("TTL", None, false, 5, "mcp_servers.api.idle_ttl_s"),
+            (
+                "TOKEN",
+                None,
+                false,
+                6,
+                "mcp_servers.api.headers.Authorization"
+            ),
+        ]
+    );
+}
+
+#[test]
+fn unset_variables_are_errors_naming_the_variable_and_the_line() {
+    let text = yaml(
+        r#"
+        # ${IN_A_COMMENT} is not expanded
+        mcp_servers:
+          api:
+            mode: remote
+            endpoint: "https://${API_HOST}/mcp"
+            headers: {Authorization: "Bearer ${API_TOKEN}"}
+        "#,
+    );
+    let errors = parse_errors(&text);
+    assert_eq!(
+        places(&errors),
+        [
+            (Some(5), Some(24), "mcp_servers.api.endpoint"),
+            (Some(6), Some(38), "mcp_servers.api.headers.Authorization")
+        ]
+    );
+    assert_eq!(
+        errors[0].to_string(),
+        "gateway.yaml:5:24: mcp_servers.api.endpoint: environment variable `API_HOST` is not set; set it, or give a default with `${API_HOST:-default}`"
+    );
+    assert!(errors[1].message.contains("`API_TOKEN`"));
+    assert!(
+        errors
+            .iter()
+            .all(|error| error.kind == ConfigErrorKind::Variable)
+    );
+}
+
+#[test]
+fn a_double_dollar_writes_a_literal_reference() {
+    let config = parse_ok("mcp_servers:\n  m: {mode: subprocess, command: [echo, \"$${HOME}\"]}\n");
+    assert!(
+        matches!(spec(&config, "m").launch, LaunchSpec::Subprocess { command, .. } if command[1] == "${HOME}")
+    );
+}
+
+// --- syntax and types ---
+
+#[test]
+fn yaml_syntax_errors_carry_their_line() {
+    let error = only_error("mcp_servers:\n  math:\n    mode: subprocess\n   command: [x]\n");
+    assert_eq!(error.kind, ConfigErrorKind::Syntax);
+    assert_eq!(error.line, Some(4));
+    assert!(error.to_string().starts_with("gateway.yaml:4:"), "{error}");
+
+    let error = only_error("mcp_servers: {math: {mode: subprocess\n");
+    assert_eq!(error.kind, ConfigErrorKind::Syntax);
+    assert_eq!(error.line, Some(2));
+}
+
+#[test]
+fn wrong_types_carry_line_column_and_path() {
+    let error = only_error(
+        "mcp_servers:\n  math:\n    mode: subprocess\n    command: [x]\n    idle_ttl_s: \"abc\"\n",
+    );
+    assert_eq!(error.kind, ConfigErrorKind::WrongType);
+    assert_eq!(
+        error.to_string(),
+        "gateway.yaml:5:17: mcp_servers.math.idle_ttl_s: invalid type: string \"abc\", expected a whole number of 0 or more"
+    );
+    let error =
+        only_error("mcp_servers:\n  math:\n    mode: subprocess\n    command: python3 server.py\n");
+    assert_eq!(
+        (error.line, error.path.as_str()),
+        (Some(4), "mcp_servers.math.command")
+    );
+    assert!(
+        error.message.contains("expected a list"),
+        "{}",
+        error.message
+    );
+    let error = only_error("mcp_servers: [math]\n");
+    assert_eq!((error.line, error.path.as_str()), (Some(1), "mcp_servers"));
+    assert_eq!(error.message, "invalid type: sequence, expected a mapping");
+    let error = only_error("just text\n");
+    assert!(
+        error.message.contains("configuration sections"),
+        "{}",
+        error.message
+    );
+}
+
+#[test]
+fn a_server_declared_twice_is_reported_where_it_is_repeated() {
+    let error = only_error(
+        "mcp_servers:\n  math: {mode: subprocess, command: [a]}\n  other: {mode: subprocess, command: [b]}\n  math: {mode: subprocess, command: [c]}\n",
+    );
+    assert_eq!(error.kind, ConfigErrorKind::DuplicateKey);
+    assert_eq!(
+        (error.line, error.column, error.path.as_str()),
+        (Some(4), Some(3), "mcp_servers.math")
+    );
+    let error = only_error("auth:\n  enabled: true\n  enabled: false\n");
+    assert_eq!(error.kind, ConfigErrorKind::DuplicateKey);
+    assert_eq!((error.line, error.path.as_str()), (Some(3), "auth.enabled"));
+}
+
+// --- several errors ---
+
+#[test]
+fn every_semantic_error_is_reported_in_line_order() {
+    let text = yaml(
+        "
+        mcp_servers:
+          math:
+            mode: subprocess
+            command: [python3]
+            idle_ttl_s: 0
+            health_check_interval_s: 4
+          api:
+            mode: remote
+            endpoint: not-a-url
+          pool: {mode: group, members: [{id: ghost}]}
+        auth:
+          role_assignments:
+            - {principal: alice, role: admin, scope: everywhere}
+          trusted_proxies: [10.0.0.0/33]
+        rate_limit:
+          burst: 0
+        ",
+    );
+    let errors = parse_errors(&text);
+    assert_eq!(
+        places(&errors),
+        [
+            (Some(5), Some(5), "mcp_servers.math.idle_ttl_s"),
+            (Some(6), Some(5), "mcp_servers.math.health_check_interval_s"),
+            (Some(9), Some(5), "mcp_servers.api.endpoint"),
+            (Some(10), Some(34), "mcp_servers.pool.members[0].id"),
+            (Some(13), Some(8), "auth.role_assignments[0].principal"),
+            (Some(13), Some(39), "auth.role_assignments[0].scope"),
+            (Some(14), Some(21), "auth.trusted_proxies[0]"),
+            (Some(16), Some(3), "rate_limit.burst"),
+        ]
+    );
+    let display = parse("gateway.yaml", &text, &environment)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(display.lines().count(), 8);
+    assert_eq!(
+        display.lines().next(),
+        Some("gateway.yaml:5:5: mcp_servers.math.idle_ttl_s: must be between 1 and 86400, got 0")
+    );
+}
+
+// --- other sections ---
+
+#[test]
+fn auth_settings_are_validated() {
+    let errors = parse_errors(&yaml(
+        "
+        auth:
+          api_key: {header_name: \"X API Key\"}
+          oidc:
+            enabled: true
+            jwks_uri: jwks.json
+            subject_claim: \"\"
+          opa: {enabled: true}
+        ",
+    ));
+    let summary: Vec<(&str, ConfigErrorKind)> = errors
+        .iter()
+        .map(|error| (error.path.as_str(), error.kind))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("auth.api_key.header_name", ConfigErrorKind::InvalidValue),
+            ("auth.oidc", ConfigErrorKind::MissingKey),
+            ("auth.oidc", ConfigErrorKind::MissingKey),
+            ("auth.oidc.jwks_uri", ConfigErrorKind::InvalidValue),
+            ("auth.oidc.subject_claim", ConfigErrorKind::InvalidValue),
+            ("auth.opa", ConfigErrorKind::MissingKey),
+            ("auth.opa", ConfigErrorKind::MissingKey),
+        ]
+    );
+    assert!(errors[1].message.contains("`issuer`") && errors[2].message.contains("`audience`"));
+}
+
+#[test]
+fn suspicious_settings_are_warnings_with_places() {
+    let config = parse_ok(&yaml(
+        "
+        mcp_servers:
+          a: {mode: subprocess, command: [x]}
+          g: {mode: group, min_healthy: 2, members: [{id: a}]}
+        auth:
+          oidc: {enabled: true, issuer: http://issuer.local, audience: mcpgw}
+        ",
+    ));
+    let warnings: Vec<(Option<usize>, &str)> = config
+        .warnings()
+        .iter()
+        .map(|warning| (warning.line, warning.path.as_str()))
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            (Some(3), "mcp_servers.g.min_healthy"),
+            (Some(5), "auth.oidc.issuer")
+        ]
+    );
+    assert!(
+        config.warnings()[0]
+            .to_string()
+            .starts_with("gateway.yaml:3:20: mcp_servers.g.min_healthy: ")
+    );
+}
+
+#[test]
+fn discovery_sources_get_ids_and_known_types() {
+    let config = parse_ok(&yaml(
+        "
+        discovery:
+          sources:
+            - {type: docker}
+            - {id: files, type: filesystem, mode: authoritative, enabled: false, config: {path: /etc/mcp.d}}
+            - {source_type: docker}
+        ",
+    ));
+    let discovery = config.discovery.unwrap();
+    let ids: Vec<String> = discovery.sources_with_ids().map(|(id, _)| id).collect();
+    assert_eq!(ids, ["docker-0", "files", "docker-2"]);
+    assert_eq!(discovery.sources[1].mode, DiscoveryMode::Authoritative);
+    assert!(!discovery.sources[1].enabled);
+
+    let errors = parse_errors(
+        "discovery:\n  sources:\n    - {type: dokcer}\n    - {type: docker}\n    - {id: docker-1, type: docker}\n    - {id: \"a b\", type: docker}\n",
+    );
+    assert_eq!(
+        places(&errors),
+        [
+            (Some(3), Some(8), "discovery.sources[0].type"),
+            (Some(5), Some(5), "discovery.sources[2]"),
+            (Some(6), Some(8), "discovery.sources[3].id"),
+        ]
+    );
+    assert_eq!(
+        errors[0].message,
+        "unknown source type `dokcer`; did you mean `docker`?"
+    );
+    assert_eq!(
+        errors[1].message,
+        "source id `docker-1` is used twice; give the sources distinct `id`s"
+    );
+    assert_eq!(errors[1].kind, ConfigErrorKind::DuplicateKey);
+}
+
+// --- export ---
+
+#[test]
+fn to_yaml_parses_back_to_an_equal_configuration() {
+    let config = parse_ok(CONTRACT_EXAMPLE);
+    let exported = config.to_yaml();
+    let again = parse("exported.yaml", &exported, &|_| None)
+        .unwrap_or_else(|errors| panic!("{errors}\n{exported}"));
+    assert_eq!(again, config);
+    assert_eq!(again.server_specs(), config.server_specs());
+    assert!(
+        exported.contains("Bearer t0k3n"),
+        "values are exported as they are:\n{exported}"
+    );
+    let empty = GatewayConfig::default().to_yaml();
+    assert_eq!(
+        parse("empty.yaml", &empty, &|_| None).unwrap(),
+        GatewayConfig::default()
+    );
+}
+
+#[test]
+fn definitions_come_back_from_specs_and_groups() {
+    let config = parse_ok(CONTRACT_EXAMPLE);
+    for spec in config.server_specs() {
+        let definition = ServerDefinition::from_server_spec(&spec).unwrap();
+        assert_eq!(
+            definition.to_server_spec(spec.id.clone(), ServerOrigin::Config),
+            Some(spec)
+        );
+    }
+    let box_definition = ServerDefinition::from_server_spec(&spec(&config, "box")).unwrap();
+    assert_eq!(
+        (box_definition.network, box_definition.read_only),
+        (None, None),
+        "defaults are left out"
+    );
+    for group in config.groups() {
+        let definition = ServerDefinition::from_group_definition(&group);
+        assert_eq!(
+            definition.to_group_definition(group.id.clone()),
+            Some(group)
+        );
+    }
+}
+
+// --- JSON definitions ---
+
+#[test]
+fn json_definitions_follow_the_file_rules_and_defaults() {
+    let definition = server_definition_from_json(
+        "math",
+        json!({"mcp_server_id": "math", "mode": "subprocess", "command": ["python3", "-m", "m"], "idle_ttl_s": 30}),
+    )
+    .unwrap();
+    let spec = definition
+        .to_server_spec(server_id("math"), ServerOrigin::Api)
+        .unwrap();
+    assert_eq!(spec.idle_ttl, Duration::from_secs(30));
+    assert_eq!(spec.health_check_interval, Duration::from_secs(60));
+
+    let spec = server_spec_from_json(
+        "box",
+        json!({"mode": "docker", "image": "img", "cpus": 1}),
+        ServerOrigin::Api,
+    )
+    .unwrap();
+    assert!(
+        matches!(spec.launch, LaunchSpec::Docker { network, cpus: Some(cpus), .. } if network == "none" && cpus == "1")
+    );
+    assert_eq!(spec.origin, ServerOrigin::Api);
+}
+
+#[test]
+fn json_errors_have_no_line_and_name_the_field() {
+    let errors = server_definition_from_json(
+        "math",
+        json!({"mode": "subprocess", "command": ["x"], "idle_ttl_s": 0, "endpoint": "https://h/mcp", "health_check_interval_s": 3601}),
+    )
+    .unwrap_err();
+    let summary: Vec<(Option<usize>, &str, &str)> = errors
+        .errors()
+        .iter()
+        .map(|error| (error.line, error.path.as_str(), error.message.as_str()))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (
+                None,
+                "endpoint",
+                "`endpoint` does not belong to mode `subprocess`; it is used with mode `remote`: remove it or change `mode`"
+            ),
+            (None, "idle_ttl_s", "must be between 1 and 86400, got 0"),
+            (
+                None,
+                "health_check_interval_s",
+                "must be between 5 and 3600, got 3601"
+            ),
+        ]
+    );
+    assert_eq!(
+        errors.to_string().lines().next(),
+        Some(
+            "endpoint: `endpoint` does not belong to mode `subprocess`; it is used with mode `remote`: remove it or change `mode`"
+        )
+    );
+
+    let error = server_definition_from_json("m", json!({"mode": "subprocess", "comand": ["x"]}))
+        .unwrap_err()
+        .into_errors()
+        .remove(0);
+    assert_eq!(
+        (error.kind, error.path.as_str()),
+        (ConfigErrorKind::UnknownKey, "comand")
+    );
+    assert_eq!(
+        error.message,
+        "unknown key `comand`; did you mean `command`?"
+    );
+
+    let error = server_definition_from_json(
+        "m",
+        json!({"mode": "subprocess", "command": ["x"], "idle_ttl_s": "abc"}),
+    )
+    .unwrap_err()
+    .into_errors()
+    .remove(0);
+    assert_eq!(
+        (error.kind, error.path.as_str(), error.line),
+        (ConfigErrorKind::WrongType, "idle_ttl_s", None)
+    );
+
+    let error = server_definition_from_json("m", json!({"mode": "remote"}))
+        .unwrap_err()
+        .into_errors()
+        .remove(0);
+    assert_eq!(
+        (error.kind, error.path.as_str()),
+        (ConfigErrorKind::MissingKey, "")
+    );
+
+    let errors = server_definition_from_json(
+        "a__b",
+        json!({"mcp_server_id": "other", "mode": "subprocess", "command": ["x"]}),
+    )
+    .unwrap_err();
+    let paths: Vec<&str> = errors
+        .errors()
+        .iter()
+        .map(|error| error.path.as_str())
+        .collect();
+    assert_eq!(paths, ["mcp_server_id", "mcp_server_id"]);
+
+    let error = server_spec_from_json("g", json!({"mode": "group"}), ServerOrigin::Api)
+        .unwrap_err()
+        .into_errors()
+        .remove(0);
+    assert_eq!(error.path, "mode");
+    assert_eq!(errors.kind(), mcpgw_core::ErrorKind::Invalid);
+}
+
+#[test]
+fn json_groups_take_the_rest_shapes() {
+    let group = group_definition_from_json(
+        "pool",
+        json!({"group_id": "pool", "strategy": "weighted_round_robin", "min_healthy": 1, "members": [{"member_id": "a", "weight": 3, "priority": 2}, {"id": "b"}]}),
+    )
+    .unwrap();
+    assert_eq!(group.strategy, GroupStrategy::WeightedRoundRobin);
+    assert_eq!(
+        group.members,
+        [
+            GroupMember {
+                id: server_id("a"),
+                weight: 3,
+                priority: 2
+            },
+            GroupMember {
+                id: server_id("b"),
+                weight: 1,
+                priority: 0
+            }
+        ]
+    );
+    let errors = group_definition_from_json(
+        "pool",
+        json!({"members": [{"id": "pool"}, {"id": "x", "weight": 0}]}),
+    )
+    .unwrap_err();
+    let paths: Vec<&str> = errors
+        .errors()
+        .iter()
+        .map(|error| error.path.as_str())
+        .collect();
+    assert_eq!(paths, ["members[0].id", "members[1].weight"]);
+    let errors =
+        group_definition_from_json("pool", json!({"mode": "subprocess", "command": ["x"]}))
+            .unwrap_err();
+    assert_eq!(errors.errors()[0].path, "mode");
+}
+
+// --- robustness ---
+
+#[test]
+fn damaged_text_gives_located_errors_not_panics() {
+    let text = CONTRACT_EXAMPLE;
+    let check = |damaged: &str| {
+        if let Err(errors) = parse("damaged.yaml", damaged, &environment) {
+            assert!(!errors.is_empty());
+            for error in &errors {
+                assert!(!error.message.is_empty(), "{damaged}");
+                assert!(error.line.is_some(), "{error}\n{damaged}");
+            }
+        }
+    };
+    let boundaries: Vec<usize> = text.char_indices().map(|(index, _)| index).collect();
+    // Every cut is cheap to write but slow to run in a debug build; a stride keeps the test
+    // short while still cutting inside every kind of token.
+    for &end in boundaries.iter().step_by(3) {
+        check(&text[..end]);
+    }
+    for &at in boundaries.iter().step_by(29) {
+        for inserted in ["\"", "'", "{", "[", "\n  ", ":", "#", "${", "- ", "é"] {
+            check(&format!("{}{inserted}{}", &text[..at], &text[at..]));
+        }
+    }
+}

@@ -1,0 +1,930 @@
+//! Semantic validation after parsing: ranges, required keys per mode, keys that belong to
+//! another mode, references between servers and groups, and the formats of URLs, ids and
+//! network ranges. It collects every problem instead of stopping at the first.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use mcpgw_core::ServerId;
+
+use crate::error::ConfigErrorKind;
+use crate::path::KeyPath;
+use crate::schema::{
+    AuthConfig, DiscoveryConfig, DiscoverySourceConfig, GatewayConfig, RateLimitConfig,
+    ServerDefinition, ServerMode,
+};
+use crate::suggest::{nearest, quoted_list};
+
+pub(crate) const IDLE_TTL_S: (u64, u64) = (1, 86_400);
+pub(crate) const HEALTH_CHECK_INTERVAL_S: (u64, u64) = (5, 3_600);
+pub(crate) const MAX_CONSECUTIVE_FAILURES: (u64, u64) = (1, 100);
+pub(crate) const TOOL_TIMEOUT_S: (u64, u64) = (1, 86_400);
+pub(crate) const REFRESH_INTERVAL_S: (u64, u64) = (1, 86_400);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Finding {
+    pub(crate) kind: ConfigErrorKind,
+    pub(crate) path: KeyPath,
+    pub(crate) message: String,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Findings {
+    pub(crate) errors: Vec<Finding>,
+    pub(crate) warnings: Vec<Finding>,
+}
+
+impl Findings {
+    fn error(&mut self, kind: ConfigErrorKind, path: KeyPath, message: impl Into<String>) {
+        self.errors.push(Finding {
+            kind,
+            path,
+            message: message.into(),
+        });
+    }
+
+    fn warning(&mut self, path: KeyPath, message: impl Into<String>) {
+        self.warnings.push(Finding {
+            kind: ConfigErrorKind::InvalidValue,
+            path,
+            message: message.into(),
+        });
+    }
+
+    fn range(&mut self, path: KeyPath, value: u64, (minimum, maximum): (u64, u64)) {
+        if !(minimum..=maximum).contains(&value) {
+            self.error(
+                ConfigErrorKind::OutOfRange,
+                path,
+                format!("must be between {minimum} and {maximum}, got {value}"),
+            );
+        }
+    }
+}
+
+/// Which modes each mode-specific key of a server definition belongs to. `mode` and
+/// `description` belong to all of them.
+const SERVER_KEY_MODES: &[(&str, &[ServerMode])] = {
+    use ServerMode::{Docker, Group, Remote, Subprocess};
+    &[
+        ("command", &[Subprocess, Docker]),
+        ("env", &[Subprocess, Docker]),
+        ("cwd", &[Subprocess]),
+        ("idle_ttl_s", &[Subprocess, Docker, Remote]),
+        ("health_check_interval_s", &[Subprocess, Docker, Remote]),
+        ("max_consecutive_failures", &[Subprocess, Docker, Remote]),
+        ("tools", &[Subprocess, Docker, Remote]),
+        ("image", &[Docker]),
+        ("args", &[Docker]),
+        ("network", &[Docker]),
+        ("memory", &[Docker]),
+        ("cpus", &[Docker]),
+        ("read_only", &[Docker]),
+        ("volumes", &[Docker]),
+        ("runtime", &[Docker]),
+        ("endpoint", &[Remote]),
+        ("headers", &[Remote]),
+        ("strategy", &[Group]),
+        ("min_healthy", &[Group]),
+        ("members", &[Group]),
+    ]
+};
+
+fn present_keys(definition: &ServerDefinition) -> Vec<&'static str> {
+    let presence = [
+        ("command", definition.command.is_some()),
+        ("env", definition.env.is_some()),
+        ("cwd", definition.cwd.is_some()),
+        ("idle_ttl_s", definition.idle_ttl_s.is_some()),
+        (
+            "health_check_interval_s",
+            definition.health_check_interval_s.is_some(),
+        ),
+        (
+            "max_consecutive_failures",
+            definition.max_consecutive_failures.is_some(),
+        ),
+        ("tools", definition.tools.is_some()),
+        ("image", definition.image.is_some()),
+        ("args", definition.args.is_some()),
+        ("network", definition.network.is_some()),
+        ("memory", definition.memory.is_some()),
+        ("cpus", definition.cpus.is_some()),
+        ("read_only", definition.read_only.is_some()),
+        ("volumes", definition.volumes.is_some()),
+        ("runtime", definition.runtime.is_some()),
+        ("endpoint", definition.endpoint.is_some()),
+        ("headers", definition.headers.is_some()),
+        ("strategy", definition.strategy.is_some()),
+        ("min_healthy", definition.min_healthy.is_some()),
+        ("members", definition.members.is_some()),
+    ];
+    presence
+        .into_iter()
+        .filter(|(_, present)| *present)
+        .map(|(key, _)| key)
+        .collect()
+}
+
+fn modes_of(key: &str) -> &'static [ServerMode] {
+    SERVER_KEY_MODES
+        .iter()
+        .find(|(name, _)| *name == key)
+        .map_or(&[], |(_, modes)| modes)
+}
+
+/// Whether `key` may be given; with an unknown mode, every key may.
+fn belongs(key: &str, mode: Option<ServerMode>) -> bool {
+    mode.is_none_or(|mode| modes_of(key).contains(&mode))
+}
+
+pub(crate) fn validate_config(config: &GatewayConfig) -> Findings {
+    let mut findings = Findings::default();
+    let servers_path = KeyPath::root().key("mcp_servers");
+    for (id, definition) in &config.mcp_servers {
+        let path = servers_path.key(id.as_str());
+        validate_server_id(id, &path, &mut findings);
+        validate_server(id, definition, &path, &mut findings);
+        if definition.mode == Some(ServerMode::Group) {
+            validate_member_references(id, definition, &path, &config.mcp_servers, &mut findings);
+        }
+    }
+    if let Some(discovery) = &config.discovery {
+        validate_discovery(discovery, &KeyPath::root().key("discovery"), &mut findings);
+    }
+    validate_auth(&config.auth, &KeyPath::root().key("auth"), &mut findings);
+    validate_rate_limit(
+        &config.rate_limit,
+        &KeyPath::root().key("rate_limit"),
+        &mut findings,
+    );
+    findings.range(
+        KeyPath::root().key("tool_timeout_s"),
+        config.tool_timeout_s,
+        TOOL_TIMEOUT_S,
+    );
+    findings
+}
+
+pub(crate) fn validate_server_id(id: &str, path: &KeyPath, findings: &mut Findings) {
+    if let Err(error) = ServerId::parse(id) {
+        findings.error(
+            ConfigErrorKind::InvalidValue,
+            path.clone(),
+            format!("{error}; ids match ^[A-Za-z0-9_-]{{1,64}}$ without `__`"),
+        );
+    }
+}
+
+/// Everything about one definition that does not need the other servers.
+pub(crate) fn validate_server(
+    id: &str,
+    definition: &ServerDefinition,
+    path: &KeyPath,
+    findings: &mut Findings,
+) {
+    let mode = definition.mode;
+    match mode {
+        None => findings.error(
+            ConfigErrorKind::MissingKey,
+            path.clone(),
+            "missing key `mode`; set it to `subprocess`, `docker`, `remote` or `group`",
+        ),
+        Some(mode) => {
+            for key in present_keys(definition) {
+                if !belongs(key, Some(mode)) {
+                    let modes: Vec<&str> = modes_of(key).iter().map(|mode| mode.as_str()).collect();
+                    findings.error(
+                        ConfigErrorKind::WrongMode,
+                        path.key(key),
+                        format!(
+                            "`{key}` does not belong to mode `{mode}`; it is used with mode {}: \
+                             remove it or change `mode`",
+                            quoted_list(&modes)
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    if let Some(value) = definition
+        .idle_ttl_s
+        .filter(|_| belongs("idle_ttl_s", mode))
+    {
+        findings.range(path.key("idle_ttl_s"), value, IDLE_TTL_S);
+    }
+    if let Some(value) = definition
+        .health_check_interval_s
+        .filter(|_| belongs("health_check_interval_s", mode))
+    {
+        findings.range(
+            path.key("health_check_interval_s"),
+            value,
+            HEALTH_CHECK_INTERVAL_S,
+        );
+    }
+    if let Some(value) = definition
+        .max_consecutive_failures
+        .filter(|_| belongs("max_consecutive_failures", mode))
+    {
+        findings.range(
+            path.key("max_consecutive_failures"),
+            u64::from(value),
+            MAX_CONSECUTIVE_FAILURES,
+        );
+    }
+    if let Some(env) = definition.env.as_ref().filter(|_| belongs("env", mode)) {
+        validate_env(env, &path.key("env"), findings);
+    }
+    if let Some(tools) = definition.tools.as_ref().filter(|_| belongs("tools", mode)) {
+        validate_tools(tools, &path.key("tools"), findings);
+    }
+
+    match mode {
+        Some(ServerMode::Subprocess) => validate_subprocess(definition, path, findings),
+        Some(ServerMode::Docker) => validate_docker(definition, path, findings),
+        Some(ServerMode::Remote) => validate_remote(definition, path, findings),
+        Some(ServerMode::Group) => validate_group(id, definition, path, findings),
+        None => {}
+    }
+}
+
+fn validate_subprocess(definition: &ServerDefinition, path: &KeyPath, findings: &mut Findings) {
+    match &definition.command {
+        None => findings.error(
+            ConfigErrorKind::MissingKey,
+            path.clone(),
+            "missing key `command`: mode `subprocess` needs the program and its arguments, \
+             such as [python3, -m, my_server]",
+        ),
+        Some(command) => validate_command(command, &path.key("command"), findings),
+    }
+    if definition
+        .cwd
+        .as_deref()
+        .is_some_and(|cwd| cwd.trim().is_empty())
+    {
+        findings.error(
+            ConfigErrorKind::InvalidValue,
+            path.key("cwd"),
+            "must not be empty; leave it out to use the gateway's working directory",
+        );
+    }
+}
+
+fn validate_command(command: &[String], path: &KeyPath, findings: &mut Findings) {
+    match command.first() {
+        None => findings.error(
+            ConfigErrorKind::InvalidValue,
+            path.clone(),
+            "must not be empty; give the program and its arguments, such as \
+             [python3, -m, my_server]",
+        ),
+        Some(program) if program.trim().is_empty() => findings.error(
+            ConfigErrorKind::InvalidValue,
+            path.index(0),
+            "the program name must not be empty",
+        ),
+        Some(_) => {}
+    }
+    for (index, argument) in command.iter().enumerate() {
+        if argument.contains('\0') {
+            findings.error(
+                ConfigErrorKind::InvalidValue,
+                path.index(index),
+                "must not contain a NUL character",
+            );
+        }
+    }
+}
+
+fn validate_docker(definition: &ServerDefinition, path: &KeyPath, findings: &mut Findings) {
+    match definition.image.as_deref() {
+        None => findings.error(
+            ConfigErrorKind::MissingKey,
+            path.clone(),
+            "missing key `image`: mode `docker` needs the image to run, such as repo/img:tag",
+        ),
+        Some(image) if image.is_empty() || image.contains(char::is_whitespace) => findings.error(
+            ConfigErrorKind::InvalidValue,
+            path.key("image"),
+            format!("`{image}` is not an image reference; write one such as repo/img:tag"),
+        ),
+        Some(_) => {}
+    }
+    if definition.args.is_some() && definition.command.is_some() {
+        findings.error(
+            ConfigErrorKind::InvalidValue,
+            path.key("command"),
+            "`command` is a synonym of `args` in mode `docker`; give only one of them",
+        );
+    }
+    if definition
+        .network
+        .as_deref()
+        .is_some_and(|network| network.trim().is_empty())
+    {
+        findings.error(
+            ConfigErrorKind::InvalidValue,
+            path.key("network"),
+            "must not be empty; write `none` for no network",
+        );
+    }
+    if let Some(memory) = definition.memory.as_deref()
+        && !is_memory_size(memory)
+    {
+        findings.error(
+            ConfigErrorKind::InvalidValue,
+            path.key("memory"),
+            format!(
+                "`{memory}` is not a memory size; write a number with an optional unit, such \
+                 as 512m or 2g"
+            ),
+        );
+    }
+    if let Some(cpus) = definition.cpus.as_deref()
+        && !cpus
+            .trim()
+            .parse::<f64>()
+            .is_ok_and(|count| count.is_finite() && count > 0.0)
+    {
+        findings.error(
+            ConfigErrorKind::InvalidValue,
+            path.key("cpus"),
+            format!("`{cpus}` is not a CPU count; write a number above 0, such as \"1.5\""),
+        );
+    }
+    for (index, volume) in definition.volumes.iter().flatten().enumerate() {
+        if volume.trim().is_empty() {
+            findings.error(
+                ConfigErrorKind::InvalidValue,
+                path.key("volumes").index(index),
+                "must not be empty; write a mount such as /host/data:/data:ro",
+            );
+        }
+    }
+}
+
+fn validate_remote(definition: &ServerDefinition, path: &KeyPath, findings: &mut Findings) {
+    match definition.endpoint.as_deref() {
+        None => findings.error(
+            ConfigErrorKind::MissingKey,
+            path.clone(),
+            "missing key `endpoint`: mode `remote` needs the server's MCP URL, such as \
+             https://host/mcp",
+        ),
+        Some(endpoint) => {
+            if let Err(problem) = check_http_url(endpoint) {
+                findings.error(ConfigErrorKind::InvalidValue, path.key("endpoint"), problem);
+            }
+        }
+    }
+    for (name, value) in definition.headers.iter().flatten() {
+        let header_path = path.key("headers").key(name.as_str());
+        if !is_header_name(name) {
+            findings.error(
+                ConfigErrorKind::InvalidValue,
+                header_path.clone(),
+                format!("`{name}` is not an HTTP header name; use letters, digits and `-`"),
+            );
+        }
+        if value.contains(['\r', '\n', '\0']) {
+            findings.error(
+                ConfigErrorKind::InvalidValue,
+                header_path,
+                "a header value must not contain line breaks or NUL characters",
+            );
+        }
+    }
+}
+
+/// Checks of a group that need no other server: weights, repeated members, itself as a member.
+fn validate_group(
+    id: &str,
+    definition: &ServerDefinition,
+    path: &KeyPath,
+    findings: &mut Findings,
+) {
+    let members = definition.members.as_deref().unwrap_or_default();
+    let mut seen = BTreeSet::new();
+    for (index, member) in members.iter().enumerate() {
+        let member_path = path.key("members").index(index);
+        if member.weight == Some(0) {
+            findings.error(
+                ConfigErrorKind::OutOfRange,
+                member_path.key("weight"),
+                "must be at least 1, got 0; remove the member to take it out of rotation",
+            );
+        }
+        if member.id == id {
+            findings.error(
+                ConfigErrorKind::Reference,
+                member_path.key("id"),
+                format!("group `{id}` cannot be a member of itself"),
+            );
+        } else if !seen.insert(member.id.as_str()) {
+            findings.error(
+                ConfigErrorKind::DuplicateKey,
+                member_path.key("id"),
+                format!(
+                    "`{}` is listed twice; list each member once and raise its `weight` for a \
+                     larger share",
+                    member.id
+                ),
+            );
+        }
+    }
+    let min_healthy = definition.min_healthy.unwrap_or(1);
+    if usize::try_from(min_healthy).is_ok_and(|needed| needed > members.len()) {
+        findings.warning(
+            path.key(if definition.min_healthy.is_some() {
+                "min_healthy"
+            } else {
+                "members"
+            }),
+            format!(
+                "the group needs {min_healthy} healthy members but has {}; it will never be \
+                 healthy",
+                members.len()
+            ),
+        );
+    }
+}
+
+/// Members must name servers declared in the same file, and not groups.
+fn validate_member_references(
+    id: &str,
+    definition: &ServerDefinition,
+    path: &KeyPath,
+    servers: &BTreeMap<String, ServerDefinition>,
+    findings: &mut Findings,
+) {
+    for (index, member) in definition.members.iter().flatten().enumerate() {
+        if member.id == id {
+            continue;
+        }
+        let member_path = path.key("members").index(index).key("id");
+        match servers.get(&member.id) {
+            None => {
+                let server_ids = servers
+                    .iter()
+                    .filter(|(other, other_definition)| {
+                        other.as_str() != id && other_definition.mode != Some(ServerMode::Group)
+                    })
+                    .map(|(other, _)| other.as_str());
+                let advice = match nearest(&member.id, server_ids) {
+                    Some(suggestion) => format!("; did you mean `{suggestion}`?"),
+                    None => "; members name servers declared under mcp_servers".to_owned(),
+                };
+                findings.error(
+                    ConfigErrorKind::Reference,
+                    member_path,
+                    format!(
+                        "`{}` is not a server in this configuration{advice}",
+                        member.id
+                    ),
+                );
+            }
+            Some(other) if other.mode == Some(ServerMode::Group) => findings.error(
+                ConfigErrorKind::Reference,
+                member_path,
+                format!(
+                    "`{}` is a group; members must be servers, groups do not nest",
+                    member.id
+                ),
+            ),
+            Some(_) => {}
+        }
+    }
+}
+
+fn validate_env(env: &BTreeMap<String, String>, path: &KeyPath, findings: &mut Findings) {
+    for (name, value) in env {
+        if name.is_empty() || name.contains(['=', '\0']) {
+            findings.error(
+                ConfigErrorKind::InvalidValue,
+                path.key(name.as_str()),
+                format!(
+                    "`{name}` is not an environment variable name; it must be non-empty, \
+                     without `=`"
+                ),
+            );
+        } else if value.contains('\0') {
+            findings.error(
+                ConfigErrorKind::InvalidValue,
+                path.key(name.as_str()),
+                "an environment value must not contain a NUL character",
+            );
+        }
+    }
+}
+
+fn validate_tools(tools: &[mcpgw_core::Tool], path: &KeyPath, findings: &mut Findings) {
+    let mut seen = BTreeSet::new();
+    for (index, tool) in tools.iter().enumerate() {
+        let tool_path = path.index(index);
+        if tool.name.trim().is_empty() {
+            findings.error(
+                ConfigErrorKind::InvalidValue,
+                tool_path.key("name"),
+                "a tool name must not be empty",
+            );
+        } else if !seen.insert(tool.name.as_str()) {
+            findings.error(
+                ConfigErrorKind::DuplicateKey,
+                tool_path.key("name"),
+                format!("tool `{}` is listed twice; list each tool once", tool.name),
+            );
+        }
+        if !tool.input_schema.is_object() {
+            findings.error(
+                ConfigErrorKind::InvalidValue,
+                tool_path.key("inputSchema"),
+                "must be a JSON Schema object, such as {type: object}",
+            );
+        }
+    }
+}
+
+fn validate_discovery(discovery: &DiscoveryConfig, path: &KeyPath, findings: &mut Findings) {
+    findings.range(
+        path.key("refresh_interval_s"),
+        discovery.refresh_interval_s,
+        REFRESH_INTERVAL_S,
+    );
+    let mut seen_ids = BTreeSet::new();
+    for (index, (source_id, source)) in discovery.sources_with_ids().enumerate() {
+        let source_path = path.key("sources").index(index);
+        if !DiscoverySourceConfig::KNOWN_TYPES.contains(&source.source_type.as_str()) {
+            let advice = match nearest(&source.source_type, DiscoverySourceConfig::KNOWN_TYPES) {
+                Some(suggestion) => format!("did you mean `{suggestion}`?"),
+                None => format!(
+                    "expected {}",
+                    quoted_list(&DiscoverySourceConfig::KNOWN_TYPES)
+                ),
+            };
+            findings.error(
+                ConfigErrorKind::InvalidValue,
+                source_path.key("type"),
+                format!("unknown source type `{}`; {advice}", source.source_type),
+            );
+        }
+        if let Some(id) = &source.id
+            && let Err(error) = ServerId::parse(id)
+        {
+            findings.error(
+                ConfigErrorKind::InvalidValue,
+                source_path.key("id"),
+                error.to_string(),
+            );
+        }
+        if !seen_ids.insert(source_id.clone()) {
+            findings.error(
+                ConfigErrorKind::DuplicateKey,
+                source_path,
+                format!("source id `{source_id}` is used twice; give the sources distinct `id`s"),
+            );
+        }
+    }
+}
+
+fn validate_auth(auth: &AuthConfig, path: &KeyPath, findings: &mut Findings) {
+    if !is_header_name(&auth.api_key.header_name) {
+        findings.error(
+            ConfigErrorKind::InvalidValue,
+            path.key("api_key").key("header_name"),
+            format!(
+                "`{}` is not an HTTP header name; use letters, digits and `-`, such as X-API-Key",
+                auth.api_key.header_name
+            ),
+        );
+    }
+
+    let oidc = &auth.oidc;
+    let oidc_path = path.key("oidc");
+    if oidc.enabled {
+        for (key, value) in [("issuer", &oidc.issuer), ("audience", &oidc.audience)] {
+            if value.as_deref().is_none_or(|value| value.trim().is_empty()) {
+                findings.error(
+                    ConfigErrorKind::MissingKey,
+                    oidc_path.clone(),
+                    format!("missing key `{key}`: OIDC with `enabled: true` needs the token {key}"),
+                );
+            }
+        }
+    }
+    if let Some(issuer) = oidc
+        .issuer
+        .as_deref()
+        .filter(|issuer| !issuer.trim().is_empty())
+    {
+        match check_http_url(issuer) {
+            Err(problem) => {
+                findings.error(
+                    ConfigErrorKind::InvalidValue,
+                    oidc_path.key("issuer"),
+                    problem,
+                );
+            }
+            Ok(()) if !issuer.to_ascii_lowercase().starts_with("https://") => findings.warning(
+                oidc_path.key("issuer"),
+                "the issuer is not HTTPS, so its keys can be tampered with on the way; use \
+                 https:// outside tests",
+            ),
+            Ok(()) => {}
+        }
+    }
+    if let Some(jwks_uri) = &oidc.jwks_uri
+        && let Err(problem) = check_http_url(jwks_uri)
+    {
+        findings.error(
+            ConfigErrorKind::InvalidValue,
+            oidc_path.key("jwks_uri"),
+            problem,
+        );
+    }
+    for (key, claim) in [
+        ("subject_claim", &oidc.subject_claim),
+        ("groups_claim", &oidc.groups_claim),
+        ("tenant_claim", &oidc.tenant_claim),
+    ] {
+        if claim.trim().is_empty() {
+            findings.error(
+                ConfigErrorKind::InvalidValue,
+                oidc_path.key(key),
+                "must not be empty; leave it out for the default",
+            );
+        }
+    }
+
+    let opa = &auth.opa;
+    let opa_path = path.key("opa");
+    if opa.enabled {
+        for (key, value, example) in [
+            ("url", &opa.url, "http://localhost:8181"),
+            ("policy_path", &opa.policy_path, "v1/data/mcpgw/allow"),
+        ] {
+            if value.as_deref().is_none_or(|value| value.trim().is_empty()) {
+                findings.error(
+                    ConfigErrorKind::MissingKey,
+                    opa_path.clone(),
+                    format!(
+                        "missing key `{key}`: OPA with `enabled: true` needs it, such as {example}"
+                    ),
+                );
+            }
+        }
+    }
+    if let Some(url) = opa.url.as_deref().filter(|url| !url.trim().is_empty())
+        && let Err(problem) = check_http_url(url)
+    {
+        findings.error(ConfigErrorKind::InvalidValue, opa_path.key("url"), problem);
+    }
+
+    for (index, assignment) in auth.role_assignments.iter().enumerate() {
+        let assignment_path = path.key("role_assignments").index(index);
+        let principal_ok = assignment
+            .principal
+            .split_once(':')
+            .is_some_and(|(kind, name)| !kind.is_empty() && !name.is_empty());
+        if !principal_ok {
+            findings.error(
+                ConfigErrorKind::InvalidValue,
+                assignment_path.key("principal"),
+                format!(
+                    "`{}` is not a principal; write `kind:id`, such as user:alice, group:ops or \
+                     service:ci",
+                    assignment.principal
+                ),
+            );
+        }
+        if assignment.role.trim().is_empty() {
+            findings.error(
+                ConfigErrorKind::InvalidValue,
+                assignment_path.key("role"),
+                "must not be empty",
+            );
+        }
+        let scope_ok = assignment.scope == "global"
+            || assignment
+                .scope
+                .strip_prefix("tenant:")
+                .is_some_and(|tenant| !tenant.is_empty());
+        if !scope_ok {
+            findings.error(
+                ConfigErrorKind::InvalidValue,
+                assignment_path.key("scope"),
+                format!(
+                    "`{}` is not a scope; write `global` or `tenant:<tenant_id>`",
+                    assignment.scope
+                ),
+            );
+        }
+    }
+
+    for (index, range) in auth.trusted_proxies.iter().enumerate() {
+        if !is_network_range(range) {
+            findings.error(
+                ConfigErrorKind::InvalidValue,
+                path.key("trusted_proxies").index(index),
+                format!(
+                    "`{range}` is not an IP address or network range; write one such as \
+                     10.0.0.0/8 or ::1"
+                ),
+            );
+        }
+    }
+}
+
+fn validate_rate_limit(rate_limit: &RateLimitConfig, path: &KeyPath, findings: &mut Findings) {
+    if !(rate_limit.rps.is_finite() && rate_limit.rps >= 0.0) {
+        findings.error(
+            ConfigErrorKind::OutOfRange,
+            path.key("rps"),
+            format!(
+                "must be 0 or more (0 turns rate limiting off), got {}",
+                rate_limit.rps
+            ),
+        );
+    }
+    if rate_limit.burst == 0 {
+        findings.error(
+            ConfigErrorKind::OutOfRange,
+            path.key("burst"),
+            "must be at least 1, got 0",
+        );
+    }
+}
+
+/// An absolute http(s) URL with a host. Deliberately small: the adapters parse URLs for real,
+/// this only catches what is clearly not one, before anything starts.
+pub(crate) fn check_http_url(value: &str) -> Result<(), String> {
+    let lowered = value.to_ascii_lowercase();
+    let Some(scheme_length) = ["https://", "http://"]
+        .into_iter()
+        .find(|scheme| lowered.starts_with(scheme))
+        .map(str::len)
+    else {
+        return Err(format!("`{value}` is not an http:// or https:// URL"));
+    };
+    if value
+        .chars()
+        .any(|character| character.is_whitespace() || character.is_control())
+    {
+        return Err(format!(
+            "`{value}` is not a URL: it contains blanks or control characters"
+        ));
+    }
+    let host = value[scheme_length..]
+        .split(['/', '?', '#'])
+        .next()
+        .unwrap_or_default();
+    let host = host.rsplit('@').next().unwrap_or_default();
+    if host.is_empty() || host.starts_with(':') {
+        return Err(format!(
+            "`{value}` has no host; write one such as https://host/mcp"
+        ));
+    }
+    Ok(())
+}
+
+fn is_header_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&byte))
+}
+
+/// Docker's memory sizes: a number, an optional unit (`k`, `m`, `g`, `t`, `p`), an optional
+/// `i` and `b` (`512m`, `1.5g`, `256MiB`, `1073741824`).
+fn is_memory_size(value: &str) -> bool {
+    let value = value.trim();
+    let number_end = value
+        .find(|character: char| !(character.is_ascii_digit() || character == '.'))
+        .unwrap_or(value.len());
+    let (number, unit) = value.split_at(number_end);
+    if number.parse::<f64>().is_err() {
+        return false;
+    }
+    let unit = unit.trim_start().to_ascii_lowercase();
+    let unit = unit.strip_suffix('b').unwrap_or(&unit);
+    let unit = unit.strip_suffix('i').unwrap_or(unit);
+    matches!(unit, "" | "k" | "m" | "g" | "t" | "p")
+}
+
+fn is_network_range(value: &str) -> bool {
+    let (address, prefix) = match value.split_once('/') {
+        Some((address, prefix)) => (address, Some(prefix)),
+        None => (value, None),
+    };
+    let Ok(address) = address.parse::<IpAddr>() else {
+        return false;
+    };
+    let maximum = if address.is_ipv4() { 32 } else { 128 };
+    prefix.is_none_or(|prefix| prefix.parse::<u8>().is_ok_and(|prefix| prefix <= maximum))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_need_a_scheme_and_a_host() {
+        for good in [
+            "https://host/mcp",
+            "http://127.0.0.1:8080/mcp",
+            "HTTPS://h",
+            "https://u:p@h:1/x?y",
+        ] {
+            assert_eq!(check_http_url(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "host/mcp",
+            "ftp://host",
+            "https://",
+            "https:///mcp",
+            "https://h /x",
+            "https://:80/",
+        ] {
+            assert!(check_http_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn memory_sizes_follow_docker() {
+        for good in ["512m", "1g", "1.5G", "256MiB", "1073741824", "64 kb"] {
+            assert!(is_memory_size(good), "{good}");
+        }
+        for bad in ["", "m", "lots", "5x", "1..2m", "-5m"] {
+            assert!(!is_memory_size(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn network_ranges_are_addresses_with_optional_prefixes() {
+        for good in ["10.0.0.0/8", "127.0.0.1", "::1", "fd00::/8", "0.0.0.0/0"] {
+            assert!(is_network_range(good), "{good}");
+        }
+        for bad in [
+            "10.0.0.0/33",
+            "::/129",
+            "example.com",
+            "10.0.0/8",
+            "10.0.0.0/",
+            "",
+        ] {
+            assert!(!is_network_range(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn every_schema_key_of_a_server_has_modes() {
+        for (key, _) in SERVER_KEY_MODES {
+            assert!(!modes_of(key).is_empty(), "{key}");
+        }
+        let every_key = ServerDefinition {
+            command: Some(vec![]),
+            env: Some(BTreeMap::new()),
+            cwd: Some(String::new()),
+            idle_ttl_s: Some(1),
+            health_check_interval_s: Some(1),
+            max_consecutive_failures: Some(1),
+            tools: Some(vec![]),
+            image: Some(String::new()),
+            args: Some(vec![]),
+            network: Some(String::new()),
+            memory: Some(String::new()),
+            cpus: Some(String::new()),
+            read_only: Some(true),
+            volumes: Some(vec![]),
+            runtime: Some(crate::schema::ContainerRuntime::Docker),
+            endpoint: Some(String::new()),
+            headers: Some(BTreeMap::new()),
+            strategy: Some(crate::schema::GroupStrategy::Random),
+            min_healthy: Some(1),
+            members: Some(vec![]),
+            ..ServerDefinition::default()
+        };
+        assert_eq!(present_keys(&every_key).len(), SERVER_KEY_MODES.len());
+
+        // A key added to the schema but not to the mode table would be accepted in every mode.
+        let every_key = ServerDefinition {
+            mode: Some(ServerMode::Docker),
+            description: Some(String::new()),
+            ..every_key
+        };
+        let serialized = serde_json::to_value(&every_key).unwrap();
+        let mut schema_keys: Vec<&str> = serialized
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        schema_keys.sort_unstable();
+        let mut table_keys: Vec<&str> = SERVER_KEY_MODES.iter().map(|(key, _)| *key).collect();
+        table_keys.extend(["mode", "description"]);
+        table_keys.sort_unstable();
+        assert_eq!(schema_keys, table_keys);
+    }
+}
