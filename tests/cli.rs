@@ -142,12 +142,11 @@ fn the_gateway_reads_gateway_yaml_from_the_working_directory() {
         .map_while(Result::ok)
         .find_map(|line| line.strip_prefix("listening on ").map(str::to_owned))
         .expect("the gateway prints its address");
-    let body = ureq::get(&format!("{address}/api/mcp_servers"))
-        .call()
-        .unwrap()
-        .body_mut()
-        .read_to_string()
-        .unwrap();
+    let answer = ureq::get(&format!("{address}/api/mcp_servers")).call();
+    let body = match answer {
+        Ok(mut response) => response.body_mut().read_to_string().unwrap(),
+        Err(error) => panic!("{error} at {address}; the gateway: {:?}", child.try_wait()),
+    };
     support::send_signal(i32::try_from(child.id()).unwrap(), libc::SIGTERM);
     let _ = child.wait();
     assert!(body.contains("\"found\""), "{body}");

@@ -6,7 +6,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -16,22 +16,9 @@ pub fn gateway_binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_mcp-gateway"))
 }
 
-/// The fixture MCP server of the testkit, built on first use when it is missing.
+/// The fixture MCP server of the testkit, built on first use when it is missing or stale.
 pub fn fixture_binary() -> PathBuf {
-    static FIXTURE: OnceLock<PathBuf> = OnceLock::new();
-    FIXTURE
-        .get_or_init(|| {
-            let path = gateway_binary().with_file_name("mcpgw-fixture-server");
-            let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-                .args(["build", "--quiet", "-p", "mcpgw-testkit", "--bin", "mcpgw-fixture-server"])
-                .current_dir(env!("CARGO_MANIFEST_DIR"))
-                .status()
-                .expect("cargo must be runnable to build the fixture server");
-            assert!(status.success(), "building the fixture server failed");
-            assert!(path.is_file(), "the fixture server is not at {}", path.display());
-            path
-        })
-        .clone()
+    mcpgw_testkit::fixture::fixture_server_binary()
 }
 
 /// A running gateway process. Dropping it kills the process.

@@ -97,12 +97,11 @@ pub fn startup_config(cli: &Cli) -> anyhow::Result<(GatewayConfig, Option<PathBu
     };
     match path {
         Some(path) => {
-            let config = load_config_file(&path).map_err(anyhow::Error::msg)?;
+            let config = load_config_file(&path).context("the gateway cannot start")?;
             Ok((config, Some(path)))
         }
         None => Ok((GatewayConfig::default(), None)),
     }
-    .context("the gateway cannot start")
 }
 
 #[derive(Debug)]

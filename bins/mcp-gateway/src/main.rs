@@ -28,6 +28,13 @@ fn init_tracing() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("MCP_LOG")
         .or_else(|_| EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+        .unwrap_or_else(|_| EnvFilter::new("info,rmcp=warn"));
+    let colours = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(colours)
+        // Reporting a failed write to stderr on stderr would panic once stderr is closed.
+        .log_internal_errors(false)
+        .with_writer(std::io::stderr)
+        .init();
 }

@@ -1,5 +1,6 @@
 //! Wiring of the adapters into a running gateway.
 
+use std::io::Write as _;
 use std::net::TcpListener;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -95,21 +96,35 @@ pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
     let metrics = mcpgw_http_actix::install_metrics_recorder()
         .map_err(|error| anyhow::anyhow!("cannot install the metrics recorder: {error}"))?;
     let http_settings = mcpgw_http_actix::HttpSettings::default();
-    let state = mcpgw_http_actix::ApiState::new(gateway.clone(), metrics);
+    let state = mcpgw_http_actix::ApiState::new(gateway.clone(), metrics, http_settings.clone());
 
     let outcome = actix_web::rt::System::new().block_on(async {
         let server = mcpgw_http_actix::build_server(state, listener, &http_settings)
             .context("cannot start the HTTP server")?;
         let handle = server.handle();
         gateway.mark_startup_complete();
-        eprintln!("listening on http://{address}");
-        let served = actix_web::rt::spawn(server);
-        let signal = wait_for_shutdown_signal().await;
-        tracing::info!(signal, "shutting down");
-        gateway.mark_shutting_down();
-        handle.stop(true).await;
-        let _ = served.await;
-        anyhow::Ok(())
+        // A closed stderr must not stop the gateway, so the write's error is ignored.
+        let _ = writeln!(std::io::stderr(), "listening on http://{address}");
+        let mut served = actix_web::rt::spawn(server);
+        tokio::select! {
+            signal = wait_for_shutdown_signal() => {
+                tracing::info!(signal, "shutting down");
+                gateway.mark_shutting_down();
+                handle.stop(true).await;
+                let _ = served.await;
+                anyhow::Ok(())
+            }
+            // The HTTP server ending on its own is a failure: the gateway stops rather than
+            // linger without a listener.
+            ended = &mut served => {
+                gateway.mark_shutting_down();
+                match ended {
+                    Ok(Ok(())) => anyhow::bail!("the HTTP server stopped unexpectedly"),
+                    Ok(Err(error)) => Err(error).context("the HTTP server failed"),
+                    Err(error) => anyhow::bail!("the HTTP server task failed: {error}"),
+                }
+            }
+        }
     });
 
     maintenance.abort();
@@ -125,7 +140,7 @@ fn build_launcher() -> Arc<dyn ServerLauncher> {
         mcpgw_runner_process::ProcessRunnerSettings::default(),
     ));
     let connector = Arc::new(mcpgw_mcp_rmcp::RmcpStdioConnector::new(
-        mcpgw_mcp_rmcp::RmcpConnectorSettings::default(),
+        mcpgw_mcp_rmcp::StdioConnectorSettings::default(),
     ));
     let stdio = Arc::new(StdioLauncher::new(processes, connector, STOP_GRACE));
     fn is_subprocess(spec: &ServerSpec) -> bool {

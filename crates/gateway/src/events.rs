@@ -48,11 +48,15 @@ impl EventBus {
 impl EventSink for EventBus {
     fn publish(&self, occurred_at: Timestamp, event: DomainEvent) {
         let event_id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        // Events are logged as JSON so that log shippers can forward them as they are.
+        let fields = serde_json::to_string(&event).unwrap_or_default();
         match &event {
             DomainEvent::ToolInvocationCompleted { .. } | DomainEvent::ToolInvocationFailed { .. } => {
-                tracing::debug!(event_id, event_type = event.event_type(), ?event, "domain event");
+                tracing::debug!(event_id, event_type = event.event_type(), event = %fields, "domain event");
             }
-            _ => tracing::info!(event_id, event_type = event.event_type(), ?event, "domain event"),
+            _ => {
+                tracing::info!(event_id, event_type = event.event_type(), event = %fields, "domain event");
+            }
         }
         for sink in &self.downstream {
             sink.publish(occurred_at, event.clone());

@@ -725,19 +725,24 @@ impl ServerManager {
         self.inner.spawner.spawn(
             async move {
                 let exit = session.closed().await;
-                manager.on_session_ended(&server, generation, exit.to_string());
+                if manager.on_session_ended(&server, generation, exit.to_string()) {
+                    // Whatever the server left behind (children in its process group, a
+                    // container) goes with it.
+                    session.close().await;
+                }
             }
             .boxed(),
         );
     }
 
-    fn on_session_ended(&self, server: &Arc<ManagedServer>, generation: u64, exit: String) {
+    /// Records an unexpected end; tells whether it was one (and not a stop the gateway made).
+    fn on_session_ended(&self, server: &Arc<ManagedServer>, generation: u64, exit: String) -> bool {
         let id = server.spec().id.clone();
         let consecutive_failures = {
             let mut status = server.status();
             // A stale watcher (the session was replaced or stopped on purpose) has nothing to do.
             if status.generation != generation || !status.state.is_running() || status.removed {
-                return;
+                return false;
             }
             status.session = None;
             status.failures.record_failure(self.inner.clock.now());
@@ -759,6 +764,7 @@ impl ServerManager {
             exit,
             consecutive_failures,
         });
+        true
     }
 
     async fn stop_server(&self, server: &Arc<ManagedServer>, reason: &'static str) {

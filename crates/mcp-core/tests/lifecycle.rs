@@ -299,6 +299,11 @@ async fn a_crash_makes_the_server_dead_and_the_next_call_restarts_it() {
         .find(|event| matches!(event, DomainEvent::McpServerCrashed { .. }))
         .expect("a crash event");
     assert!(matches!(crashed, DomainEvent::McpServerCrashed { ref exit, .. } if exit == "exited with code 1"));
+    let crashed_session = h.launcher.session("s").unwrap();
+    eventually("what the crashed server left behind to be cleaned up", || {
+        crashed_session.closes() == 1
+    })
+    .await;
 
     h.clock.advance(Duration::from_secs(1));
     h.manager.call_tool(&s, call("echo"), CallContext::default()).await.unwrap();
