@@ -1,1 +1,196 @@
-//! The REST API, probes and metrics of mcpgw, on actix-web (adapter)
+//! The HTTP adapter of mcpgw: the REST API under `/api/`, the probes under `/health/`,
+//! Prometheus metrics at `/metrics`, the OpenAPI document and its Swagger UI, on actix-web.
+//!
+//! It turns HTTP requests into calls of the application facade ([`mcpgw_gateway::Gateway`])
+//! and the answers into the API's JSON shapes, which live here and nowhere else. Server
+//! definitions in request bodies go through the configuration crate, so the API and the file
+//! obey one set of rules. Every error, actix's own included, answers the contract's envelope
+//! `{"error", "message", "status_code"}`.
+//!
+//! It must never hold business rules (they belong to the domain crates), never know another
+//! adapter, never panic or answer 500 on bad input, and never label a metric with unbounded
+//! caller input.
+//!
+//! Use [`build_server`] to run the bundled server, [`app`] for an in-process `App` (tests), or
+//! [`configure`] to mount the routes in an embedder's own actix application.
+
+mod definition;
+pub mod dto;
+mod error;
+mod openapi;
+mod probes;
+mod servers;
+mod state;
+mod telemetry;
+
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
+use actix_web::{App, HttpRequest, HttpServer, Resource, web};
+
+pub use error::{
+    ApiError, ErrorEnvelope, names as error_names, route_not_found, status_and_name_of,
+};
+pub use openapi::{ApiDoc, DOCS_PATH, OPENAPI_PATH, openapi_document};
+pub use servers::{DEFAULT_LOG_LINES, MAX_LOG_LINES};
+pub use state::{ApiState, HttpSettings};
+pub use telemetry::{
+    BUILD_INFO, HTTP_REQUEST_DURATION_SECONDS, HTTP_REQUESTS_TOTAL, MCP_SERVERS, RequestMetrics,
+    RequestMetricsMiddleware, UNMATCHED_ROUTE, UPTIME_SECONDS, install_metrics_recorder,
+    run_metrics_upkeep,
+};
+
+/// Builds resources that share the API's request handling: the state, the body limit, the
+/// envelope for bad paths and queries, and a 405 envelope (with `Allow`) for other methods.
+struct Mounter {
+    state: web::Data<ApiState>,
+    openapi: web::Data<openapi::OpenApiJson>,
+    max_body_bytes: usize,
+}
+
+impl Mounter {
+    fn resource(&self, resource: Resource, allow: &'static str) -> Resource {
+        resource
+            .app_data(self.state.clone())
+            .app_data(self.openapi.clone())
+            .app_data(web::PayloadConfig::new(self.max_body_bytes))
+            .app_data(web::QueryConfig::default().error_handler(|error, _| {
+                ApiError::validation(format!("the query string is invalid: {error}")).into()
+            }))
+            .app_data(web::PathConfig::default().error_handler(|_, request| {
+                ApiError::route_not_found(request.method().as_str(), request.path()).into()
+            }))
+            .default_service(web::to(move |request: HttpRequest| async move {
+                ApiError::method_not_allowed(request.method().as_str(), request.path(), allow)
+            }))
+    }
+}
+
+/// Mounts every route of the API on `cfg`, and sets the envelope 404 as the application's
+/// default service (an embedder that wants its own calls `App::default_service` afterwards).
+///
+/// Routes are mounted as plain resources, not in an `/api` scope, so an embedder can add its
+/// own routes under `/api/` next to these. Wrap the whole `App` with [`RequestMetrics`] to count
+/// requests; [`app`] does.
+pub fn configure(cfg: &mut web::ServiceConfig, state: ApiState) {
+    let mounter = Mounter {
+        openapi: web::Data::new(openapi::OpenApiJson::new(&state.gateway().info().version)),
+        max_body_bytes: state.settings().max_body_bytes,
+        state: web::Data::new(state),
+    };
+    cfg.service(
+        mounter
+            .resource(
+                web::resource(["/api/mcp_servers", "/api/mcp_servers/"]),
+                "GET, POST",
+            )
+            .route(web::get().to(servers::list_servers))
+            .route(web::post().to(servers::create_server)),
+    )
+    .service(
+        mounter
+            .resource(web::resource("/api/mcp_servers/{id}"), "GET, PUT, DELETE")
+            .route(web::get().to(servers::get_server))
+            .route(web::put().to(servers::update_server))
+            .route(web::delete().to(servers::delete_server)),
+    )
+    .service(
+        mounter
+            .resource(web::resource("/api/mcp_servers/{id}/start"), "POST")
+            .route(web::post().to(servers::start_server)),
+    )
+    .service(
+        mounter
+            .resource(web::resource("/api/mcp_servers/{id}/stop"), "POST")
+            .route(web::post().to(servers::stop_server)),
+    )
+    .service(
+        mounter
+            .resource(web::resource("/api/mcp_servers/{id}/tools"), "GET")
+            .route(web::get().to(servers::server_tools)),
+    )
+    .service(
+        mounter
+            .resource(web::resource("/api/mcp_servers/{id}/health"), "GET")
+            .route(web::get().to(servers::server_health)),
+    )
+    .service(
+        mounter
+            .resource(web::resource("/api/mcp_servers/{id}/logs"), "GET")
+            .route(web::get().to(servers::server_logs)),
+    )
+    .service(
+        mounter
+            .resource(web::resource(OPENAPI_PATH), "GET")
+            .route(web::get().to(openapi::openapi_json)),
+    )
+    .service(
+        mounter
+            .resource(web::resource([DOCS_PATH, "/docs/"]), "GET")
+            .route(web::get().to(openapi::docs_page)),
+    )
+    .service(
+        mounter
+            .resource(web::resource("/docs/{tail:.+}"), "GET")
+            .route(web::get().to(openapi::docs_asset)),
+    )
+    .service(
+        mounter
+            .resource(web::resource("/health/live"), "GET")
+            .route(web::get().to(probes::live)),
+    )
+    .service(
+        mounter
+            .resource(web::resource("/health/startup"), "GET")
+            .route(web::get().to(probes::startup)),
+    )
+    .service(
+        mounter
+            .resource(web::resource("/health/ready"), "GET")
+            .route(web::get().to(probes::ready)),
+    )
+    .service(
+        mounter
+            .resource(web::resource("/metrics"), "GET")
+            .route(web::get().to(telemetry::metrics_text)),
+    )
+    .default_service(web::to(route_not_found));
+}
+
+/// The whole application: every route, the envelope 404, and request metrics around all of it.
+pub fn app(
+    state: ApiState,
+) -> App<
+    impl ServiceFactory<
+        ServiceRequest,
+        Config = (),
+        Response = ServiceResponse<impl MessageBody>,
+        Error = actix_web::Error,
+        InitError = (),
+    >,
+> {
+    App::new()
+        .configure(|cfg| configure(cfg, state))
+        .wrap(RequestMetrics)
+}
+
+/// The bundled HTTP server on `listener`. It does not handle signals: the host stops it with
+/// `server.handle().stop(true)`, which drains requests in flight for up to
+/// `settings.shutdown_timeout_s`.
+pub fn build_server(
+    state: ApiState,
+    listener: std::net::TcpListener,
+    settings: &HttpSettings,
+) -> std::io::Result<actix_web::dev::Server> {
+    let server = HttpServer::new(move || app(state.clone()))
+        .workers(settings.workers.max(1))
+        // Without it, chunked and streamed answers wait for Nagle's delay on keep-alive
+        // connections.
+        .tcp_nodelay(true)
+        .disable_signals()
+        .shutdown_timeout(settings.shutdown_timeout_s)
+        .client_request_timeout(settings.client_request_timeout)
+        .keep_alive(settings.keep_alive)
+        .listen(listener)?
+        .run();
+    Ok(server)
+}

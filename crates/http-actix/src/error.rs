@@ -1,0 +1,306 @@
+//! The one error type of the HTTP adapter and the one place where error kinds become statuses.
+//!
+//! Every error answer, whether it comes from a use case, from request parsing or from actix
+//! itself (unknown route, wrong method, oversized body), is the contract's envelope
+//! `{"error": "<Name>", "message": "...", "status_code": N}` with `Content-Type:
+//! application/json`.
+
+use actix_web::http::StatusCode;
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::{HttpRequest, HttpResponse, ResponseError};
+use mcpgw_core::{CoreError, ErrorKind};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// The error names (the `error` field of the envelope) this adapter answers.
+pub mod names {
+    pub const MCP_SERVER_NOT_FOUND: &str = "McpServerNotFoundError";
+    pub const MCP_SERVER_ALREADY_EXISTS: &str = "McpServerAlreadyExistsError";
+    pub const MCP_SERVER_UNAVAILABLE: &str = "McpServerUnavailableError";
+    pub const NOT_FOUND: &str = "NotFoundError";
+    pub const CONFLICT: &str = "ConflictError";
+    pub const VALIDATION: &str = "ValidationError";
+    pub const BAD_REQUEST: &str = "BadRequestError";
+    pub const PAYLOAD_TOO_LARGE: &str = "PayloadTooLargeError";
+    pub const METHOD_NOT_ALLOWED: &str = "MethodNotAllowedError";
+    pub const AUTHENTICATION: &str = "AuthenticationError";
+    pub const ACCESS_DENIED: &str = "AccessDeniedError";
+    pub const RATE_LIMIT_EXCEEDED: &str = "RateLimitExceeded";
+    pub const UPSTREAM_TIMEOUT: &str = "UpstreamTimeoutError";
+    pub const INTERNAL: &str = "InternalServerError";
+}
+
+/// What an operator sees instead of an internal error's details, which go to the log only.
+const INTERNAL_MESSAGE: &str =
+    "the gateway failed to handle the request; the details are in the gateway log";
+
+/// The error envelope every error response carries.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[schema(example = json!({
+    "error": "McpServerNotFoundError",
+    "message": "mcp server `math` is not registered; list the registered ones with GET /api/mcp_servers",
+    "status_code": 404
+}))]
+pub struct ErrorEnvelope {
+    /// The error's name, such as `McpServerNotFoundError` or `ValidationError`.
+    pub error: String,
+    /// What went wrong and what to do about it.
+    pub message: String,
+    /// The HTTP status of the response, repeated for clients that only see the body.
+    pub status_code: u16,
+}
+
+/// An error on its way to becoming an envelope response.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{name} ({status}): {message}")]
+pub struct ApiError {
+    status: StatusCode,
+    name: &'static str,
+    message: String,
+    /// The methods a resource accepts, sent as `Allow` with a 405.
+    allow: Option<&'static str>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, name: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            name,
+            message: message.into(),
+            allow: None,
+        }
+    }
+
+    /// A 422 `ValidationError`.
+    pub fn validation(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, names::VALIDATION, message)
+    }
+
+    /// A 404 for a server id that is not registered (or that cannot be a server id at all).
+    pub fn server_not_found(raw_id: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            names::MCP_SERVER_NOT_FOUND,
+            format!(
+                "mcp server `{}` is not registered; list the registered ones with GET /api/mcp_servers",
+                bounded_for_message(raw_id)
+            ),
+        )
+    }
+
+    /// A 404 for a path that names no resource.
+    pub fn route_not_found(method: &str, path: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            names::NOT_FOUND,
+            format!(
+                "no route for {} {}; the API is described at /api/openapi.json and /docs",
+                bounded_for_message(method),
+                bounded_for_message(path)
+            ),
+        )
+    }
+
+    /// A 405 for a known path called with a method it does not accept.
+    pub fn method_not_allowed(method: &str, path: &str, allow: &'static str) -> Self {
+        Self {
+            allow: Some(allow),
+            ..Self::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                names::METHOD_NOT_ALLOWED,
+                format!(
+                    "{} is not allowed on {}; use one of {allow}",
+                    bounded_for_message(method),
+                    bounded_for_message(path)
+                ),
+            )
+        }
+    }
+
+    /// A 413 for a body above the configured limit.
+    pub fn payload_too_large(limit_bytes: usize) -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            names::PAYLOAD_TOO_LARGE,
+            format!("the request body is larger than the limit of {limit_bytes} bytes; send less"),
+        )
+    }
+
+    /// A 500 whose details go to the log and never to the caller.
+    pub fn internal(detail: &dyn std::fmt::Display) -> Self {
+        tracing::error!(error = %detail, "request failed with an internal error");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            names::INTERNAL,
+            INTERNAL_MESSAGE,
+        )
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    pub fn envelope(&self) -> ErrorEnvelope {
+        ErrorEnvelope {
+            error: self.name.to_owned(),
+            message: self.message.clone(),
+            status_code: self.status.as_u16(),
+        }
+    }
+}
+
+/// The status and the generic error name of each error kind. This is the one place where the
+/// domain's error kinds become HTTP statuses.
+pub fn status_and_name_of(kind: ErrorKind) -> (StatusCode, &'static str) {
+    match kind {
+        ErrorKind::NotFound => (StatusCode::NOT_FOUND, names::NOT_FOUND),
+        ErrorKind::Conflict => (StatusCode::CONFLICT, names::CONFLICT),
+        ErrorKind::Invalid => (StatusCode::UNPROCESSABLE_ENTITY, names::VALIDATION),
+        ErrorKind::Unauthenticated => (StatusCode::UNAUTHORIZED, names::AUTHENTICATION),
+        ErrorKind::Forbidden => (StatusCode::FORBIDDEN, names::ACCESS_DENIED),
+        ErrorKind::RateLimited => (StatusCode::TOO_MANY_REQUESTS, names::RATE_LIMIT_EXCEEDED),
+        ErrorKind::Unavailable => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            names::MCP_SERVER_UNAVAILABLE,
+        ),
+        ErrorKind::Timeout => (StatusCode::GATEWAY_TIMEOUT, names::UPSTREAM_TIMEOUT),
+        ErrorKind::Internal => (StatusCode::INTERNAL_SERVER_ERROR, names::INTERNAL),
+        // A kind added later is unknown here; answering 500 keeps its details out of responses.
+        _ => (StatusCode::INTERNAL_SERVER_ERROR, names::INTERNAL),
+    }
+}
+
+impl From<CoreError> for ApiError {
+    fn from(error: CoreError) -> Self {
+        let (status, generic_name) = status_and_name_of(error.kind());
+        if status == StatusCode::INTERNAL_SERVER_ERROR {
+            return ApiError::internal(&error);
+        }
+        let name = match &error {
+            CoreError::ServerNotFound(_) => names::MCP_SERVER_NOT_FOUND,
+            CoreError::ServerAlreadyExists(_) => names::MCP_SERVER_ALREADY_EXISTS,
+            _ => generic_name,
+        };
+        ApiError::new(status, name, error.to_string())
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        self.status
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let mut response = HttpResponse::build(self.status);
+        if let Some(allow) = self.allow {
+            response.insert_header((header::ALLOW, HeaderValue::from_static(allow)));
+        }
+        response.json(self.envelope())
+    }
+}
+
+/// Keeps caller input out of messages beyond a bounded length.
+pub(crate) fn bounded_for_message(raw: &str) -> String {
+    const LIMIT: usize = 80;
+    let mut bounded: String = raw.chars().take(LIMIT).collect();
+    if bounded.len() < raw.len() {
+        bounded.push_str("...");
+    }
+    bounded
+}
+
+/// The application's fallback service: the envelope for a path no route matches.
+pub async fn route_not_found(request: HttpRequest) -> ApiError {
+    ApiError::route_not_found(request.method().as_str(), request.path())
+}
+
+impl actix_web::Responder for ApiError {
+    type Body = actix_web::body::BoxBody;
+
+    fn respond_to(self, _request: &HttpRequest) -> HttpResponse<Self::Body> {
+        self.error_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mcpgw_core::{LaunchError, ServerId};
+
+    #[test]
+    fn every_kind_has_the_contract_status() {
+        let expected = [
+            (ErrorKind::NotFound, 404),
+            (ErrorKind::Conflict, 409),
+            (ErrorKind::Invalid, 422),
+            (ErrorKind::Unauthenticated, 401),
+            (ErrorKind::Forbidden, 403),
+            (ErrorKind::RateLimited, 429),
+            (ErrorKind::Unavailable, 503),
+            (ErrorKind::Timeout, 504),
+            (ErrorKind::Internal, 500),
+        ];
+        for (kind, status) in expected {
+            assert_eq!(status_and_name_of(kind).0.as_u16(), status, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn server_errors_get_their_specific_names() {
+        let id = ServerId::parse("math").unwrap();
+        let not_found = ApiError::from(CoreError::ServerNotFound(id.clone()));
+        assert_eq!(
+            (not_found.status().as_u16(), not_found.name()),
+            (404, "McpServerNotFoundError")
+        );
+        let duplicate = ApiError::from(CoreError::ServerAlreadyExists(id.clone()));
+        assert_eq!(
+            (duplicate.status().as_u16(), duplicate.name()),
+            (409, "McpServerAlreadyExistsError")
+        );
+        let declared = ApiError::from(CoreError::DeclaredInConfig(id.clone()));
+        assert_eq!(
+            (declared.status().as_u16(), declared.name()),
+            (409, "ConflictError")
+        );
+        assert!(declared.message().contains("configuration file"));
+        let failed = ApiError::from(CoreError::StartFailed {
+            server: id,
+            source: LaunchError::CommandNotFound {
+                command: "nope".into(),
+            },
+        });
+        assert_eq!(
+            (failed.status().as_u16(), failed.name()),
+            (503, "McpServerUnavailableError")
+        );
+        assert!(
+            failed.message().contains("`nope` was not found"),
+            "{}",
+            failed.message()
+        );
+    }
+
+    #[test]
+    fn internal_errors_hide_their_details() {
+        let error = ApiError::from(CoreError::Repository(mcpgw_core::RepositoryError(
+            "disk I/O error at /secret/path".to_owned(),
+        )));
+        assert_eq!(error.status().as_u16(), 500);
+        assert!(!error.message().contains("/secret/path"));
+    }
+
+    #[test]
+    fn long_caller_input_is_cut_in_messages() {
+        let error = ApiError::server_not_found(&"x".repeat(10_000));
+        assert!(error.message().len() < 300, "{}", error.message().len());
+    }
+}

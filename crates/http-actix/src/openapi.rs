@@ -1,0 +1,154 @@
+//! The OpenAPI document of every route, and the Swagger UI that shows it (served from assets
+//! compiled into the binary, so it works offline).
+
+use std::sync::{Arc, LazyLock};
+
+use actix_web::{HttpRequest, HttpResponse, web};
+use utoipa::OpenApi;
+use utoipa_swagger_ui::Config;
+
+use crate::error::{ApiError, ErrorEnvelope};
+use crate::{dto, probes, servers, telemetry};
+
+pub const OPENAPI_PATH: &str = "/api/openapi.json";
+pub const DOCS_PATH: &str = "/docs";
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "mcpgw",
+        description = "The REST API of the mcpgw MCP server gateway.\n\n\
+            Every error answers the envelope `{\"error\", \"message\", \"status_code\"}` \
+            (schema `ErrorEnvelope`), also when no route matches (404 `NotFoundError`), a route \
+            is called with a method it does not accept (405 `MethodNotAllowedError`, with \
+            `Allow`), or a body is larger than the limit (413 `PayloadTooLargeError`). Request \
+            bodies are parsed as JSON whatever their Content-Type says. Collections answer with \
+            and without a trailing slash.",
+        license(name = "Apache-2.0", identifier = "Apache-2.0"),
+    ),
+    paths(
+        servers::list_servers,
+        servers::create_server,
+        servers::get_server,
+        servers::update_server,
+        servers::delete_server,
+        servers::start_server,
+        servers::stop_server,
+        servers::server_tools,
+        servers::server_health,
+        servers::server_logs,
+        probes::live,
+        probes::startup,
+        probes::ready,
+        telemetry::metrics_text,
+        openapi_json,
+        docs_page,
+    ),
+    components(schemas(ErrorEnvelope, dto::McpTool)),
+    tags(
+        (name = "mcp_servers", description = "Managed MCP servers: definitions, lifecycle, tools, health and logs"),
+        (name = "probes", description = "Liveness, startup and readiness probes; no credentials, never rate limited"),
+        (name = "observability", description = "Prometheus metrics"),
+        (name = "docs", description = "This document and its Swagger UI"),
+    )
+)]
+pub struct ApiDoc;
+
+/// The document, with the running gateway's version.
+pub fn openapi_document(version: &str) -> utoipa::openapi::OpenApi {
+    let mut document = ApiDoc::openapi();
+    version.clone_into(&mut document.info.version);
+    document
+}
+
+/// The serialized document, made once when the routes are mounted.
+#[derive(Debug, Clone)]
+pub(crate) struct OpenApiJson(pub(crate) web::Bytes);
+
+impl OpenApiJson {
+    pub(crate) fn new(version: &str) -> Self {
+        let document = openapi_document(version);
+        // Serializing a document of plain maps and strings cannot fail; an empty object keeps
+        // the route answering JSON if it ever did.
+        let json = serde_json::to_vec(&document).unwrap_or_else(|error| {
+            tracing::error!(%error, "the OpenAPI document could not be serialized");
+            b"{}".to_vec()
+        });
+        Self(web::Bytes::from(json))
+    }
+}
+
+/// This document.
+#[utoipa::path(
+    get,
+    path = "/api/openapi.json",
+    tag = "docs",
+    operation_id = "openapi_document",
+    responses((status = 200, description = "The OpenAPI 3.1 document", content_type = "application/json", body = Object))
+)]
+pub(crate) async fn openapi_json(document: web::Data<OpenApiJson>) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("application/json")
+        .body(document.0.clone())
+}
+
+static SWAGGER_CONFIG: LazyLock<Arc<Config<'static>>> =
+    LazyLock::new(|| Arc::new(Config::new([OPENAPI_PATH])));
+
+fn swagger_file(tail: &str, request: &HttpRequest) -> HttpResponse {
+    match utoipa_swagger_ui::serve(tail, Arc::clone(&SWAGGER_CONFIG)) {
+        Ok(Some(file)) => {
+            let mut bytes = file.bytes.into_owned();
+            if file.content_type.starts_with("text/html") {
+                // The page's assets are relative (`./swagger-ui.css`); a base makes them resolve
+                // under /docs/ also when the page is asked for as `/docs` without the slash.
+                bytes = with_docs_base(&bytes);
+            }
+            let mut response = HttpResponse::Ok();
+            if file.gzpipped {
+                response.insert_header((
+                    actix_web::http::header::CONTENT_ENCODING,
+                    actix_web::http::header::ContentEncoding::Gzip,
+                ));
+            }
+            response.content_type(file.content_type).body(bytes)
+        }
+        Ok(None) => actix_web::ResponseError::error_response(&ApiError::route_not_found(
+            request.method().as_str(),
+            request.path(),
+        )),
+        Err(error) => actix_web::ResponseError::error_response(&ApiError::internal(&error)),
+    }
+}
+
+fn with_docs_base(html: &[u8]) -> Vec<u8> {
+    let html = String::from_utf8_lossy(html);
+    match html.find("<head>") {
+        Some(position) => {
+            let insert_at = position + "<head>".len();
+            let mut page = String::with_capacity(html.len() + 32);
+            page.push_str(&html[..insert_at]);
+            page.push_str("<base href=\"/docs/\">");
+            page.push_str(&html[insert_at..]);
+            page.into_bytes()
+        }
+        None => html.into_owned().into_bytes(),
+    }
+}
+
+/// The Swagger UI of this document.
+#[utoipa::path(
+    get,
+    path = "/docs",
+    tag = "docs",
+    operation_id = "swagger_ui",
+    responses((status = 200, description = "The Swagger UI page", content_type = "text/html", body = String))
+)]
+pub(crate) async fn docs_page(request: HttpRequest) -> HttpResponse {
+    swagger_file("index.html", &request)
+}
+
+/// The Swagger UI's assets.
+pub(crate) async fn docs_asset(request: HttpRequest, tail: web::Path<String>) -> HttpResponse {
+    swagger_file(&tail, &request)
+}

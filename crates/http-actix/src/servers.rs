@@ -1,0 +1,373 @@
+//! `/api/mcp_servers`: the registry of MCP servers over REST.
+
+use actix_web::web::{self, Bytes};
+use actix_web::{HttpResponse, Responder};
+use mcpgw_core::{LOG_RING_CAPACITY, ServerId, ServerState};
+use serde::Deserialize;
+
+use crate::definition::{body_bytes, spec_for_create, spec_for_update};
+use crate::dto::{
+    CreateServerRequest, HealthStatus, ServerCreated, ServerDeleted, ServerDetails, ServerList,
+    ServerLogs, ServerSummary, ServerTools, UpdateServerRequest,
+};
+use crate::error::{ApiError, ErrorEnvelope, bounded_for_message};
+use crate::state::ApiState;
+
+/// How many log lines answer when `lines` is not given.
+pub const DEFAULT_LOG_LINES: usize = 100;
+/// The most log lines one request gets; more are served as this many.
+pub const MAX_LOG_LINES: usize = LOG_RING_CAPACITY;
+
+/// An id from the path. A string that is not a valid server id cannot name a server, so it is
+/// simply not found.
+fn path_id(raw: &str) -> Result<ServerId, ApiError> {
+    ServerId::parse(raw).map_err(|_| ApiError::server_not_found(raw))
+}
+
+fn details(state: &ApiState, id: &ServerId) -> Result<ServerDetails, ApiError> {
+    let manager = state.gateway().servers();
+    let snapshot = manager.snapshot(id)?;
+    let (tools, source) = manager.tools(id)?;
+    Ok(ServerDetails::new(&snapshot, tools, source))
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ListQuery {
+    state: Option<String>,
+}
+
+/// List MCP servers, optionally only those in one state.
+#[utoipa::path(
+    get,
+    path = "/api/mcp_servers",
+    tag = "mcp_servers",
+    operation_id = "list_mcp_servers",
+    params(
+        ("state" = Option<crate::dto::StateName>, Query,
+         description = "Only servers in this state: cold, initializing, ready, degraded or dead"),
+    ),
+    responses(
+        (status = 200, description = "The servers, sorted by id", body = ServerList),
+        (status = 422, description = "`state` is not one of the five states", body = ErrorEnvelope),
+    )
+)]
+pub(crate) async fn list_servers(
+    state: web::Data<ApiState>,
+    query: web::Query<ListQuery>,
+) -> Result<web::Json<ServerList>, ApiError> {
+    let filter = match query.state.as_deref() {
+        None => None,
+        Some(raw) => Some(ServerState::parse(raw).ok_or_else(|| {
+            ApiError::validation(format!(
+                "state: must be one of cold, initializing, ready, degraded, dead; got `{}`",
+                bounded_for_message(raw)
+            ))
+        })?),
+    };
+    let servers = state.gateway().servers().list(filter);
+    Ok(web::Json(ServerList {
+        mcp_servers: servers.iter().map(ServerSummary::from).collect(),
+    }))
+}
+
+/// Create an MCP server.
+#[utoipa::path(
+    post,
+    path = "/api/mcp_servers",
+    tag = "mcp_servers",
+    operation_id = "create_mcp_server",
+    request_body(content = CreateServerRequest, content_type = "application/json",
+        description = "`mcp_server_id` plus the fields of a server in the configuration file. \
+                       The body is parsed as JSON whatever its Content-Type says."),
+    responses(
+        (status = 201, description = "Created", body = ServerCreated),
+        (status = 409, description = "A server or group with this id exists (McpServerAlreadyExistsError)", body = ErrorEnvelope),
+        (status = 413, description = "The body is larger than the configured limit", body = ErrorEnvelope),
+        (status = 422, description = "Malformed JSON, a missing or invalid id, a wrong field, `mode: group`", body = ErrorEnvelope),
+    )
+)]
+pub(crate) async fn create_server(
+    state: web::Data<ApiState>,
+    body: Result<Bytes, actix_web::Error>,
+) -> Result<HttpResponse, ApiError> {
+    let bytes = body_bytes(body, state.settings().max_body_bytes)?;
+    let spec = spec_for_create(&bytes)?;
+    let snapshot = state.gateway().servers().register(spec).await?;
+    Ok(HttpResponse::Created().json(ServerCreated {
+        mcp_server_id: snapshot.id().to_string(),
+        created: true,
+    }))
+}
+
+/// Details of one MCP server: its definition (secrets masked), tools and health.
+#[utoipa::path(
+    get,
+    path = "/api/mcp_servers/{id}",
+    tag = "mcp_servers",
+    operation_id = "get_mcp_server",
+    params(("id" = String, Path, description = "The server's id")),
+    responses(
+        (status = 200, description = "The server", body = ServerDetails),
+        (status = 404, description = "No such server (McpServerNotFoundError)", body = ErrorEnvelope),
+    )
+)]
+pub(crate) async fn get_server(
+    state: web::Data<ApiState>,
+    id: web::Path<String>,
+) -> Result<web::Json<ServerDetails>, ApiError> {
+    let id = path_id(&id)?;
+    Ok(web::Json(details(&state, &id)?))
+}
+
+/// Replace the definition of a server created over the API; a running server whose launch
+/// settings changed is restarted.
+#[utoipa::path(
+    put,
+    path = "/api/mcp_servers/{id}",
+    tag = "mcp_servers",
+    operation_id = "update_mcp_server",
+    params(("id" = String, Path, description = "The server's id")),
+    request_body(content = UpdateServerRequest, content_type = "application/json",
+        description = "The whole new definition, as for create; `mcp_server_id` may be left out."),
+    responses(
+        (status = 200, description = "The updated server", body = ServerDetails),
+        (status = 404, description = "No such server (McpServerNotFoundError)", body = ErrorEnvelope),
+        (status = 409, description = "The server is declared in the configuration file (ConflictError)", body = ErrorEnvelope),
+        (status = 413, description = "The body is larger than the configured limit", body = ErrorEnvelope),
+        (status = 422, description = "Malformed JSON, a wrong field, or a body id that differs from the path", body = ErrorEnvelope),
+    )
+)]
+pub(crate) async fn update_server(
+    state: web::Data<ApiState>,
+    id: web::Path<String>,
+    body: Result<Bytes, actix_web::Error>,
+) -> Result<web::Json<ServerDetails>, ApiError> {
+    let id = path_id(&id)?;
+    let manager = state.gateway().servers();
+    // An unknown server is reported as such before its body is judged.
+    manager.snapshot(&id)?;
+    let bytes = body_bytes(body, state.settings().max_body_bytes)?;
+    let spec = spec_for_update(&id, &bytes)?;
+    manager.update(spec).await?;
+    Ok(web::Json(details(&state, &id)?))
+}
+
+/// Delete a server created over the API, stopping it first.
+#[utoipa::path(
+    delete,
+    path = "/api/mcp_servers/{id}",
+    tag = "mcp_servers",
+    operation_id = "delete_mcp_server",
+    params(("id" = String, Path, description = "The server's id")),
+    responses(
+        (status = 200, description = "Deleted", body = ServerDeleted),
+        (status = 404, description = "No such server (McpServerNotFoundError)", body = ErrorEnvelope),
+        (status = 409, description = "The server is declared in the configuration file (ConflictError)", body = ErrorEnvelope),
+    )
+)]
+pub(crate) async fn delete_server(
+    state: web::Data<ApiState>,
+    id: web::Path<String>,
+) -> Result<web::Json<ServerDeleted>, ApiError> {
+    let id = path_id(&id)?;
+    state.gateway().servers().delete(&id).await?;
+    Ok(web::Json(ServerDeleted {
+        mcp_server_id: id.to_string(),
+        deleted: true,
+    }))
+}
+
+/// Start a server now (the restart backoff does not apply); starting a ready server does
+/// nothing.
+#[utoipa::path(
+    post,
+    path = "/api/mcp_servers/{id}/start",
+    tag = "mcp_servers",
+    operation_id = "start_mcp_server",
+    params(("id" = String, Path, description = "The server's id")),
+    responses(
+        (status = 200, description = "The started server", body = ServerDetails),
+        (status = 404, description = "No such server (McpServerNotFoundError)", body = ErrorEnvelope),
+        (status = 503, description = "The start failed; the message says why (McpServerUnavailableError)", body = ErrorEnvelope),
+    )
+)]
+pub(crate) async fn start_server(
+    state: web::Data<ApiState>,
+    id: web::Path<String>,
+) -> Result<web::Json<ServerDetails>, ApiError> {
+    let id = path_id(&id)?;
+    state.gateway().servers().start(&id).await?;
+    Ok(web::Json(details(&state, &id)?))
+}
+
+/// Stop a server; a server that is not running stays as it is.
+#[utoipa::path(
+    post,
+    path = "/api/mcp_servers/{id}/stop",
+    tag = "mcp_servers",
+    operation_id = "stop_mcp_server",
+    params(("id" = String, Path, description = "The server's id")),
+    responses(
+        (status = 200, description = "The stopped server", body = ServerDetails),
+        (status = 404, description = "No such server (McpServerNotFoundError)", body = ErrorEnvelope),
+    )
+)]
+pub(crate) async fn stop_server(
+    state: web::Data<ApiState>,
+    id: web::Path<String>,
+) -> Result<web::Json<ServerDetails>, ApiError> {
+    let id = path_id(&id)?;
+    state.gateway().servers().stop(&id).await?;
+    Ok(web::Json(details(&state, &id)?))
+}
+
+/// The server's tools, without starting it: the live list once it has run, else its
+/// predefined tools.
+#[utoipa::path(
+    get,
+    path = "/api/mcp_servers/{id}/tools",
+    tag = "mcp_servers",
+    operation_id = "list_mcp_server_tools",
+    params(("id" = String, Path, description = "The server's id")),
+    responses(
+        (status = 200, description = "The tools, unprefixed", body = ServerTools),
+        (status = 404, description = "No such server (McpServerNotFoundError)", body = ErrorEnvelope),
+    )
+)]
+pub(crate) async fn server_tools(
+    state: web::Data<ApiState>,
+    id: web::Path<String>,
+) -> Result<web::Json<ServerTools>, ApiError> {
+    let id = path_id(&id)?;
+    let (tools, source) = state.gateway().servers().tools(&id)?;
+    Ok(web::Json(ServerTools {
+        mcp_server_id: id.to_string(),
+        tools,
+        source: source.into(),
+    }))
+}
+
+/// The server's health.
+#[utoipa::path(
+    get,
+    path = "/api/mcp_servers/{id}/health",
+    tag = "mcp_servers",
+    operation_id = "get_mcp_server_health",
+    params(("id" = String, Path, description = "The server's id")),
+    responses(
+        (status = 200, description = "The health status", body = HealthStatus),
+        (status = 404, description = "No such server (McpServerNotFoundError)", body = ErrorEnvelope),
+    )
+)]
+pub(crate) async fn server_health(
+    state: web::Data<ApiState>,
+    id: web::Path<String>,
+) -> Result<web::Json<HealthStatus>, ApiError> {
+    let id = path_id(&id)?;
+    let snapshot = state.gateway().servers().snapshot(&id)?;
+    Ok(web::Json(HealthStatus::from(&snapshot)))
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct LogsQuery {
+    lines: Option<String>,
+}
+
+/// Reads `lines`: an integer, default 100; above 1000 is served as 1000; below 1 or not an
+/// integer is refused.
+fn requested_log_lines(raw: Option<&str>) -> Result<usize, ApiError> {
+    let Some(raw) = raw else {
+        return Ok(DEFAULT_LOG_LINES);
+    };
+    let refuse = || {
+        ApiError::validation(format!(
+            "lines: must be an integer from 1 to {MAX_LOG_LINES}; got `{}`",
+            bounded_for_message(raw)
+        ))
+    };
+    match raw.parse::<i64>() {
+        Ok(lines) if lines < 1 => Err(refuse()),
+        Ok(lines) => Ok(usize::try_from(lines)
+            .unwrap_or(MAX_LOG_LINES)
+            .min(MAX_LOG_LINES)),
+        // A positive integer too large for i64 is still an integer above the maximum.
+        Err(_) if !raw.is_empty() && raw.bytes().all(|byte| byte.is_ascii_digit()) => {
+            Ok(MAX_LOG_LINES)
+        }
+        Err(_) => Err(refuse()),
+    }
+}
+
+/// The most recent stderr lines of a server, oldest first.
+#[utoipa::path(
+    get,
+    path = "/api/mcp_servers/{id}/logs",
+    tag = "mcp_servers",
+    operation_id = "get_mcp_server_logs",
+    params(
+        ("id" = String, Path, description = "The server's id"),
+        ("lines" = Option<i64>, Query, minimum = 1,
+         description = "How many of the most recent lines: default 100; above 1000 is served as 1000"),
+    ),
+    responses(
+        (status = 200, description = "The lines; empty when the server never ran", body = ServerLogs),
+        (status = 404, description = "No such server (McpServerNotFoundError)", body = ErrorEnvelope),
+        (status = 422, description = "`lines` is below 1 or not an integer", body = ErrorEnvelope),
+    )
+)]
+pub(crate) async fn server_logs(
+    state: web::Data<ApiState>,
+    id: web::Path<String>,
+    query: web::Query<LogsQuery>,
+) -> Result<impl Responder, ApiError> {
+    let id = path_id(&id)?;
+    let manager = state.gateway().servers();
+    // An unknown server is reported as such, whatever `lines` says.
+    if !manager.contains(&id) {
+        return Err(ApiError::server_not_found(id.as_str()));
+    }
+    let lines = requested_log_lines(query.lines.as_deref())?;
+    let logs: Vec<_> = manager
+        .logs(&id, lines)?
+        .into_iter()
+        .map(Into::into)
+        .collect();
+    Ok(web::Json(ServerLogs {
+        count: logs.len(),
+        logs,
+        mcp_server_id: id.to_string(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_lines_follow_the_four_rules() {
+        assert_eq!(requested_log_lines(None).unwrap(), 100);
+        assert_eq!(requested_log_lines(Some("1")).unwrap(), 1);
+        assert_eq!(requested_log_lines(Some("1000")).unwrap(), 1000);
+        assert_eq!(requested_log_lines(Some("1001")).unwrap(), 1000);
+        assert_eq!(requested_log_lines(Some("+7")).unwrap(), 7);
+        assert_eq!(
+            requested_log_lines(Some("99999999999999999999999")).unwrap(),
+            1000
+        );
+        for bad in [
+            "0",
+            "-1",
+            "-99999999999999999999999",
+            "abc",
+            "1.5",
+            "",
+            " 5",
+            "1e3",
+            "0x10",
+        ] {
+            let error = requested_log_lines(Some(bad)).unwrap_err();
+            assert_eq!(error.status().as_u16(), 422, "{bad:?}");
+            assert!(error.message().starts_with("lines: "), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! The REST API, probes, metrics and docs, driven in process through `actix_web::test` over a
+//! real `Gateway` whose MCP servers are the testkit's fakes.
+
+mod errors;
+mod platform;
+mod server;
+mod servers;
+mod support;

@@ -1,0 +1,419 @@
+//! Probes, the OpenAPI document, the Swagger UI and `/metrics`.
+
+use std::collections::BTreeSet;
+
+use actix_web::http::Method;
+use actix_web::test::{self, TestRequest};
+use serde_json::json;
+
+use crate::support::{TEST_VERSION, assert_envelope, harness, json_of, send};
+
+/// Every route the adapter mounts, as (method, path template). The OpenAPI document must list
+/// exactly these, and the application must answer each of them.
+const MOUNTED_ROUTES: &[(&str, &str)] = &[
+    ("GET", "/api/mcp_servers"),
+    ("POST", "/api/mcp_servers"),
+    ("GET", "/api/mcp_servers/{id}"),
+    ("PUT", "/api/mcp_servers/{id}"),
+    ("DELETE", "/api/mcp_servers/{id}"),
+    ("POST", "/api/mcp_servers/{id}/start"),
+    ("POST", "/api/mcp_servers/{id}/stop"),
+    ("GET", "/api/mcp_servers/{id}/tools"),
+    ("GET", "/api/mcp_servers/{id}/health"),
+    ("GET", "/api/mcp_servers/{id}/logs"),
+    ("GET", "/api/openapi.json"),
+    ("GET", "/docs"),
+    ("GET", "/health/live"),
+    ("GET", "/health/startup"),
+    ("GET", "/health/ready"),
+    ("GET", "/metrics"),
+];
+
+#[actix_web::test]
+async fn probes_follow_startup_and_shutdown() {
+    let harness = crate::support::harness();
+    // The harness completes start-up; a fresh gateway has not. Build one that has not.
+    let not_started = {
+        let launcher = std::sync::Arc::new(mcpgw_testkit::fakes::FakeLauncher::new());
+        let manager = mcpgw_core::ServerManager::new(
+            launcher,
+            std::sync::Arc::new(mcpgw_gateway::TokioClock::default()),
+            std::sync::Arc::new(mcpgw_testkit::fakes::RecordingEventSink::default()),
+            std::sync::Arc::new(mcpgw_gateway::TokioSpawner::current()),
+            None,
+            mcpgw_core::ManagerSettings::default(),
+        );
+        mcpgw_gateway::Gateway::new(
+            manager,
+            mcpgw_gateway::GatewayInfo {
+                version: TEST_VERSION.into(),
+                config_path: None,
+            },
+        )
+    };
+    let state = mcpgw_http_actix::ApiState::new(
+        not_started.clone(),
+        harness.state.metrics().clone(),
+        mcpgw_http_actix::HttpSettings::default(),
+    );
+    let app = test::init_service(mcpgw_http_actix::app(state)).await;
+    let probe = |path: &'static str| TestRequest::get().uri(path).to_request();
+
+    // Before start-up completes: alive, starting, not ready.
+    let (status, body) = send(&app, probe("/health/live")).await;
+    assert_eq!((status.as_u16(), body), (200, json!({"status": "alive"})));
+    let (status, body) = send(&app, probe("/health/startup")).await;
+    assert_eq!(
+        (status.as_u16(), body),
+        (503, json!({"status": "starting"}))
+    );
+    let (status, body) = send(&app, probe("/health/ready")).await;
+    assert_eq!(status, 503);
+    assert_eq!(body["status"], "not_ready");
+    assert!(
+        body["reason"].as_str().unwrap().contains("starting"),
+        "{body}"
+    );
+
+    // After: started and ready, with every state counted.
+    not_started.mark_startup_complete();
+    let (status, body) = send(&app, probe("/health/startup")).await;
+    assert_eq!((status.as_u16(), body), (200, json!({"status": "started"})));
+    let (status, body) = send(&app, probe("/health/ready")).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        body,
+        json!({"status": "ready", "mcp_servers": {"total": 0, "by_state":
+            {"cold": 0, "initializing": 0, "ready": 0, "degraded": 0, "dead": 0}}})
+    );
+
+    // Shutting down: still alive and started, no longer ready.
+    not_started.mark_shutting_down();
+    let (status, _) = send(&app, probe("/health/live")).await;
+    assert_eq!(status, 200);
+    let (status, _) = send(&app, probe("/health/startup")).await;
+    assert_eq!(status, 200);
+    let (status, body) = send(&app, probe("/health/ready")).await;
+    assert_eq!(status, 503);
+    assert_eq!(body["status"], "not_ready");
+    assert!(
+        body["reason"].as_str().unwrap().contains("shutting down"),
+        "{body}"
+    );
+}
+
+#[actix_web::test]
+async fn readiness_counts_servers_by_state() {
+    let harness = harness();
+    let app = test::init_service(mcpgw_http_actix::app(harness.state.clone())).await;
+    for id in ["a", "b"] {
+        let create = TestRequest::post()
+            .uri("/api/mcp_servers")
+            .set_json(json!({"mcp_server_id": id, "mode": "subprocess", "command": ["x"]}))
+            .to_request();
+        assert_eq!(test::call_service(&app, create).await.status(), 201);
+    }
+    let start = TestRequest::post()
+        .uri("/api/mcp_servers/a/start")
+        .to_request();
+    assert_eq!(test::call_service(&app, start).await.status(), 200);
+    let (status, body) = send(&app, TestRequest::get().uri("/health/ready").to_request()).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["mcp_servers"]["total"], 2);
+    assert_eq!(body["mcp_servers"]["by_state"]["ready"], 1);
+    assert_eq!(body["mcp_servers"]["by_state"]["cold"], 1);
+    assert_eq!(body["mcp_servers"]["by_state"]["dead"], 0);
+}
+
+fn method_of(name: &str) -> Method {
+    Method::from_bytes(name.as_bytes()).unwrap()
+}
+
+#[actix_web::test]
+async fn the_openapi_document_is_3_1_and_lists_exactly_the_mounted_routes() {
+    let harness = harness();
+    let app = test::init_service(mcpgw_http_actix::app(harness.state.clone())).await;
+    let response = test::call_service(
+        &app,
+        TestRequest::get().uri("/api/openapi.json").to_request(),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.headers().get("content-type").unwrap(),
+        "application/json"
+    );
+    let document = json_of(response).await;
+    assert!(
+        document["openapi"].as_str().unwrap().starts_with("3.1."),
+        "{}",
+        document["openapi"]
+    );
+    assert_eq!(document["info"]["version"], TEST_VERSION);
+
+    let documented: BTreeSet<(String, String)> = document["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .flat_map(|(path, item)| {
+            item.as_object().unwrap().keys().filter_map(move |key| {
+                let method = key.to_uppercase();
+                ["GET", "POST", "PUT", "DELETE", "PATCH"]
+                    .contains(&method.as_str())
+                    .then(|| (method, path.clone()))
+            })
+        })
+        .collect();
+    let mounted: BTreeSet<(String, String)> = MOUNTED_ROUTES
+        .iter()
+        .map(|(method, path)| ((*method).to_owned(), (*path).to_owned()))
+        .collect();
+    assert_eq!(documented, mounted);
+
+    // The error envelope is a component, and every route under /api/ documents it.
+    let envelope = &document["components"]["schemas"]["ErrorEnvelope"];
+    assert_eq!(
+        envelope["required"],
+        json!(["error", "message", "status_code"])
+    );
+    for (method, path) in MOUNTED_ROUTES
+        .iter()
+        .filter(|(_, path)| path.contains("{id}"))
+    {
+        let responses = &document["paths"][path][method.to_lowercase()]["responses"];
+        let not_found = &responses["404"]["content"]["application/json"]["schema"]["$ref"];
+        assert_eq!(
+            not_found, "#/components/schemas/ErrorEnvelope",
+            "{method} {path}"
+        );
+    }
+    let create = &document["paths"]["/api/mcp_servers"]["post"]["responses"];
+    let statuses: BTreeSet<&str> = create
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(statuses, BTreeSet::from(["201", "409", "413", "422"]));
+
+    // The application answers every documented route (with a real id where there is one).
+    let create = TestRequest::post()
+        .uri("/api/mcp_servers")
+        .set_json(json!({"mcp_server_id": "doc", "mode": "subprocess", "command": ["x"]}))
+        .to_request();
+    assert_eq!(test::call_service(&app, create).await.status(), 201);
+    for (method, path) in MOUNTED_ROUTES {
+        // Deleting first would make the later routes 404; delete is answered last below.
+        if *method == "DELETE" {
+            continue;
+        }
+        let uri = path.replace("{id}", "doc");
+        let mut request = TestRequest::default().method(method_of(method)).uri(&uri);
+        if *method == "PUT" {
+            request = request.set_json(json!({"mode": "subprocess", "command": ["x"]}));
+        }
+        if *method == "POST" && *path == "/api/mcp_servers" {
+            request = request
+                .set_json(json!({"mcp_server_id": "doc2", "mode": "subprocess", "command": ["x"]}));
+        }
+        let status = test::call_service(&app, request.to_request())
+            .await
+            .status();
+        assert!(status.is_success(), "{method} {uri} answered {status}");
+    }
+    let delete = TestRequest::delete()
+        .uri("/api/mcp_servers/doc")
+        .to_request();
+    assert_eq!(test::call_service(&app, delete).await.status(), 200);
+}
+
+#[actix_web::test]
+async fn the_swagger_ui_is_served_offline_at_docs_with_and_without_the_slash() {
+    let harness = harness();
+    let app = test::init_service(mcpgw_http_actix::app(harness.state.clone())).await;
+    for uri in ["/docs", "/docs/"] {
+        let response = test::call_service(&app, TestRequest::get().uri(uri).to_request()).await;
+        assert_eq!(response.status(), 200, "{uri}");
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .unwrap()
+            .to_str()
+            .unwrap();
+        assert!(
+            content_type.starts_with("text/html"),
+            "{uri}: {content_type}"
+        );
+        let page = String::from_utf8(test::read_body(response).await.to_vec()).unwrap();
+        assert!(page.contains("swagger-ui"), "{uri}");
+        assert!(
+            page.contains("<base href=\"/docs/\">"),
+            "{uri}: relative assets resolve under /docs/"
+        );
+    }
+    // The assets the page loads are compiled in, and the initializer points at our document.
+    for asset in ["/docs/swagger-ui.css", "/docs/swagger-ui-bundle.js"] {
+        let response = test::call_service(&app, TestRequest::get().uri(asset).to_request()).await;
+        assert_eq!(response.status(), 200, "{asset}");
+    }
+    let response = test::call_service(
+        &app,
+        TestRequest::get()
+            .uri("/docs/swagger-initializer.js")
+            .to_request(),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    let script = String::from_utf8(test::read_body(response).await.to_vec()).unwrap();
+    assert!(script.contains("/api/openapi.json"), "{script}");
+    // A file that is not there answers the 404 envelope.
+    let response = test::call_service(
+        &app,
+        TestRequest::get().uri("/docs/nothing.js").to_request(),
+    )
+    .await;
+    assert_envelope(response, 404, "NotFoundError").await;
+}
+
+/// The value of the sample `name{labels}` in a Prometheus text page, if present.
+fn sample(page: &str, name_and_labels: &str) -> Option<f64> {
+    page.lines().find_map(|line| {
+        line.strip_prefix(name_and_labels)?
+            .strip_prefix(' ')?
+            .parse()
+            .ok()
+    })
+}
+
+#[actix_web::test]
+async fn metrics_count_requests_by_route_template_and_report_the_gateway() {
+    let harness = harness();
+    let app = test::init_service(mcpgw_http_actix::app(harness.state.clone())).await;
+    let create = TestRequest::post()
+        .uri("/api/mcp_servers")
+        .set_json(json!({"mcp_server_id": "metered-one", "mode": "subprocess", "command": ["x"]}))
+        .to_request();
+    assert_eq!(test::call_service(&app, create).await.status(), 201);
+    for _ in 0..3 {
+        let request = TestRequest::get()
+            .uri("/api/mcp_servers/metered-one")
+            .to_request();
+        assert_eq!(test::call_service(&app, request).await.status(), 200);
+    }
+    let unknown = TestRequest::get()
+        .uri("/metrics-probe-unmatched-path")
+        .to_request();
+    assert_eq!(test::call_service(&app, unknown).await.status(), 404);
+    let odd_method = TestRequest::default()
+        .method(Method::from_bytes(b"FROBNICATE").unwrap())
+        .uri("/api/mcp_servers/metered-one")
+        .to_request();
+    assert_eq!(test::call_service(&app, odd_method).await.status(), 405);
+
+    let response = test::call_service(&app, TestRequest::get().uri("/metrics").to_request()).await;
+    assert_eq!(response.status(), 200);
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        content_type.starts_with("text/plain; version=0.0.4"),
+        "{content_type}"
+    );
+    let page = String::from_utf8(test::read_body(response).await.to_vec()).unwrap();
+
+    // Requests are labelled by the route template, never by the raw id or path. (Other tests in
+    // this process share the recorder, so counts are at least what this test sent.)
+    let by_template = sample(
+        &page,
+        r#"mcpgw_http_requests_total{method="GET",route="/api/mcp_servers/{id}",status="200"}"#,
+    );
+    assert!(by_template.is_some_and(|count| count >= 3.0), "{page}");
+    assert!(
+        !page.contains("metered-one"),
+        "a raw id became a label:\n{page}"
+    );
+    assert!(
+        !page.contains("metrics-probe-unmatched-path"),
+        "a raw path became a label:\n{page}"
+    );
+    assert!(
+        sample(
+            &page,
+            r#"mcpgw_http_requests_total{method="GET",route="unmatched",status="404"}"#
+        )
+        .is_some(),
+        "{page}"
+    );
+    assert!(
+        !page.contains("FROBNICATE"),
+        "a raw method became a label:\n{page}"
+    );
+    assert!(
+        sample(
+            &page,
+            r#"mcpgw_http_requests_total{method="other",route="/api/mcp_servers/{id}",status="405"}"#
+        )
+        .is_some(),
+        "{page}"
+    );
+    assert!(
+        page.contains(r#"mcpgw_http_request_duration_seconds_bucket{method="GET",route="/api/mcp_servers/{id}",le="0.005"}"#),
+        "the duration renders as a histogram with explicit buckets:\n{page}"
+    );
+
+    assert_eq!(
+        sample(
+            &page,
+            &format!(r#"mcpgw_build_info{{version="{TEST_VERSION}"}}"#)
+        ),
+        Some(1.0)
+    );
+    for state in ["cold", "initializing", "ready", "degraded", "dead"] {
+        assert!(
+            sample(&page, &format!(r#"mcpgw_mcp_servers{{state="{state}"}}"#)).is_some(),
+            "state {state} is missing:\n{page}"
+        );
+    }
+    assert!(
+        sample(&page, "mcpgw_uptime_seconds").is_some_and(|uptime| uptime >= 0.0),
+        "{page}"
+    );
+}
+
+#[actix_web::test]
+async fn the_server_gauge_is_computed_from_the_manager_at_scrape_time() {
+    // Its own process-wide gauge is shared with other tests, so this one checks the value right
+    // after it changed its own gateway, scraping twice in a row.
+    let harness = harness();
+    let app = test::init_service(mcpgw_http_actix::app(harness.state.clone())).await;
+    for id in ["g1", "g2", "g3"] {
+        let create = TestRequest::post()
+            .uri("/api/mcp_servers")
+            .set_json(json!({"mcp_server_id": id, "mode": "subprocess", "command": ["x"]}))
+            .to_request();
+        assert_eq!(test::call_service(&app, create).await.status(), 201);
+    }
+    let start = TestRequest::post()
+        .uri("/api/mcp_servers/g1/start")
+        .to_request();
+    assert_eq!(test::call_service(&app, start).await.status(), 200);
+    // Another test may scrape its own gateway in between; retry until this gateway's numbers are
+    // the ones rendered (bounded, no sleeping).
+    let mut last_page = String::new();
+    for _ in 0..50 {
+        let response =
+            test::call_service(&app, TestRequest::get().uri("/metrics").to_request()).await;
+        last_page = String::from_utf8(test::read_body(response).await.to_vec()).unwrap();
+        let ready = sample(&last_page, r#"mcpgw_mcp_servers{state="ready"}"#);
+        let cold = sample(&last_page, r#"mcpgw_mcp_servers{state="cold"}"#);
+        if ready == Some(1.0) && cold == Some(2.0) {
+            return;
+        }
+        actix_web::rt::task::yield_now().await;
+    }
+    panic!("the gauge never showed 1 ready and 2 cold:\n{last_page}");
+}
