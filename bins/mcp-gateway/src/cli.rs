@@ -8,7 +8,11 @@ use clap::{Parser, Subcommand};
 use mcpgw_config::GatewayConfig;
 
 #[derive(Debug, Parser)]
-#[command(name = "mcp-gateway", version, about = "A gateway in front of MCP servers")]
+#[command(
+    name = "mcp-gateway",
+    version,
+    about = "A gateway in front of MCP servers"
+)]
 pub struct Cli {
     /// The YAML configuration file. Without it, `./gateway.yaml` is used when present, else the
     /// gateway starts with an empty registry.
@@ -20,7 +24,12 @@ pub struct Cli {
     pub http: bool,
 
     /// The address to listen on.
-    #[arg(long, global = true, env = "MCP_HTTP_HOST", default_value = "127.0.0.1")]
+    #[arg(
+        long,
+        global = true,
+        env = "MCP_HTTP_HOST",
+        default_value = "127.0.0.1"
+    )]
     pub host: String,
 
     /// The port to listen on; 0 picks a free one (the bound address is printed on stderr).
@@ -28,7 +37,13 @@ pub struct Cli {
     pub port: u16,
 
     /// Where the gateway keeps its SQLite database.
-    #[arg(long, global = true, env = "MCP_DATA_DIR", default_value = "./data", value_name = "DIR")]
+    #[arg(
+        long,
+        global = true,
+        env = "MCP_DATA_DIR",
+        default_value = "./data",
+        value_name = "DIR"
+    )]
     pub data_dir: PathBuf,
 
     #[command(subcommand)]
@@ -82,11 +97,15 @@ fn config_check(cli: &Cli) -> anyhow::Result<ExitCode> {
 /// every line and key at fault.
 pub fn load_config_file(path: &Path) -> Result<GatewayConfig, ConfigLoadError> {
     let name = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|error| ConfigLoadError(format!("{name}: cannot read the configuration file: {error}")))?;
+    let text = std::fs::read_to_string(path).map_err(|error| {
+        ConfigLoadError(format!(
+            "{name}: cannot read the configuration file: {error}"
+        ))
+    })?;
     let environment = |variable: &str| std::env::var(variable).ok();
-    mcpgw_config::parse(&name, &text, &environment)
-        .map_err(|errors| ConfigLoadError(format!("{name}: the configuration is invalid:\n{errors}")))
+    mcpgw_config::parse(&name, &text, &environment).map_err(|errors| {
+        ConfigLoadError(format!("{name}: the configuration is invalid:\n{errors}"))
+    })
 }
 
 /// The configuration to start with: `--config`, else `./gateway.yaml`, else none.

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use mcpgw_core::{
-    Clock, EventSink, LaunchSpec, ManagerSettings, ServerLauncher, ServerManager,
-    ServerRepository, ServerSpec,
+    Clock, EventSink, LaunchSpec, ManagerSettings, ServerLauncher, ServerManager, ServerRepository,
+    ServerSpec,
 };
 use mcpgw_gateway::{
     CompositeLauncher, EventBus, Gateway, GatewayInfo, StdioLauncher, TokioClock, TokioSpawner,
@@ -41,7 +41,10 @@ pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
         .context("cannot start the runtime")?;
 
     std::fs::create_dir_all(&cli.data_dir).with_context(|| {
-        format!("cannot create the data directory {}", cli.data_dir.display())
+        format!(
+            "cannot create the data directory {}",
+            cli.data_dir.display()
+        )
     })?;
     let database = cli.data_dir.join("mcpgw.db");
     let store = Arc::new(
@@ -75,13 +78,20 @@ pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
 
     core_runtime.block_on(async {
         for spec in config.server_specs() {
-            manager.register(spec).await.context("cannot register a configured mcp server")?;
+            manager
+                .register(spec)
+                .await
+                .context("cannot register a configured mcp server")?;
         }
         let restored = manager
             .restore_from_repository()
             .await
             .context("cannot load the mcp servers saved in the store")?;
-        tracing::info!(configured = config.mcp_servers.len(), restored, "mcp servers registered");
+        tracing::info!(
+            configured = config.mcp_servers.len(),
+            restored,
+            "mcp servers registered"
+        );
         anyhow::Ok(())
     })?;
     let maintenance = {
@@ -91,22 +101,29 @@ pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
 
     let listener = TcpListener::bind((cli.host.as_str(), cli.port))
         .with_context(|| format!("cannot listen on {}:{}", cli.host, cli.port))?;
-    let address = listener.local_addr().context("cannot read the bound address")?;
+    let address = listener
+        .local_addr()
+        .context("cannot read the bound address")?;
 
     let metrics = mcpgw_http_actix::install_metrics_recorder()
         .map_err(|error| anyhow::anyhow!("cannot install the metrics recorder: {error}"))?;
     let http_settings = mcpgw_http_actix::HttpSettings::default();
-    let state = mcpgw_http_actix::ApiState::new(gateway.clone(), metrics, http_settings.clone());
+    let state =
+        mcpgw_http_actix::ApiState::new(gateway.clone(), metrics.clone(), http_settings.clone());
 
     let outcome = actix_web::rt::System::new().block_on(async {
         let server = mcpgw_http_actix::build_server(state, listener, &http_settings)
             .context("cannot start the HTTP server")?;
         let handle = server.handle();
+        let upkeep = actix_web::rt::spawn(mcpgw_http_actix::run_metrics_upkeep(
+            metrics,
+            Duration::from_secs(5),
+        ));
         gateway.mark_startup_complete();
         // A closed stderr must not stop the gateway, so the write's error is ignored.
         let _ = writeln!(std::io::stderr(), "listening on http://{address}");
         let mut served = actix_web::rt::spawn(server);
-        tokio::select! {
+        let outcome = tokio::select! {
             signal = wait_for_shutdown_signal() => {
                 tracing::info!(signal, "shutting down");
                 gateway.mark_shutting_down();
@@ -124,7 +141,9 @@ pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
                     Err(error) => anyhow::bail!("the HTTP server task failed: {error}"),
                 }
             }
-        }
+        };
+        upkeep.abort();
+        outcome
     });
 
     maintenance.abort();

@@ -24,13 +24,19 @@ pub struct EventBus {
 
 impl std::fmt::Debug for EventBus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EventBus").field("subscribers", &self.sender.receiver_count()).finish()
+        f.debug_struct("EventBus")
+            .field("subscribers", &self.sender.receiver_count())
+            .finish()
     }
 }
 
 impl EventBus {
     pub fn new(capacity: usize) -> Self {
-        Self { next_id: AtomicU64::new(1), sender: broadcast::channel(capacity.max(1)).0, downstream: Vec::new() }
+        Self {
+            next_id: AtomicU64::new(1),
+            sender: broadcast::channel(capacity.max(1)).0,
+            downstream: Vec::new(),
+        }
     }
 
     /// Also hands every event to `sink` (an event log, say).
@@ -51,7 +57,8 @@ impl EventSink for EventBus {
         // Events are logged as JSON so that log shippers can forward them as they are.
         let fields = serde_json::to_string(&event).unwrap_or_default();
         match &event {
-            DomainEvent::ToolInvocationCompleted { .. } | DomainEvent::ToolInvocationFailed { .. } => {
+            DomainEvent::ToolInvocationCompleted { .. }
+            | DomainEvent::ToolInvocationFailed { .. } => {
                 tracing::debug!(event_id, event_type = event.event_type(), event = %fields, "domain event");
             }
             _ => {
@@ -62,6 +69,10 @@ impl EventSink for EventBus {
             sink.publish(occurred_at, event.clone());
         }
         // An error only means nobody listens right now.
-        let _ = self.sender.send(Arc::new(PublishedEvent { event_id, occurred_at, event }));
+        let _ = self.sender.send(Arc::new(PublishedEvent {
+            event_id,
+            occurred_at,
+            event,
+        }));
     }
 }

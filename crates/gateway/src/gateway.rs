@@ -27,7 +27,9 @@ pub struct Gateway {
 
 impl std::fmt::Debug for Gateway {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Gateway").field("info", &self.info).finish_non_exhaustive()
+        f.debug_struct("Gateway")
+            .field("info", &self.info)
+            .finish_non_exhaustive()
     }
 }
 

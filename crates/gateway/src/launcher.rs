@@ -5,8 +5,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use mcpgw_core::{
     CallContext, ExitStatusInfo, LaunchError, LaunchedServer, LogBuffer, McpSession,
-    ProcessControl, ProcessSpawner, ServerLauncher, ServerSpec, SessionError, StdioConnector,
-    Tool, ToolCall, ToolCallOutcome,
+    ProcessControl, ProcessSpawner, ServerLauncher, ServerSpec, SessionError, StdioConnector, Tool,
+    ToolCall, ToolCallOutcome,
 };
 
 /// Launches stdio servers: a [`ProcessSpawner`] starts the process (or container), a
@@ -25,7 +25,11 @@ impl StdioLauncher {
         connector: Arc<dyn StdioConnector>,
         stop_grace: std::time::Duration,
     ) -> Self {
-        Self { spawner, connector, stop_grace }
+        Self {
+            spawner,
+            connector,
+            stop_grace,
+        }
     }
 }
 
@@ -120,9 +124,12 @@ impl McpSession for ProcessSession {
     }
 }
 
+/// Says whether a launcher takes a server.
+pub type LaunchFilter = fn(&ServerSpec) -> bool;
+
 /// Dispatches each launch to the first launcher that accepts its mode.
 pub struct CompositeLauncher {
-    launchers: Vec<(fn(&ServerSpec) -> bool, Arc<dyn ServerLauncher>)>,
+    launchers: Vec<(LaunchFilter, Arc<dyn ServerLauncher>)>,
 }
 
 impl Default for CompositeLauncher {
@@ -133,12 +140,14 @@ impl Default for CompositeLauncher {
 
 impl CompositeLauncher {
     pub fn new() -> Self {
-        Self { launchers: Vec::new() }
+        Self {
+            launchers: Vec::new(),
+        }
     }
 
     /// Adds a launcher for the specs `accepts` says yes to.
     #[must_use]
-    pub fn with(mut self, accepts: fn(&ServerSpec) -> bool, launcher: Arc<dyn ServerLauncher>) -> Self {
+    pub fn with(mut self, accepts: LaunchFilter, launcher: Arc<dyn ServerLauncher>) -> Self {
         self.launchers.push((accepts, launcher));
         self
     }

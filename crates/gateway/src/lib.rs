@@ -16,7 +16,7 @@ mod runtime;
 
 pub use events::{EventBus, PublishedEvent};
 pub use gateway::{Gateway, GatewayInfo};
-pub use launcher::{CompositeLauncher, StdioLauncher};
+pub use launcher::{CompositeLauncher, LaunchFilter, StdioLauncher};
 pub use runtime::{TokioClock, TokioSpawner, spawn_maintenance, system_clock};
 
 pub use mcpgw_config as config;

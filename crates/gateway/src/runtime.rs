@@ -15,7 +15,9 @@ pub struct TokioClock {
 
 impl Default for TokioClock {
     fn default() -> Self {
-        Self { origin: Instant::now() }
+        Self {
+            origin: Instant::now(),
+        }
     }
 }
 
@@ -48,7 +50,9 @@ impl TokioSpawner {
     /// Uses the runtime of the calling context; panics outside a tokio runtime, like
     /// `tokio::spawn` does.
     pub fn current() -> Self {
-        Self { handle: tokio::runtime::Handle::current() }
+        Self {
+            handle: tokio::runtime::Handle::current(),
+        }
     }
 
     pub fn new(handle: tokio::runtime::Handle) -> Self {
