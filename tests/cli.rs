@@ -25,10 +25,21 @@ fn text(bytes: &[u8]) -> String {
 fn config_check_accepts_a_valid_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ok.yaml");
-    std::fs::write(&path, format!("mcp_servers:\n{}", fixture_server_yaml("demo", &[]))).unwrap();
-    let output = run(&["config", "check", "--config", path.to_str().unwrap()], dir.path());
+    std::fs::write(
+        &path,
+        format!("mcp_servers:\n{}", fixture_server_yaml("demo", &[])),
+    )
+    .unwrap();
+    let output = run(
+        &["config", "check", "--config", path.to_str().unwrap()],
+        dir.path(),
+    );
     assert!(output.status.success(), "{}", text(&output.stderr));
-    assert!(text(&output.stdout).contains("ok (1 mcp servers)"), "{}", text(&output.stdout));
+    assert!(
+        text(&output.stdout).contains("ok (1 mcp servers)"),
+        "{}",
+        text(&output.stdout)
+    );
 }
 
 #[test]
@@ -36,7 +47,10 @@ fn config_check_accepts_global_options_before_the_subcommand() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ok.yaml");
     std::fs::write(&path, "mcp_servers: {}\n").unwrap();
-    let output = run(&["--config", path.to_str().unwrap(), "config", "check"], dir.path());
+    let output = run(
+        &["--config", path.to_str().unwrap(), "config", "check"],
+        dir.path(),
+    );
     assert!(output.status.success(), "{}", text(&output.stderr));
 }
 
@@ -49,12 +63,21 @@ fn config_check_names_the_file_the_line_and_the_key_with_a_suggestion() {
         "mcp_servers:\n  math:\n    mode: subprocess\n    comand: [python3]\n",
     )
     .unwrap();
-    let output = run(&["config", "check", "--config", path.to_str().unwrap()], dir.path());
+    let output = run(
+        &["config", "check", "--config", path.to_str().unwrap()],
+        dir.path(),
+    );
     assert!(!output.status.success());
     let stderr = text(&output.stderr);
-    assert!(stderr.contains("bad.yaml:4"), "names the file and line 4: {stderr}");
+    assert!(
+        stderr.contains("bad.yaml:4"),
+        "names the file and line 4: {stderr}"
+    );
     assert!(stderr.contains("comand"), "names the key: {stderr}");
-    assert!(stderr.contains("did you mean `command`"), "suggests the nearest key: {stderr}");
+    assert!(
+        stderr.contains("did you mean `command`"),
+        "suggests the nearest key: {stderr}"
+    );
 }
 
 #[test]
@@ -66,18 +89,35 @@ fn config_check_reports_every_invalid_value() {
         "mcp_servers:\n  a:\n    mode: subprocess\n    command: [x]\n    idle_ttl_s: 0\n  b:\n    mode: subprocess\n    command: [x]\n    max_consecutive_failures: 1000\n",
     )
     .unwrap();
-    let output = run(&["config", "check", "--config", path.to_str().unwrap()], dir.path());
+    let output = run(
+        &["config", "check", "--config", path.to_str().unwrap()],
+        dir.path(),
+    );
     assert!(!output.status.success());
     let stderr = text(&output.stderr);
-    assert!(stderr.contains("bad.yaml:5") && stderr.contains("idle_ttl_s"), "{stderr}");
-    assert!(stderr.contains("bad.yaml:9") && stderr.contains("max_consecutive_failures"), "{stderr}");
+    assert!(
+        stderr.contains("bad.yaml:5") && stderr.contains("idle_ttl_s"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("bad.yaml:9") && stderr.contains("max_consecutive_failures"),
+        "{stderr}"
+    );
 }
 
 #[test]
 fn a_missing_config_file_stops_the_start_with_its_name() {
     let dir = tempfile::tempdir().unwrap();
     let output = run(
-        &["--http", "--port", "0", "--config", "does-not-exist.yaml", "--data-dir", "data"],
+        &[
+            "--http",
+            "--port",
+            "0",
+            "--config",
+            "does-not-exist.yaml",
+            "--data-dir",
+            "data",
+        ],
         dir.path(),
     );
     assert!(!output.status.success());
@@ -89,9 +129,23 @@ fn a_missing_config_file_stops_the_start_with_its_name() {
 #[test]
 fn an_invalid_config_file_stops_the_start_with_line_and_key() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("broken.yaml"), "mcp_servers:\n  x:\n    mode: subprocess\n    command: [a]\n    idle_ttl_s: \"soon\"\n").unwrap();
-    let output =
-        run(&["--http", "--port", "0", "--config", "broken.yaml", "--data-dir", "data"], dir.path());
+    std::fs::write(
+        dir.path().join("broken.yaml"),
+        "mcp_servers:\n  x:\n    mode: subprocess\n    command: [a]\n    idle_ttl_s: \"soon\"\n",
+    )
+    .unwrap();
+    let output = run(
+        &[
+            "--http",
+            "--port",
+            "0",
+            "--config",
+            "broken.yaml",
+            "--data-dir",
+            "data",
+        ],
+        dir.path(),
+    );
     assert!(!output.status.success());
     let stderr = text(&output.stderr);
     assert!(stderr.contains("broken.yaml:5"), "{stderr}");
@@ -105,9 +159,16 @@ fn an_unset_variable_in_the_config_is_an_error_and_a_set_one_is_expanded() {
     std::fs::write(dir.path().join("vars.yaml"), yaml).unwrap();
     let output = run(&["config", "check", "--config", "vars.yaml"], dir.path());
     assert!(!output.status.success());
-    assert!(text(&output.stderr).contains("MCPGW_TEST_CMD"), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr).contains("MCPGW_TEST_CMD"),
+        "{}",
+        text(&output.stderr)
+    );
 
-    let gw = gateway().env("MCPGW_TEST_CMD", "/bin/true").config(yaml).start();
+    let gw = gateway()
+        .env("MCPGW_TEST_CMD", "/bin/true")
+        .config(yaml)
+        .start();
     let details = gw.get("/api/mcp_servers/x").json();
     assert_eq!(details["command"][0], "/bin/true");
     assert_eq!(details["description"], "fallback");
@@ -116,7 +177,10 @@ fn an_unset_variable_in_the_config_is_an_error_and_a_set_one_is_expanded() {
 #[test]
 fn without_a_config_the_gateway_starts_empty() {
     let gw = gateway().start();
-    assert_eq!(gw.get("/api/mcp_servers").json()["mcp_servers"], serde_json::json!([]));
+    assert_eq!(
+        gw.get("/api/mcp_servers").json()["mcp_servers"],
+        serde_json::json!([])
+    );
 }
 
 #[test]

@@ -16,11 +16,19 @@ impl Client {
     pub fn connect(address: &str) -> anyhow::Result<Self> {
         let stream = TcpStream::connect(address)?;
         stream.set_nodelay(true)?;
-        Ok(Self { writer: stream.try_clone()?, reader: BufReader::new(stream), host: address.to_owned() })
+        Ok(Self {
+            writer: stream.try_clone()?,
+            reader: BufReader::new(stream),
+            host: address.to_owned(),
+        })
     }
 
     pub fn get(&mut self, path: &str) -> anyhow::Result<(u16, Vec<u8>)> {
-        write!(self.writer, "GET {path} HTTP/1.1\r\nHost: {}\r\nAccept: */*\r\n\r\n", self.host)?;
+        write!(
+            self.writer,
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nAccept: */*\r\n\r\n",
+            self.host
+        )?;
         self.writer.flush()?;
         let mut status_line = String::new();
         if self.reader.read_line(&mut status_line)? == 0 {

@@ -21,7 +21,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 
 fn main() -> anyhow::Result<()> {
-    let scenario = std::env::args().nth(1).unwrap_or_else(|| "control-plane".to_owned());
+    let scenario = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "control-plane".to_owned());
     match scenario.as_str() {
         "control-plane" => control_plane(),
         other => bail!("unknown scenario `{other}`; the scenarios are: control-plane"),
@@ -68,7 +70,9 @@ fn start_gateway(binary: &Path, config: &Path, data_dir: &Path) -> anyhow::Resul
     let stderr = child.stderr.take().context("no stderr")?;
     let mut lines = BufReader::new(stderr).lines();
     let address = loop {
-        let Some(line) = lines.next() else { bail!("the gateway exited before listening") };
+        let Some(line) = lines.next() else {
+            bail!("the gateway exited before listening")
+        };
         if let Some(address) = line?.strip_prefix("listening on http://") {
             break address.trim().to_owned();
         }
@@ -80,8 +84,15 @@ fn start_gateway(binary: &Path, config: &Path, data_dir: &Path) -> anyhow::Resul
 
 fn rss_kib(pid: u32) -> anyhow::Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let line = status.lines().find(|line| line.starts_with("VmRSS:")).context("no VmRSS")?;
-    Ok(line.split_whitespace().nth(1).context("bad VmRSS")?.parse()?)
+    let line = status
+        .lines()
+        .find(|line| line.starts_with("VmRSS:"))
+        .context("no VmRSS")?;
+    Ok(line
+        .split_whitespace()
+        .nth(1)
+        .context("bad VmRSS")?
+        .parse()?)
 }
 
 fn control_plane() -> anyhow::Result<()> {
@@ -119,14 +130,19 @@ fn control_plane() -> anyhow::Result<()> {
         let stderr = child.stderr.take().context("no stderr")?;
         let mut lines = BufReader::new(stderr).lines();
         let address = loop {
-            let Some(line) = lines.next() else { bail!("the gateway exited before listening") };
+            let Some(line) = lines.next() else {
+                bail!("the gateway exited before listening")
+            };
             if let Some(address) = line?.strip_prefix("listening on http://") {
                 break address.trim().to_owned();
             }
         };
         loop {
             if let Ok(mut client) = http::Client::connect(&address)
-                && client.get("/health/ready").map(|(status, _)| status == 200).unwrap_or(false)
+                && client
+                    .get("/health/ready")
+                    .map(|(status, _)| status == 200)
+                    .unwrap_or(false)
             {
                 break;
             }
@@ -163,8 +179,12 @@ fn control_plane() -> anyhow::Result<()> {
         let requests_per_client = if concurrency == 1 { 3000 } else { 600 };
         // Warm-up.
         stats::run_load(&gateway.address, "/api/mcp_servers", concurrency, 100)?;
-        let result =
-            stats::run_load(&gateway.address, "/api/mcp_servers", concurrency, requests_per_client)?;
+        let result = stats::run_load(
+            &gateway.address,
+            "/api/mcp_servers",
+            concurrency,
+            requests_per_client,
+        )?;
         println!(
             "GET /api/mcp_servers c={concurrency:>2}: {:>8.0} req/s  p50 {:>7.3} ms  p99 {:>7.3} ms  ({} requests)",
             result.requests_per_second,

@@ -55,7 +55,9 @@ impl GatewayBuilder {
     }
 
     pub fn start(self) -> RunningGateway {
-        let data_dir = self.data_dir.unwrap_or_else(|| tempfile::tempdir().unwrap());
+        let data_dir = self
+            .data_dir
+            .unwrap_or_else(|| tempfile::tempdir().unwrap());
         let mut command = Command::new(gateway_binary());
         command
             .args(["--http", "--host", "127.0.0.1", "--port", "0", "--data-dir"])
@@ -109,12 +111,23 @@ impl GatewayBuilder {
             .timeout_global(Some(Duration::from_secs(60)))
             .build()
             .new_agent();
-        RunningGateway { child, base_url, data_dir, config_path, stderr, agent }
+        RunningGateway {
+            child,
+            base_url,
+            data_dir,
+            config_path,
+            stderr,
+            agent,
+        }
     }
 }
 
 pub fn gateway() -> GatewayBuilder {
-    GatewayBuilder { config: None, data_dir: None, env: Vec::new() }
+    GatewayBuilder {
+        config: None,
+        data_dir: None,
+        env: Vec::new(),
+    }
 }
 
 /// An HTTP answer: status, headers of interest and the body as JSON (or text).
@@ -135,7 +148,11 @@ impl Answer {
     #[track_caller]
     pub fn assert_error(&self, status: u16, error: &str) -> String {
         assert_eq!(self.status, status, "body: {}", self.text);
-        assert!(self.content_type.starts_with("application/json"), "{}", self.content_type);
+        assert!(
+            self.content_type.starts_with("application/json"),
+            "{}",
+            self.content_type
+        );
         let body = self.json();
         assert_eq!(body["error"], error, "body: {body}");
         assert_eq!(body["status_code"], status, "body: {body}");
@@ -160,7 +177,11 @@ impl RunningGateway {
             .unwrap_or_default()
             .to_owned();
         let text = response.body_mut().read_to_string().unwrap_or_default();
-        Answer { status, content_type, text }
+        Answer {
+            status,
+            content_type,
+            text,
+        }
     }
 
     pub fn get(&self, path: &str) -> Answer {
@@ -181,7 +202,10 @@ impl RunningGateway {
 
     pub fn post_raw(&self, path: &str, body: &str) -> Answer {
         Self::answer(
-            self.agent.post(&self.url(path)).header("content-type", "application/json").send(body),
+            self.agent
+                .post(&self.url(path))
+                .header("content-type", "application/json")
+                .send(body),
         )
     }
 
@@ -226,7 +250,10 @@ impl RunningGateway {
                 if check(&body) {
                     return body;
                 }
-                assert!(Instant::now() < deadline, "condition not met in {within:?}: {body}");
+                assert!(
+                    Instant::now() < deadline,
+                    "condition not met in {within:?}: {body}"
+                );
             } else {
                 assert!(Instant::now() < deadline, "GET {path}: {answer:?}");
             }
@@ -264,7 +291,9 @@ pub fn process_alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(stat) => {
             // The state follows the parenthesised command name.
-            let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().chars().next());
+            let state = stat
+                .rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().chars().next());
             !matches!(state, Some(Some('Z')) | None)
         }
         Err(_) => false,
@@ -275,11 +304,19 @@ pub fn process_alive(pid: i32) -> bool {
 pub fn descendants(pid: i32) -> Vec<i32> {
     let mut parents: Vec<(i32, i32)> = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(child) = entry.file_name().to_str().and_then(|name| name.parse::<i32>().ok()) else {
+        let Some(child) = entry
+            .file_name()
+            .to_str()
+            .and_then(|name| name.parse::<i32>().ok())
+        else {
             continue;
         };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
-        let Some((_, rest)) = stat.rsplit_once(')') else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
         let fields: Vec<&str> = rest.split_whitespace().collect();
         if let Some(parent) = fields.get(1).and_then(|parent| parent.parse::<i32>().ok()) {
             parents.push((child, parent));
@@ -305,7 +342,10 @@ pub fn descendants(pid: i32) -> Vec<i32> {
 pub fn fixture_server_yaml(id: &str, extra_args: &[&str]) -> String {
     let mut command = vec![format!("\"{}\"", fixture_binary().display())];
     command.extend(extra_args.iter().map(|arg| format!("\"{arg}\"")));
-    format!("  {id}:\n    mode: subprocess\n    command: [{}]\n", command.join(", "))
+    format!(
+        "  {id}:\n    mode: subprocess\n    command: [{}]\n",
+        command.join(", ")
+    )
 }
 
 pub fn path_of(path: &Path) -> String {

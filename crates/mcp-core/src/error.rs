@@ -23,7 +23,9 @@ pub enum ErrorKind {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CoreError {
-    #[error("mcp server `{0}` is not registered; list the registered ones with GET /api/mcp_servers")]
+    #[error(
+        "mcp server `{0}` is not registered; list the registered ones with GET /api/mcp_servers"
+    )]
     ServerNotFound(ServerId),
     #[error("mcp server `{0}` already exists; choose another id or update the existing one")]
     ServerAlreadyExists(ServerId),
@@ -36,11 +38,21 @@ pub enum CoreError {
     #[error(transparent)]
     Transition(#[from] TransitionError),
     #[error("mcp server `{server}` could not be started: {source}")]
-    StartFailed { server: ServerId, source: LaunchError },
+    StartFailed {
+        server: ServerId,
+        source: LaunchError,
+    },
     #[error("mcp server `{server}` is {state} and waits {retry_in_ms} ms before the next start")]
-    BackingOff { server: ServerId, state: crate::state::ServerState, retry_in_ms: u64 },
+    BackingOff {
+        server: ServerId,
+        state: crate::state::ServerState,
+        retry_in_ms: u64,
+    },
     #[error("mcp server `{server}`: {source}")]
-    Session { server: ServerId, source: SessionError },
+    Session {
+        server: ServerId,
+        source: SessionError,
+    },
     #[error("the server store failed: {0}")]
     Repository(#[from] RepositoryError),
 }

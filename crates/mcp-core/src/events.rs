@@ -12,20 +12,48 @@ use crate::time::Timestamp;
 #[serde(tag = "event_type")]
 #[non_exhaustive]
 pub enum DomainEvent {
-    McpServerRegistered { mcp_server_id: ServerId, mode: &'static str, origin: &'static str },
-    McpServerUpdated { mcp_server_id: ServerId, restart_required: bool },
-    McpServerRemoved { mcp_server_id: ServerId },
+    McpServerRegistered {
+        mcp_server_id: ServerId,
+        mode: &'static str,
+        origin: &'static str,
+    },
+    McpServerUpdated {
+        mcp_server_id: ServerId,
+        restart_required: bool,
+    },
+    McpServerRemoved {
+        mcp_server_id: ServerId,
+    },
     McpServerStateChanged {
         mcp_server_id: ServerId,
         from: ServerState,
         to: ServerState,
         reason: String,
     },
-    McpServerStarted { mcp_server_id: ServerId, duration_ms: u64, tool_count: usize },
-    McpServerStartFailed { mcp_server_id: ServerId, error: String, consecutive_failures: u32 },
-    McpServerStopped { mcp_server_id: ServerId, reason: &'static str },
-    McpServerCrashed { mcp_server_id: ServerId, exit: String, consecutive_failures: u32 },
-    HealthCheckFailed { mcp_server_id: ServerId, error: String, consecutive_failures: u32 },
+    McpServerStarted {
+        mcp_server_id: ServerId,
+        duration_ms: u64,
+        tool_count: usize,
+    },
+    McpServerStartFailed {
+        mcp_server_id: ServerId,
+        error: String,
+        consecutive_failures: u32,
+    },
+    McpServerStopped {
+        mcp_server_id: ServerId,
+        reason: &'static str,
+    },
+    McpServerCrashed {
+        mcp_server_id: ServerId,
+        exit: String,
+        consecutive_failures: u32,
+    },
+    HealthCheckFailed {
+        mcp_server_id: ServerId,
+        error: String,
+        consecutive_failures: u32,
+    },
     ToolInvocationCompleted {
         mcp_server_id: ServerId,
         tool: String,

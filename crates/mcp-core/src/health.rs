@@ -13,7 +13,10 @@ pub struct BackoffPolicy {
 
 impl Default for BackoffPolicy {
     fn default() -> Self {
-        Self { base: Duration::from_secs(1), cap: Duration::from_secs(60) }
+        Self {
+            base: Duration::from_secs(1),
+            cap: Duration::from_secs(60),
+        }
     }
 }
 
@@ -41,7 +44,12 @@ pub struct FailureTracker {
 
 impl FailureTracker {
     pub fn new(limit: u32, backoff: BackoffPolicy) -> Self {
-        Self { consecutive: 0, limit: limit.max(1), last_failure_at: None, backoff }
+        Self {
+            consecutive: 0,
+            limit: limit.max(1),
+            last_failure_at: None,
+            backoff,
+        }
     }
 
     pub fn consecutive(&self) -> u32 {
@@ -80,7 +88,8 @@ impl FailureTracker {
 
     /// How long a start must still wait at `now`; zero when it may go ahead.
     pub fn wait_before_start(&self, now: MonoTime) -> Duration {
-        self.next_start_at().map_or(Duration::ZERO, |at| at.saturating_since(now))
+        self.next_start_at()
+            .map_or(Duration::ZERO, |at| at.saturating_since(now))
     }
 }
 

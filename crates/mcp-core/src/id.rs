@@ -34,7 +34,10 @@ impl ServerId {
         if raw.len() > Self::MAX_LEN {
             return Err(IdError::TooLong(shorten(raw)));
         }
-        if !raw.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-') {
+        if !raw
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-')
+        {
             return Err(IdError::InvalidCharacter(shorten(raw)));
         }
         if raw.contains("__") {
@@ -90,7 +93,14 @@ mod tests {
 
     #[test]
     fn accepts_the_documented_alphabet() {
-        for good in ["math", "a", "A-b_c-9", &"x".repeat(64), "under_score", "-lead"] {
+        for good in [
+            "math",
+            "a",
+            "A-b_c-9",
+            &"x".repeat(64),
+            "under_score",
+            "-lead",
+        ] {
             assert_eq!(ServerId::parse(good).unwrap().as_str(), good);
         }
     }
@@ -98,10 +108,19 @@ mod tests {
     #[test]
     fn rejects_everything_else_with_a_reason() {
         assert_eq!(ServerId::parse(""), Err(IdError::Empty));
-        assert!(matches!(ServerId::parse(&"x".repeat(65)), Err(IdError::TooLong(_))));
+        assert!(matches!(
+            ServerId::parse(&"x".repeat(65)),
+            Err(IdError::TooLong(_))
+        ));
         for bad in ["a b", "a/b", "../etc", "a.b", "ünï", "a\nb", "a:b"] {
-            assert!(matches!(ServerId::parse(bad), Err(IdError::InvalidCharacter(_))), "{bad}");
+            assert!(
+                matches!(ServerId::parse(bad), Err(IdError::InvalidCharacter(_))),
+                "{bad}"
+            );
         }
-        assert!(matches!(ServerId::parse("a__b"), Err(IdError::DoubleUnderscore(_))));
+        assert!(matches!(
+            ServerId::parse("a__b"),
+            Err(IdError::DoubleUnderscore(_))
+        ));
     }
 }

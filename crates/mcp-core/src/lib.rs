@@ -27,12 +27,12 @@ pub use error::{CoreError, ErrorKind};
 pub use events::{DomainEvent, EventSink, NullEventSink};
 pub use health::{BackoffPolicy, FailureTracker};
 pub use id::{IdError, ServerId};
-pub use logs::{LogBuffer, LogLine, LOG_LINE_MAX_BYTES, LOG_RING_CAPACITY, sanitize_log_line};
+pub use logs::{LOG_LINE_MAX_BYTES, LOG_RING_CAPACITY, LogBuffer, LogLine, sanitize_log_line};
 pub use manager::{ManagerSettings, ServerManager, ServerSnapshot, ToolSource};
 pub use ports::{
     ByteStreams, ExitStatusInfo, LaunchError, LaunchedServer, McpSession, ProcessControl,
-    ProcessSpawner, RepositoryError, ServerLauncher, ServerRepository, SessionError, TaskSpawner,
-    SessionErrorKind, SpawnedProcess, StdioConnector,
+    ProcessSpawner, RepositoryError, ServerLauncher, ServerRepository, SessionError,
+    SessionErrorKind, SpawnedProcess, StdioConnector, TaskSpawner,
 };
 pub use spec::{LaunchSpec, ServerOrigin, ServerSpec};
 pub use state::{ServerState, TransitionError};

@@ -56,13 +56,19 @@ pub struct LogBuffer {
 
 impl std::fmt::Debug for LogBuffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LogBuffer").field("server_id", &self.server_id).finish_non_exhaustive()
+        f.debug_struct("LogBuffer")
+            .field("server_id", &self.server_id)
+            .finish_non_exhaustive()
     }
 }
 
 impl LogBuffer {
     pub fn new(server_id: ServerId, clock: Arc<dyn Clock>) -> Self {
-        Self { server_id, clock, lines: Mutex::new(VecDeque::with_capacity(64)) }
+        Self {
+            server_id,
+            clock,
+            lines: Mutex::new(VecDeque::with_capacity(64)),
+        }
     }
 
     pub fn server_id(&self) -> &ServerId {
@@ -73,7 +79,10 @@ impl LogBuffer {
     pub fn push_raw(&self, raw: &[u8]) {
         let line = sanitize_log_line(raw);
         let stamp = self.clock.wall();
-        let mut lines = self.lines.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut lines = self
+            .lines
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         if lines.len() == LOG_RING_CAPACITY {
             lines.pop_front();
         }
@@ -82,7 +91,10 @@ impl LogBuffer {
 
     /// The most recent `count` lines, oldest first.
     pub fn tail(&self, count: usize) -> Vec<LogLine> {
-        let lines = self.lines.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let lines = self
+            .lines
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let skip = lines.len().saturating_sub(count);
         lines
             .iter()
@@ -97,7 +109,10 @@ impl LogBuffer {
     }
 
     pub fn len(&self) -> usize {
-        self.lines.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).len()
+        self.lines
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -149,7 +164,11 @@ mod tests {
             }
             let line = sanitize_log_line(&raw);
             assert!(line.len() <= LOG_LINE_MAX_BYTES);
-            assert!(line.ends_with("é...") || line.ends_with("a..."), "{}", &line[line.len() - 8..]);
+            assert!(
+                line.ends_with("é...") || line.ends_with("a..."),
+                "{}",
+                &line[line.len() - 8..]
+            );
         }
     }
 

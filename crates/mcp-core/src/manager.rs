@@ -142,15 +142,25 @@ struct ManagedServer {
 
 impl ManagedServer {
     fn spec(&self) -> Arc<ServerSpec> {
-        Arc::clone(&self.spec.read().unwrap_or_else(|poisoned| poisoned.into_inner()))
+        Arc::clone(
+            &self
+                .spec
+                .read()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        )
     }
 
     fn status(&self) -> std::sync::MutexGuard<'_, Status> {
-        self.status.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.status
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn logs(&self) -> Option<Arc<LogBuffer>> {
-        self.logs.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+        self.logs
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
     }
 }
 
@@ -173,12 +183,18 @@ pub struct ServerManager {
 
 impl std::fmt::Debug for ServerManager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServerManager").field("servers", &self.len()).finish_non_exhaustive()
+        f.debug_struct("ServerManager")
+            .field("servers", &self.len())
+            .finish_non_exhaustive()
     }
 }
 
 /// Runs `future` unless `limit` passes first on `clock`.
-async fn within<T>(clock: &dyn Clock, limit: Duration, future: impl Future<Output = T>) -> Option<T> {
+async fn within<T>(
+    clock: &dyn Clock,
+    limit: Duration,
+    future: impl Future<Output = T>,
+) -> Option<T> {
     let future = std::pin::pin!(future);
     let sleep = clock.sleep(limit);
     match futures::future::select(future, sleep).await {
@@ -247,7 +263,11 @@ impl ServerManager {
     }
 
     pub fn len(&self) -> usize {
-        self.inner.servers.read().unwrap_or_else(|poisoned| poisoned.into_inner()).len()
+        self.inner
+            .servers
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -284,7 +304,9 @@ impl ServerManager {
 
     /// Loads the servers a repository remembers (those created at run time before a restart).
     pub async fn restore_from_repository(&self) -> Result<usize, CoreError> {
-        let Some(repository) = self.inner.repository.clone() else { return Ok(0) };
+        let Some(repository) = self.inner.repository.clone() else {
+            return Ok(0);
+        };
         let specs = repository.load_all().await?;
         let mut restored = 0;
         for spec in specs {
@@ -314,8 +336,11 @@ impl ServerManager {
         }
         let id = spec.id.clone();
         {
-            let mut servers =
-                self.inner.servers.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let mut servers = self
+                .inner
+                .servers
+                .write()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
             if servers.contains_key(&id) {
                 drop(servers);
                 return Err(CoreError::ServerAlreadyExists(id));
@@ -341,7 +366,11 @@ impl ServerManager {
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .insert(id.clone(), Arc::new(self.new_managed(spec)));
-        self.publish(DomainEvent::McpServerRegistered { mcp_server_id: id, mode, origin });
+        self.publish(DomainEvent::McpServerRegistered {
+            mcp_server_id: id,
+            mode,
+            origin,
+        });
     }
 
     fn new_managed(&self, spec: ServerSpec) -> ManagedServer {
@@ -384,7 +413,10 @@ impl ServerManager {
         if current.origin == ServerOrigin::Config {
             return Err(CoreError::DeclaredInConfig(spec.id));
         }
-        let spec = ServerSpec { origin: current.origin.clone(), ..spec };
+        let spec = ServerSpec {
+            origin: current.origin.clone(),
+            ..spec
+        };
         if let Some(repository) = &self.inner.repository
             && spec.origin == ServerOrigin::Api
         {
@@ -407,13 +439,19 @@ impl ServerManager {
         let id = spec.id.clone();
         let restart_required = server.spec().launch_differs(&spec);
         let limit = spec.max_consecutive_failures;
-        *server.spec.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(spec);
+        *server
+            .spec
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(spec);
         let was_running = {
             let mut status = server.status();
             status.failures.set_limit(limit);
             status.state.is_running()
         };
-        self.publish(DomainEvent::McpServerUpdated { mcp_server_id: id.clone(), restart_required });
+        self.publish(DomainEvent::McpServerUpdated {
+            mcp_server_id: id.clone(),
+            restart_required,
+        });
         if restart_required && was_running {
             self.stop_server(server, "updated").await;
             if let Err(failure) = self.start_server(server, true).await {
@@ -448,7 +486,9 @@ impl ServerManager {
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .remove(id);
-        self.publish(DomainEvent::McpServerRemoved { mcp_server_id: id.clone() });
+        self.publish(DomainEvent::McpServerRemoved {
+            mcp_server_id: id.clone(),
+        });
         Ok(())
     }
 
@@ -514,7 +554,10 @@ impl ServerManager {
     /// The most recent `count` stderr lines, oldest first; empty when the server never ran.
     pub fn logs(&self, id: &ServerId, count: usize) -> Result<Vec<LogLine>, CoreError> {
         let server = self.lookup(id)?;
-        Ok(server.logs().map(|buffer| buffer.tail(count)).unwrap_or_default())
+        Ok(server
+            .logs()
+            .map(|buffer| buffer.tail(count))
+            .unwrap_or_default())
     }
 
     // ----- start and stop -----------------------------------------------------------------
@@ -523,7 +566,9 @@ impl ServerManager {
     /// Starting a ready server is a no-op.
     pub async fn start(&self, id: &ServerId) -> Result<ServerSnapshot, CoreError> {
         let server = self.lookup(id)?;
-        self.start_server(&server, true).await.map_err(|failure| self.start_error(id, failure))?;
+        self.start_server(&server, true)
+            .await
+            .map_err(|failure| self.start_error(id, failure))?;
         self.snapshot(id)
     }
 
@@ -537,16 +582,25 @@ impl ServerManager {
     /// Stops every running server; for gateway shutdown.
     pub async fn shutdown(&self) {
         let servers = self.all();
-        futures::future::join_all(servers.iter().map(|server| self.stop_server(server, "shutdown")))
-            .await;
+        futures::future::join_all(
+            servers
+                .iter()
+                .map(|server| self.stop_server(server, "shutdown")),
+        )
+        .await;
     }
 
     fn start_error(&self, id: &ServerId, failure: StartFailure) -> CoreError {
         match failure {
-            StartFailure::Launch(source) => CoreError::StartFailed { server: id.clone(), source },
-            StartFailure::BackingOff { state, wait } => {
-                CoreError::BackingOff { server: id.clone(), state, retry_in_ms: millis(wait).max(1) }
-            }
+            StartFailure::Launch(source) => CoreError::StartFailed {
+                server: id.clone(),
+                source,
+            },
+            StartFailure::BackingOff { state, wait } => CoreError::BackingOff {
+                server: id.clone(),
+                state,
+                retry_in_ms: millis(wait).max(1),
+            },
             StartFailure::Removed => CoreError::ServerNotFound(id.clone()),
         }
     }
@@ -565,7 +619,10 @@ impl ServerManager {
             }
         }
         let shared = {
-            let mut starting = server.starting.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let mut starting = server
+                .starting
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
             match &*starting {
                 Some((_, shared)) => shared.clone(),
                 None => {
@@ -623,7 +680,10 @@ impl ServerManager {
             }
             let wait = status.failures.wait_before_start(self.inner.clock.now());
             if !force && !wait.is_zero() {
-                return Err(StartFailure::BackingOff { state: status.state, wait });
+                return Err(StartFailure::BackingOff {
+                    state: status.state,
+                    wait,
+                });
             }
             status.session.take()
         };
@@ -643,7 +703,10 @@ impl ServerManager {
             status.generation
         };
         let logs = {
-            let mut logs = server.logs.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let mut logs = server
+                .logs
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
             if spec.launch.captures_stderr() {
                 Arc::clone(logs.get_or_insert_with(|| {
                     Arc::new(LogBuffer::new(id.clone(), Arc::clone(&self.inner.clock)))
@@ -661,7 +724,9 @@ impl ServerManager {
                 Ok(tools) => Ok((launched.session, tools)),
                 Err(error) => {
                     launched.session.close().await;
-                    Err(LaunchError::Handshake(format!("tools/list failed: {error}")))
+                    Err(LaunchError::Handshake(format!(
+                        "tools/list failed: {error}"
+                    )))
                 }
             }
         })
@@ -719,7 +784,12 @@ impl ServerManager {
     }
 
     /// Watches a session for an end the gateway did not ask for (a crash, an exit).
-    fn watch_session(&self, server: &Arc<ManagedServer>, session: Arc<dyn McpSession>, generation: u64) {
+    fn watch_session(
+        &self,
+        server: &Arc<ManagedServer>,
+        session: Arc<dyn McpSession>,
+        generation: u64,
+    ) {
         let manager = self.clone();
         let server = Arc::clone(server);
         self.inner.spawner.spawn(
@@ -784,7 +854,10 @@ impl ServerManager {
         if let Some(session) = session {
             session.close().await;
         }
-        self.publish(DomainEvent::McpServerStopped { mcp_server_id: id, reason });
+        self.publish(DomainEvent::McpServerStopped {
+            mcp_server_id: id,
+            reason,
+        });
     }
 
     // ----- calls --------------------------------------------------------------------------
@@ -818,7 +891,13 @@ impl ServerManager {
                     timeout.as_secs_f64()
                 )))
             });
-        let duration_ms = self.inner.clock.now().saturating_since(started).as_secs_f64() * 1000.0;
+        let duration_ms = self
+            .inner
+            .clock
+            .now()
+            .saturating_since(started)
+            .as_secs_f64()
+            * 1000.0;
         match &result {
             Ok(outcome) => {
                 server.status().failures.record_success();
@@ -844,7 +923,10 @@ impl ServerManager {
                 });
             }
         }
-        result.map_err(|source| CoreError::Session { server: id.clone(), source })
+        result.map_err(|source| CoreError::Session {
+            server: id.clone(),
+            source,
+        })
     }
 
     /// Counts a failure of a running server; at the limit a ready server becomes degraded.
@@ -981,7 +1063,10 @@ struct InFlight<'a> {
 impl<'a> InFlight<'a> {
     fn enter(manager: &'a ServerManager, server: &Arc<ManagedServer>) -> Self {
         server.in_flight.fetch_add(1, Ordering::AcqRel);
-        let guard = Self { manager, server: Arc::clone(server) };
+        let guard = Self {
+            manager,
+            server: Arc::clone(server),
+        };
         guard.touch();
         guard
     }

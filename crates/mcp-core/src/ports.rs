@@ -38,7 +38,10 @@ pub enum SessionErrorKind {
 
 impl SessionErrorKind {
     pub fn counts_against_health(self) -> bool {
-        matches!(self, SessionErrorKind::Transport | SessionErrorKind::Timeout)
+        matches!(
+            self,
+            SessionErrorKind::Transport | SessionErrorKind::Timeout
+        )
     }
 
     pub fn error_kind(self) -> ErrorKind {
@@ -70,7 +73,10 @@ pub struct SessionError {
 
 impl SessionError {
     pub fn new(kind: SessionErrorKind, message: impl Into<String>) -> Self {
-        Self { kind, message: message.into() }
+        Self {
+            kind,
+            message: message.into(),
+        }
     }
 
     pub fn transport(message: impl Into<String>) -> Self {
@@ -197,7 +203,9 @@ pub struct SpawnedProcess {
 
 impl std::fmt::Debug for SpawnedProcess {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SpawnedProcess").field("pid", &self.control.pid()).finish()
+        f.debug_struct("SpawnedProcess")
+            .field("pid", &self.control.pid())
+            .finish()
     }
 }
 

@@ -11,7 +11,11 @@ use crate::tool::Tool;
 #[non_exhaustive]
 pub enum LaunchSpec {
     /// A local process speaking MCP over stdin/stdout.
-    Subprocess { command: Vec<String>, env: BTreeMap<String, String>, cwd: Option<String> },
+    Subprocess {
+        command: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: Option<String>,
+    },
     /// A container speaking MCP over its stdin/stdout.
     Docker {
         image: String,
@@ -24,7 +28,10 @@ pub enum LaunchSpec {
         volumes: Vec<String>,
     },
     /// A server reached over MCP Streamable HTTP.
-    Remote { endpoint: String, headers: BTreeMap<String, String> },
+    Remote {
+        endpoint: String,
+        headers: BTreeMap<String, String>,
+    },
 }
 
 impl LaunchSpec {
@@ -88,7 +95,11 @@ impl ServerSpec {
         Self {
             id,
             description: None,
-            launch: LaunchSpec::Subprocess { command, env: BTreeMap::new(), cwd: None },
+            launch: LaunchSpec::Subprocess {
+                command,
+                env: BTreeMap::new(),
+                cwd: None,
+            },
             idle_ttl: Self::DEFAULT_IDLE_TTL,
             health_check_interval: Self::DEFAULT_HEALTH_CHECK_INTERVAL,
             max_consecutive_failures: Self::DEFAULT_MAX_CONSECUTIVE_FAILURES,

@@ -67,7 +67,11 @@ impl ServerState {
     }
 
     pub fn check_transition(self, to: ServerState) -> Result<(), TransitionError> {
-        if self.can_transition_to(to) { Ok(()) } else { Err(TransitionError { from: self, to }) }
+        if self.can_transition_to(to) {
+            Ok(())
+        } else {
+            Err(TransitionError { from: self, to })
+        }
     }
 
     /// Whether a session is expected to be running in this state.
@@ -107,7 +111,11 @@ mod tests {
             for to in ServerState::ALL {
                 let expected = LEGAL.contains(&(from, to));
                 assert_eq!(from.can_transition_to(to), expected, "{from} -> {to}");
-                assert_eq!(from.check_transition(to).is_ok(), expected, "{from} -> {to}");
+                assert_eq!(
+                    from.check_transition(to).is_ok(),
+                    expected,
+                    "{from} -> {to}"
+                );
             }
         }
     }
@@ -115,7 +123,10 @@ mod tests {
     #[test]
     fn illegal_transitions_name_both_states() {
         let error = Cold.check_transition(Ready).unwrap_err();
-        assert_eq!(error.to_string(), "an mcp server cannot go from cold to ready");
+        assert_eq!(
+            error.to_string(),
+            "an mcp server cannot go from cold to ready"
+        );
         assert!(Dead.check_transition(Cold).is_err());
         assert!(Ready.check_transition(Ready).is_err());
     }

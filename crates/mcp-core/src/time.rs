@@ -91,7 +91,11 @@ fn civil_from_days(days_since_epoch: i64) -> (i64, u32, u32) {
     let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
     let month_index = (5 * day_of_year + 2) / 153;
     let day = (day_of_year - (153 * month_index + 2) / 5 + 1) as u32;
-    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 } as u32;
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    } as u32;
     let year = year_of_era + era * 400 + i64::from(month <= 2);
     (year, month, day)
 }
@@ -114,7 +118,10 @@ mod tests {
 
     #[test]
     fn timestamps_render_iso_8601_with_microseconds_and_no_offset() {
-        assert_eq!(Timestamp::from_unix_micros(0).to_string(), "1970-01-01T00:00:00.000000");
+        assert_eq!(
+            Timestamp::from_unix_micros(0).to_string(),
+            "1970-01-01T00:00:00.000000"
+        );
         // 2026-11-21T14:03:07.123456 UTC
         let stamp = Timestamp::from_unix_micros(1_795_269_787_123_456);
         assert_eq!(stamp.to_string(), "2026-11-21T14:03:07.123456");
@@ -122,7 +129,10 @@ mod tests {
         let leap = Timestamp::from_unix_micros(951_782_400_000_001);
         assert_eq!(leap.to_string(), "2000-02-29T00:00:00.000001");
         // Before the epoch.
-        assert_eq!(Timestamp::from_unix_micros(-1).to_string(), "1969-12-31T23:59:59.999999");
+        assert_eq!(
+            Timestamp::from_unix_micros(-1).to_string(),
+            "1969-12-31T23:59:59.999999"
+        );
     }
 
     #[test]

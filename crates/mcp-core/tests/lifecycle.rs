@@ -35,7 +35,12 @@ fn harness_with(settings: ManagerSettings) -> Harness {
         None,
         settings,
     );
-    Harness { manager, launcher, clock, events }
+    Harness {
+        manager,
+        launcher,
+        clock,
+        events,
+    }
 }
 
 fn id(raw: &str) -> ServerId {
@@ -47,7 +52,10 @@ fn spec(raw: &str) -> ServerSpec {
 }
 
 fn call(name: &str) -> ToolCall {
-    ToolCall { name: name.into(), arguments: Some(json!({"text": "hi"}).as_object().unwrap().clone()) }
+    ToolCall {
+        name: name.into(),
+        arguments: Some(json!({"text": "hi"}).as_object().unwrap().clone()),
+    }
 }
 
 /// Lets spawned tasks run until `condition` holds; fails instead of hanging.
@@ -70,9 +78,19 @@ async fn registering_lists_and_refuses_duplicates() {
     let h = harness();
     h.manager.register(spec("b")).await.unwrap();
     h.manager.register(spec("a")).await.unwrap();
-    let ids: Vec<String> = h.manager.list(None).iter().map(|s| s.id().to_string()).collect();
+    let ids: Vec<String> = h
+        .manager
+        .list(None)
+        .iter()
+        .map(|s| s.id().to_string())
+        .collect();
     assert_eq!(ids, ["a", "b"], "listing is sorted by id");
-    assert!(h.manager.list(None).iter().all(|s| s.state == ServerState::Cold));
+    assert!(
+        h.manager
+            .list(None)
+            .iter()
+            .all(|s| s.state == ServerState::Cold)
+    );
     let duplicate = h.manager.register(spec("a")).await.unwrap_err();
     assert!(matches!(duplicate, CoreError::ServerAlreadyExists(_)));
     assert_eq!(duplicate.kind(), ErrorKind::Conflict);
@@ -91,7 +109,10 @@ async fn unknown_servers_are_not_found() {
         h.manager.stop(&missing).await.unwrap_err(),
         h.manager.delete(&missing).await.unwrap_err(),
         h.manager.logs(&missing, 10).unwrap_err(),
-        h.manager.call_tool(&missing, call("echo"), CallContext::default()).await.unwrap_err(),
+        h.manager
+            .call_tool(&missing, call("echo"), CallContext::default())
+            .await
+            .unwrap_err(),
     ] {
         assert_eq!(error.kind(), ErrorKind::NotFound, "{error}");
     }
@@ -104,13 +125,18 @@ async fn concurrent_first_calls_share_one_start() {
     let gate = Arc::new(Notify::new());
     h.launcher.set_behaviour(
         "math",
-        FakeBehaviour { launch_gate: Some(gate.clone()), ..FakeBehaviour::default() },
+        FakeBehaviour {
+            launch_gate: Some(gate.clone()),
+            ..FakeBehaviour::default()
+        },
     );
     let callers: Vec<_> = (0..16)
         .map(|_| {
             let manager = h.manager.clone();
             tokio::spawn(async move {
-                manager.call_tool(&id("math"), call("echo"), CallContext::default()).await
+                manager
+                    .call_tool(&id("math"), call("echo"), CallContext::default())
+                    .await
             })
         })
         .collect();
@@ -119,7 +145,11 @@ async fn concurrent_first_calls_share_one_start() {
     for _ in 0..100 {
         tokio::task::yield_now().await;
     }
-    assert_eq!(h.launcher.launches(), 1, "waiting callers must not launch again");
+    assert_eq!(
+        h.launcher.launches(),
+        1,
+        "waiting callers must not launch again"
+    );
     gate.notify_one();
     for caller in callers {
         let outcome = caller.await.unwrap().unwrap();
@@ -130,7 +160,10 @@ async fn concurrent_first_calls_share_one_start() {
     assert_eq!(state(&h, "math"), ServerState::Ready);
     assert_eq!(
         h.events.transitions(),
-        [("cold".into(), "initializing".into()), ("initializing".into(), "ready".into())]
+        [
+            ("cold".into(), "initializing".into()),
+            ("initializing".into(), "ready".into())
+        ]
     );
 }
 
@@ -141,7 +174,10 @@ async fn a_caller_that_gives_up_does_not_leave_the_start_half_done() {
     let gate = Arc::new(Notify::new());
     h.launcher.set_behaviour(
         "math",
-        FakeBehaviour { launch_gate: Some(gate.clone()), ..FakeBehaviour::default() },
+        FakeBehaviour {
+            launch_gate: Some(gate.clone()),
+            ..FakeBehaviour::default()
+        },
     );
     let caller = {
         let manager = h.manager.clone();
@@ -163,14 +199,22 @@ async fn a_failed_start_makes_the_server_dead_and_backs_off() {
     h.launcher.set_behaviour(
         "broken",
         FakeBehaviour {
-            launch_error: Some(LaunchError::CommandNotFound { command: "nope".into() }),
+            launch_error: Some(LaunchError::CommandNotFound {
+                command: "nope".into(),
+            }),
             ..FakeBehaviour::default()
         },
     );
-    let error = h.manager.call_tool(&id("broken"), call("echo"), CallContext::default()).await;
+    let error = h
+        .manager
+        .call_tool(&id("broken"), call("echo"), CallContext::default())
+        .await;
     let error = error.unwrap_err();
     assert!(matches!(error, CoreError::StartFailed { .. }), "{error}");
-    assert!(error.to_string().contains("`nope` was not found"), "{error}");
+    assert!(
+        error.to_string().contains("`nope` was not found"),
+        "{error}"
+    );
     assert_eq!(state(&h, "broken"), ServerState::Dead);
     let snapshot = h.manager.snapshot(&id("broken")).unwrap();
     assert_eq!(snapshot.consecutive_failures, 1);
@@ -178,16 +222,31 @@ async fn a_failed_start_makes_the_server_dead_and_backs_off() {
     assert!(h.events.event_types().contains(&"McpServerStartFailed"));
 
     // Within the backoff a lazy start is refused without launching.
-    let refused =
-        h.manager.call_tool(&id("broken"), call("echo"), CallContext::default()).await.unwrap_err();
-    assert!(matches!(refused, CoreError::BackingOff { retry_in_ms: 1000, .. }), "{refused}");
+    let refused = h
+        .manager
+        .call_tool(&id("broken"), call("echo"), CallContext::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            CoreError::BackingOff {
+                retry_in_ms: 1000,
+                ..
+            }
+        ),
+        "{refused}"
+    );
     assert_eq!(refused.kind(), ErrorKind::Unavailable);
     assert_eq!(h.launcher.launches(), 1);
 
     // After it, the next use tries again (dead -> initializing).
     h.clock.advance(Duration::from_secs(1));
     h.launcher.set_behaviour("broken", FakeBehaviour::default());
-    h.manager.call_tool(&id("broken"), call("echo"), CallContext::default()).await.unwrap();
+    h.manager
+        .call_tool(&id("broken"), call("echo"), CallContext::default())
+        .await
+        .unwrap();
     assert_eq!(state(&h, "broken"), ServerState::Ready);
     assert_eq!(h.launcher.launches(), 2);
 }
@@ -212,7 +271,13 @@ async fn an_explicit_start_ignores_the_backoff() {
 #[tokio::test]
 async fn repeated_start_failures_reach_degraded() {
     let h = harness();
-    h.manager.register(ServerSpec { max_consecutive_failures: 2, ..spec("s") }).await.unwrap();
+    h.manager
+        .register(ServerSpec {
+            max_consecutive_failures: 2,
+            ..spec("s")
+        })
+        .await
+        .unwrap();
     h.launcher.set_behaviour(
         "s",
         FakeBehaviour {
@@ -236,37 +301,83 @@ async fn transport_failures_degrade_tool_errors_do_not_and_success_resets() {
     h.manager.register(spec("s")).await.unwrap();
     let s = id("s");
     let ctx = CallContext::default;
-    for name in ["tool_error", "protocol_error", "unknown_tool", "tool_error", "protocol_error"] {
+    for name in [
+        "tool_error",
+        "protocol_error",
+        "unknown_tool",
+        "tool_error",
+        "protocol_error",
+    ] {
         let _ = h.manager.call_tool(&s, call(name), ctx()).await;
     }
     assert_eq!(h.manager.snapshot(&s).unwrap().consecutive_failures, 0);
     assert_eq!(state(&h, "s"), ServerState::Ready);
 
     for _ in 0..2 {
-        assert!(h.manager.call_tool(&s, call("transport_error"), ctx()).await.is_err());
+        assert!(
+            h.manager
+                .call_tool(&s, call("transport_error"), ctx())
+                .await
+                .is_err()
+        );
     }
     assert_eq!(h.manager.snapshot(&s).unwrap().consecutive_failures, 2);
     h.manager.call_tool(&s, call("echo"), ctx()).await.unwrap();
-    assert_eq!(h.manager.snapshot(&s).unwrap().consecutive_failures, 0, "a success resets");
+    assert_eq!(
+        h.manager.snapshot(&s).unwrap().consecutive_failures,
+        0,
+        "a success resets"
+    );
     for _ in 0..2 {
-        assert!(h.manager.call_tool(&s, call("transport_error"), ctx()).await.is_err());
+        assert!(
+            h.manager
+                .call_tool(&s, call("transport_error"), ctx())
+                .await
+                .is_err()
+        );
     }
     assert_eq!(state(&h, "s"), ServerState::Ready);
-    assert!(h.manager.call_tool(&s, call("transport_error"), ctx()).await.is_err());
-    assert_eq!(state(&h, "s"), ServerState::Degraded, "the third failure in a row degrades");
+    assert!(
+        h.manager
+            .call_tool(&s, call("transport_error"), ctx())
+            .await
+            .is_err()
+    );
+    assert_eq!(
+        state(&h, "s"),
+        ServerState::Degraded,
+        "the third failure in a row degrades"
+    );
 
     let types = h.events.event_types();
     // Two protocol errors, one unknown tool, five transport failures.
-    assert_eq!(types.iter().filter(|t| **t == "ToolInvocationFailed").count(), 8);
+    assert_eq!(
+        types
+            .iter()
+            .filter(|t| **t == "ToolInvocationFailed")
+            .count(),
+        8
+    );
     assert!(types.contains(&"ToolInvocationCompleted"));
 }
 
 #[tokio::test]
 async fn a_degraded_server_is_restarted_after_its_backoff() {
     let h = harness();
-    h.manager.register(ServerSpec { max_consecutive_failures: 1, ..spec("s") }).await.unwrap();
+    h.manager
+        .register(ServerSpec {
+            max_consecutive_failures: 1,
+            ..spec("s")
+        })
+        .await
+        .unwrap();
     let s = id("s");
-    assert!(h.manager.call_tool(&s, call("transport_error"), CallContext::default()).await.is_err());
+    assert!(
+        h.manager
+            .call_tool(&s, call("transport_error"), CallContext::default())
+            .await
+            .is_err()
+    );
     assert_eq!(state(&h, "s"), ServerState::Degraded);
     let first = h.launcher.session("s").unwrap();
 
@@ -274,14 +385,25 @@ async fn a_degraded_server_is_restarted_after_its_backoff() {
     for _ in 0..50 {
         tokio::task::yield_now().await;
     }
-    assert_eq!(h.launcher.launches(), 1, "no restart before the backoff has passed");
+    assert_eq!(
+        h.launcher.launches(),
+        1,
+        "no restart before the backoff has passed"
+    );
 
     h.clock.advance(Duration::from_secs(1));
     h.manager.run_maintenance().await;
     eventually("the restart", || state(&h, "s") == ServerState::Ready).await;
     assert_eq!(h.launcher.launches(), 2);
-    assert!(first.is_closed(), "the old session is closed before the new one starts");
-    assert!(h.events.transitions().contains(&("degraded".into(), "initializing".into())));
+    assert!(
+        first.is_closed(),
+        "the old session is closed before the new one starts"
+    );
+    assert!(
+        h.events
+            .transitions()
+            .contains(&("degraded".into(), "initializing".into()))
+    );
 }
 
 #[tokio::test]
@@ -291,22 +413,31 @@ async fn a_crash_makes_the_server_dead_and_the_next_call_restarts_it() {
     let s = id("s");
     h.manager.start(&s).await.unwrap();
     h.launcher.session("s").unwrap().crash("exited with code 1");
-    eventually("the crash to be noticed", || state(&h, "s") == ServerState::Dead).await;
+    eventually("the crash to be noticed", || {
+        state(&h, "s") == ServerState::Dead
+    })
+    .await;
     let crashed = h
         .events
         .events()
         .into_iter()
         .find(|event| matches!(event, DomainEvent::McpServerCrashed { .. }))
         .expect("a crash event");
-    assert!(matches!(crashed, DomainEvent::McpServerCrashed { ref exit, .. } if exit == "exited with code 1"));
+    assert!(
+        matches!(crashed, DomainEvent::McpServerCrashed { ref exit, .. } if exit == "exited with code 1")
+    );
     let crashed_session = h.launcher.session("s").unwrap();
-    eventually("what the crashed server left behind to be cleaned up", || {
-        crashed_session.closes() == 1
-    })
+    eventually(
+        "what the crashed server left behind to be cleaned up",
+        || crashed_session.closes() == 1,
+    )
     .await;
 
     h.clock.advance(Duration::from_secs(1));
-    h.manager.call_tool(&s, call("echo"), CallContext::default()).await.unwrap();
+    h.manager
+        .call_tool(&s, call("echo"), CallContext::default())
+        .await
+        .unwrap();
     assert_eq!(state(&h, "s"), ServerState::Ready);
     assert_eq!(h.launcher.launches(), 2);
 }
@@ -341,7 +472,10 @@ async fn stopping_a_dead_server_leaves_it_dead() {
         },
     );
     let _ = h.manager.start(&id("s")).await;
-    assert_eq!(h.manager.stop(&id("s")).await.unwrap().state, ServerState::Dead);
+    assert_eq!(
+        h.manager.stop(&id("s")).await.unwrap().state,
+        ServerState::Dead
+    );
 }
 
 #[tokio::test]
@@ -349,7 +483,10 @@ async fn health_checks_run_on_schedule_and_failures_degrade() {
     let h = harness();
     let s = id("s");
     h.manager
-        .register(ServerSpec { health_check_interval: Duration::from_secs(10), ..spec("s") })
+        .register(ServerSpec {
+            health_check_interval: Duration::from_secs(10),
+            ..spec("s")
+        })
         .await
         .unwrap();
     h.manager.start(&s).await.unwrap();
@@ -381,7 +518,11 @@ async fn health_checks_run_on_schedule_and_failures_degrade() {
     }
     assert_eq!(state(&h, "s"), ServerState::Degraded);
     assert_eq!(
-        h.events.event_types().iter().filter(|t| **t == "HealthCheckFailed").count(),
+        h.events
+            .event_types()
+            .iter()
+            .filter(|t| **t == "HealthCheckFailed")
+            .count(),
         3
     );
 }
@@ -391,17 +532,26 @@ async fn idle_servers_are_stopped_but_not_while_a_call_runs() {
     let h = harness();
     let s = id("s");
     h.manager
-        .register(ServerSpec { idle_ttl: Duration::from_secs(30), ..spec("s") })
+        .register(ServerSpec {
+            idle_ttl: Duration::from_secs(30),
+            ..spec("s")
+        })
         .await
         .unwrap();
-    h.manager.call_tool(&s, call("echo"), CallContext::default()).await.unwrap();
+    h.manager
+        .call_tool(&s, call("echo"), CallContext::default())
+        .await
+        .unwrap();
 
     // A long call keeps the server in use.
     let hanging = {
         let manager = h.manager.clone();
         let ctx = CallContext::default();
         let cancel = ctx.cancellation.clone();
-        (tokio::spawn(async move { manager.call_tool(&id("s"), call("hang"), ctx).await }), cancel)
+        (
+            tokio::spawn(async move { manager.call_tool(&id("s"), call("hang"), ctx).await }),
+            cancel,
+        )
     };
     eventually("the call to be in flight", || {
         h.manager.snapshot(&s).unwrap().in_flight_calls == 1
@@ -419,10 +569,12 @@ async fn idle_servers_are_stopped_but_not_while_a_call_runs() {
     h.clock.advance(Duration::from_secs(1));
     h.manager.run_maintenance().await;
     assert_eq!(state(&h, "s"), ServerState::Cold);
-    assert!(h.events.events().iter().any(|event| matches!(
-        event,
-        DomainEvent::McpServerStopped { reason: "idle", .. }
-    )));
+    assert!(
+        h.events
+            .events()
+            .iter()
+            .any(|event| matches!(event, DomainEvent::McpServerStopped { reason: "idle", .. }))
+    );
 }
 
 #[tokio::test]
@@ -444,7 +596,10 @@ async fn a_call_that_outlives_the_timeout_is_cancelled_and_counts_as_a_failure()
     h.clock.advance(Duration::from_secs(5));
     let error = pending.await.unwrap().unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Timeout, "{error}");
-    assert!(cancellation.is_cancelled(), "the upstream request is cancelled");
+    assert!(
+        cancellation.is_cancelled(),
+        "the upstream request is cancelled"
+    );
     assert_eq!(h.manager.snapshot(&s).unwrap().consecutive_failures, 1);
 }
 
@@ -454,12 +609,21 @@ async fn predefined_tools_are_listed_before_the_first_start() {
     let s = id("s");
     let predefined = vec![Tool::new("declared")];
     h.manager
-        .register(ServerSpec { predefined_tools: predefined.clone(), ..spec("s") })
+        .register(ServerSpec {
+            predefined_tools: predefined.clone(),
+            ..spec("s")
+        })
         .await
         .unwrap();
     h.manager.register(spec("plain")).await.unwrap();
-    assert_eq!(h.manager.tools(&s).unwrap(), (predefined, ToolSource::Predefined));
-    assert_eq!(h.manager.tools(&id("plain")).unwrap(), (vec![], ToolSource::Unknown));
+    assert_eq!(
+        h.manager.tools(&s).unwrap(),
+        (predefined, ToolSource::Predefined)
+    );
+    assert_eq!(
+        h.manager.tools(&id("plain")).unwrap(),
+        (vec![], ToolSource::Unknown)
+    );
     assert_eq!(h.launcher.launches(), 0);
     h.manager.start(&s).await.unwrap();
     let (live, source) = h.manager.tools(&s).unwrap();
@@ -486,7 +650,13 @@ async fn logs_are_empty_until_the_first_start_and_kept_across_restarts() {
     h.manager.start(&s).await.unwrap();
     h.manager.stop(&s).await.unwrap();
     h.manager.start(&s).await.unwrap();
-    let lines: Vec<String> = h.manager.logs(&s, 100).unwrap().into_iter().map(|l| l.line).collect();
+    let lines: Vec<String> = h
+        .manager
+        .logs(&s, 100)
+        .unwrap()
+        .into_iter()
+        .map(|l| l.line)
+        .collect();
     assert_eq!(lines, ["one", "two", "one", "two"]);
     let last = h.manager.logs(&s, 1).unwrap();
     assert_eq!(last.len(), 1);
@@ -498,8 +668,20 @@ async fn logs_are_empty_until_the_first_start_and_kept_across_restarts() {
 #[tokio::test]
 async fn servers_from_the_config_file_cannot_be_changed_over_the_api() {
     let h = harness();
-    h.manager.register(ServerSpec { origin: ServerOrigin::Config, ..spec("c") }).await.unwrap();
-    let update = h.manager.update(ServerSpec { description: Some("x".into()), ..spec("c") }).await;
+    h.manager
+        .register(ServerSpec {
+            origin: ServerOrigin::Config,
+            ..spec("c")
+        })
+        .await
+        .unwrap();
+    let update = h
+        .manager
+        .update(ServerSpec {
+            description: Some("x".into()),
+            ..spec("c")
+        })
+        .await;
     assert!(matches!(update, Err(CoreError::DeclaredInConfig(_))));
     let delete = h.manager.delete(&id("c")).await.unwrap_err();
     assert_eq!(delete.kind(), ErrorKind::Conflict);
@@ -537,11 +719,21 @@ async fn an_update_that_changes_the_launch_restarts_a_running_server() {
     assert!(h.launcher.sessions("s")[0].is_closed());
 
     // A description change does not restart.
-    let described =
-        ServerSpec { description: Some("new".into()), ..ServerSpec::subprocess(id("s"), vec!["other".into()]) };
+    let described = ServerSpec {
+        description: Some("new".into()),
+        ..ServerSpec::subprocess(id("s"), vec!["other".into()])
+    };
     h.manager.update(described).await.unwrap();
     assert_eq!(h.launcher.launches(), 2);
-    assert_eq!(h.manager.snapshot(&id("s")).unwrap().spec.description.as_deref(), Some("new"));
+    assert_eq!(
+        h.manager
+            .snapshot(&id("s"))
+            .unwrap()
+            .spec
+            .description
+            .as_deref(),
+        Some("new")
+    );
 }
 
 #[tokio::test]
@@ -553,7 +745,12 @@ async fn shutdown_stops_every_running_server() {
     h.manager.start(&id("a")).await.unwrap();
     h.manager.start(&id("b")).await.unwrap();
     h.manager.shutdown().await;
-    assert!(h.manager.list(None).iter().all(|s| s.state == ServerState::Cold));
+    assert!(
+        h.manager
+            .list(None)
+            .iter()
+            .all(|s| s.state == ServerState::Cold)
+    );
     assert!(h.launcher.session("a").unwrap().is_closed());
     assert!(h.launcher.session("b").unwrap().is_closed());
 }

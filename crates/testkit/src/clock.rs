@@ -34,12 +34,17 @@ impl FakeClock {
     pub fn starting_at(wall_origin_micros: i64) -> Self {
         Self {
             wall_origin_micros,
-            time: Mutex::new(FakeTime { elapsed: Duration::ZERO, sleepers: Vec::new() }),
+            time: Mutex::new(FakeTime {
+                elapsed: Duration::ZERO,
+                sleepers: Vec::new(),
+            }),
         }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, FakeTime> {
-        self.time.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.time
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Moves time forward and wakes the sleepers that are due.
@@ -48,8 +53,10 @@ impl FakeClock {
             let mut time = self.lock();
             time.elapsed += by;
             let now = time.elapsed;
-            let (due, waiting): (Vec<_>, Vec<_>) =
-                time.sleepers.drain(..).partition(|(deadline, _)| *deadline <= now);
+            let (due, waiting): (Vec<_>, Vec<_>) = time
+                .sleepers
+                .drain(..)
+                .partition(|(deadline, _)| *deadline <= now);
             time.sleepers = waiting;
             due
         };

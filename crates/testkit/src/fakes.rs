@@ -36,7 +36,10 @@ impl RecordingEventSink {
     }
 
     pub fn event_types(&self) -> Vec<&'static str> {
-        self.lock().iter().map(|(_, event)| event.event_type()).collect()
+        self.lock()
+            .iter()
+            .map(|(_, event)| event.event_type())
+            .collect()
     }
 
     /// The `(from, to)` pairs of every state change, in order.
@@ -57,7 +60,9 @@ impl RecordingEventSink {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(Timestamp, DomainEvent)>> {
-        self.events.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.events
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -105,11 +110,19 @@ impl FakeLauncher {
 
     /// Sets what the server `id` does on its next launches.
     pub fn set_behaviour(&self, id: &str, behaviour: FakeBehaviour) {
-        self.behaviours.lock().unwrap().insert(id.to_owned(), behaviour);
+        self.behaviours
+            .lock()
+            .unwrap()
+            .insert(id.to_owned(), behaviour);
     }
 
     pub fn behaviour(&self, id: &str) -> FakeBehaviour {
-        self.behaviours.lock().unwrap().get(id).cloned().unwrap_or_default()
+        self.behaviours
+            .lock()
+            .unwrap()
+            .get(id)
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// How many launches were attempted, over all servers.
@@ -119,12 +132,21 @@ impl FakeLauncher {
 
     /// The most recent session of server `id`.
     pub fn session(&self, id: &str) -> Option<Arc<FakeSession>> {
-        self.sessions.lock().unwrap().get(id).and_then(|all| all.last().cloned())
+        self.sessions
+            .lock()
+            .unwrap()
+            .get(id)
+            .and_then(|all| all.last().cloned())
     }
 
     /// Every session ever launched for `id`, oldest first.
     pub fn sessions(&self, id: &str) -> Vec<Arc<FakeSession>> {
-        self.sessions.lock().unwrap().get(id).cloned().unwrap_or_default()
+        self.sessions
+            .lock()
+            .unwrap()
+            .get(id)
+            .cloned()
+            .unwrap_or_default()
     }
 }
 
@@ -252,7 +274,10 @@ impl McpSession for FakeSession {
                     .and_then(|text| text.as_str())
                     .unwrap_or_default()
                     .to_owned();
-                Ok(ToolCallOutcome { result: text(&argument), is_error: false })
+                Ok(ToolCallOutcome {
+                    result: text(&argument),
+                    is_error: false,
+                })
             }
             "tool_error" => Ok(ToolCallOutcome {
                 result: json!({"content": [{"type": "text", "text": "it failed"}], "isError": true}),

@@ -1,1 +1,16 @@
-//! Fakes of every mcpgw port, contract suites for adapters, and a fixture MCP server
+//! Test support for mcpgw and for anyone who writes an adapter for it.
+//!
+//! - Fakes of every port ([`clock::FakeClock`], [`fakes`]): in-memory, deterministic, with
+//!   knobs to make them fail. The domain crates' tests run on these.
+//! - Contract suites ([`repository_suite`]): one set of tests per port that every
+//!   implementation, fake or real, must pass. A downstream adapter author runs the same suite.
+//! - A fixture MCP server (the `mcpgw-fixture-server` binary, built from [`fixture`]): tools
+//!   that echo, add, fail, sleep, crash and write to stderr on demand, for end-to-end tests and
+//!   the README's demo.
+//!
+//! Nothing here is meant for production use.
+
+pub mod clock;
+pub mod fakes;
+pub mod fixture;
+pub mod repository_suite;

@@ -46,7 +46,10 @@ impl McpSession for Calculator {
             ));
         }
         let argument = |name: &str| {
-            call.arguments.as_ref().and_then(|arguments| arguments.get(name)).and_then(|v| v.as_f64())
+            call.arguments
+                .as_ref()
+                .and_then(|arguments| arguments.get(name))
+                .and_then(|v| v.as_f64())
         };
         let (Some(a), Some(b)) = (argument("a"), argument("b")) else {
             return Ok(ToolCallOutcome {
@@ -74,7 +77,10 @@ impl McpSession for Calculator {
     async fn closed(&self) -> ExitStatusInfo {
         let mut receiver = self.closed.subscribe();
         let _ = receiver.wait_for(|closed| *closed).await;
-        ExitStatusInfo { description: "closed".into(), ..ExitStatusInfo::default() }
+        ExitStatusInfo {
+            description: "closed".into(),
+            ..ExitStatusInfo::default()
+        }
     }
 }
 
@@ -89,7 +95,11 @@ impl ServerLauncher for InProcessLauncher {
         logs: Arc<LogBuffer>,
     ) -> Result<LaunchedServer, LaunchError> {
         logs.push_raw(b"calculator started in-process");
-        Ok(LaunchedServer { session: Arc::new(Calculator { closed: watch::channel(false).0 }) })
+        Ok(LaunchedServer {
+            session: Arc::new(Calculator {
+                closed: watch::channel(false).0,
+            }),
+        })
     }
 }
 
@@ -106,15 +116,30 @@ pub async fn run() -> Result<(f64, Vec<String>), mcpgw_core::CoreError> {
         None,
         ManagerSettings::default(),
     );
-    let id = ServerId::parse("calculator").map_err(|e| mcpgw_core::CoreError::Invalid(e.to_string()))?;
-    manager.register(ServerSpec::subprocess(id.clone(), vec!["in-process".into()])).await?;
+    let id =
+        ServerId::parse("calculator").map_err(|e| mcpgw_core::CoreError::Invalid(e.to_string()))?;
+    manager
+        .register(ServerSpec::subprocess(
+            id.clone(),
+            vec!["in-process".into()],
+        ))
+        .await?;
 
     // The first call starts the server lazily.
     let arguments = json!({"a": 6, "b": 7}).as_object().cloned();
     let outcome = manager
-        .call_tool(&id, ToolCall { name: "multiply".into(), arguments }, CallContext::default())
+        .call_tool(
+            &id,
+            ToolCall {
+                name: "multiply".into(),
+                arguments,
+            },
+            CallContext::default(),
+        )
         .await?;
-    let product = outcome.result["structuredContent"]["product"].as_f64().unwrap_or(f64::NAN);
+    let product = outcome.result["structuredContent"]["product"]
+        .as_f64()
+        .unwrap_or(f64::NAN);
     manager.shutdown().await;
 
     let mut states = Vec::new();
