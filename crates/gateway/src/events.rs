@@ -3,23 +3,15 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use mcpgw_core::{DomainEvent, EventSink, Timestamp};
+use mcpgw_core::{DomainEvent, EventObserver, EventSink, PublishedEvent, Timestamp};
 use tokio::sync::broadcast;
-
-/// A domain event with the identity and time the bus gave it.
-#[derive(Debug, Clone)]
-pub struct PublishedEvent {
-    pub event_id: u64,
-    pub occurred_at: Timestamp,
-    pub event: DomainEvent,
-}
 
 /// Logs every event and broadcasts it to subscribers. A subscriber that falls behind loses its
 /// oldest events (the broadcast channel's lag), and publishing never waits for anyone.
 pub struct EventBus {
     next_id: AtomicU64,
     sender: broadcast::Sender<Arc<PublishedEvent>>,
-    downstream: Vec<Arc<dyn EventSink>>,
+    observers: std::sync::RwLock<Vec<Arc<dyn EventObserver>>>,
 }
 
 impl std::fmt::Debug for EventBus {
@@ -35,15 +27,17 @@ impl EventBus {
         Self {
             next_id: AtomicU64::new(1),
             sender: broadcast::channel(capacity.max(1)).0,
-            downstream: Vec::new(),
+            observers: std::sync::RwLock::new(Vec::new()),
         }
     }
 
-    /// Also hands every event to `sink` (an event log, say).
-    #[must_use]
-    pub fn with_sink(mut self, sink: Arc<dyn EventSink>) -> Self {
-        self.downstream.push(sink);
-        self
+    /// Also hands every event, with its id, to `observer` (the invocation history, an event
+    /// log), inline and in order.
+    pub fn add_observer(&self, observer: Arc<dyn EventObserver>) {
+        self.observers
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push(observer);
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<PublishedEvent>> {
@@ -65,14 +59,20 @@ impl EventSink for EventBus {
                 tracing::info!(event_id, event_type = event.event_type(), event = %fields, "domain event");
             }
         }
-        for sink in &self.downstream {
-            sink.publish(occurred_at, event.clone());
-        }
-        // An error only means nobody listens right now.
-        let _ = self.sender.send(Arc::new(PublishedEvent {
+        let published = Arc::new(PublishedEvent {
             event_id,
             occurred_at,
             event,
-        }));
+        });
+        for observer in self
+            .observers
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            observer.observe(&published);
+        }
+        // An error only means nobody listens right now.
+        let _ = self.sender.send(published);
     }
 }

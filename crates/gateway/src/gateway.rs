@@ -4,7 +4,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use mcpgw_core::{Clock, MonoTime, ServerManager};
+use mcpgw_core::{
+    Clock, InMemoryInvocationHistory, InvocationHistory, McpFrontend, MonoTime, ServerManager,
+};
 
 /// Facts about the running gateway that the API reports.
 #[derive(Debug, Clone)]
@@ -23,7 +25,12 @@ pub struct Gateway {
     started: MonoTime,
     startup_complete: Arc<AtomicBool>,
     shutting_down: Arc<AtomicBool>,
+    history: Arc<dyn InvocationHistory>,
+    frontend: Option<Arc<dyn McpFrontend>>,
 }
+
+/// How many invocations per server the default in-memory history keeps.
+pub const DEFAULT_HISTORY_PER_SERVER: usize = 1000;
 
 impl std::fmt::Debug for Gateway {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -44,7 +51,32 @@ impl Gateway {
             started,
             startup_complete: Arc::new(AtomicBool::new(false)),
             shutting_down: Arc::new(AtomicBool::new(false)),
+            history: Arc::new(InMemoryInvocationHistory::new(DEFAULT_HISTORY_PER_SERVER)),
+            frontend: None,
         }
+    }
+
+    /// Uses `history` for the tool invocation history (the default keeps the most recent
+    /// invocations of each server in memory). Feed it with a [`crate::HistoryRecorder`].
+    #[must_use]
+    pub fn with_history(mut self, history: Arc<dyn InvocationHistory>) -> Self {
+        self.history = history;
+        self
+    }
+
+    /// Sets the MCP front end (the aggregated catalogue) that protocol adapters serve.
+    #[must_use]
+    pub fn with_frontend(mut self, frontend: Arc<dyn McpFrontend>) -> Self {
+        self.frontend = Some(frontend);
+        self
+    }
+
+    pub fn history(&self) -> &Arc<dyn InvocationHistory> {
+        &self.history
+    }
+
+    pub fn frontend(&self) -> Option<&Arc<dyn McpFrontend>> {
+        self.frontend.as_ref()
     }
 
     pub fn servers(&self) -> &ServerManager {

@@ -9,13 +9,17 @@
 //! It must never know a concrete adapter: no HTTP framework, no database, no process or
 //! protocol library. Adapters are handed in as `Arc<dyn Port>` by whoever composes the gateway.
 
+mod catalog;
 mod events;
 mod gateway;
+mod history;
 mod launcher;
 mod runtime;
 
-pub use events::{EventBus, PublishedEvent};
-pub use gateway::{Gateway, GatewayInfo};
+pub use catalog::{NAME_SEPARATOR, ToolCatalog};
+pub use events::EventBus;
+pub use gateway::{DEFAULT_HISTORY_PER_SERVER, Gateway, GatewayInfo};
+pub use history::HistoryRecorder;
 pub use launcher::{CompositeLauncher, LaunchFilter, StdioLauncher};
 pub use runtime::{TokioClock, TokioSpawner, spawn_maintenance, system_clock};
 

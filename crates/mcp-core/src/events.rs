@@ -49,6 +49,11 @@ pub enum DomainEvent {
         exit: String,
         consecutive_failures: u32,
     },
+    /// The server's tool list changed (it announced it, or a restart listed other tools).
+    McpServerToolsChanged {
+        mcp_server_id: ServerId,
+        tool_count: usize,
+    },
     HealthCheckFailed {
         mcp_server_id: ServerId,
         error: String,
@@ -82,6 +87,7 @@ impl DomainEvent {
             DomainEvent::McpServerStartFailed { .. } => "McpServerStartFailed",
             DomainEvent::McpServerStopped { .. } => "McpServerStopped",
             DomainEvent::McpServerCrashed { .. } => "McpServerCrashed",
+            DomainEvent::McpServerToolsChanged { .. } => "McpServerToolsChanged",
             DomainEvent::HealthCheckFailed { .. } => "HealthCheckFailed",
             DomainEvent::ToolInvocationCompleted { .. } => "ToolInvocationCompleted",
             DomainEvent::ToolInvocationFailed { .. } => "ToolInvocationFailed",
@@ -99,11 +105,27 @@ impl DomainEvent {
             | DomainEvent::McpServerStartFailed { mcp_server_id, .. }
             | DomainEvent::McpServerStopped { mcp_server_id, .. }
             | DomainEvent::McpServerCrashed { mcp_server_id, .. }
+            | DomainEvent::McpServerToolsChanged { mcp_server_id, .. }
             | DomainEvent::HealthCheckFailed { mcp_server_id, .. }
             | DomainEvent::ToolInvocationCompleted { mcp_server_id, .. }
             | DomainEvent::ToolInvocationFailed { mcp_server_id, .. } => Some(mcp_server_id),
         }
     }
+}
+
+/// A domain event with the identity and time the gateway gave it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PublishedEvent {
+    /// Increasing within one gateway process.
+    pub event_id: u64,
+    pub occurred_at: Timestamp,
+    pub event: DomainEvent,
+}
+
+/// Sees every published event, in order, with its id. Called inline by the publisher: it must
+/// be quick and must not call back into the code that published (locks may be held).
+pub trait EventObserver: Send + Sync {
+    fn observe(&self, event: &PublishedEvent);
 }
 
 /// Where domain events go. Publishing must not block on slow consumers: a sink buffers or drops

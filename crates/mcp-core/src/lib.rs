@@ -13,7 +13,9 @@
 
 pub mod error;
 pub mod events;
+pub mod frontend;
 pub mod health;
+pub mod history;
 pub mod id;
 pub mod logs;
 pub mod manager;
@@ -24,8 +26,10 @@ pub mod time;
 pub mod tool;
 
 pub use error::{CoreError, ErrorKind};
-pub use events::{DomainEvent, EventSink, NullEventSink};
+pub use events::{DomainEvent, EventObserver, EventSink, NullEventSink, PublishedEvent};
+pub use frontend::{Caller, FrontendError, FrontendErrorKind, McpFrontend};
 pub use health::{BackoffPolicy, FailureTracker};
+pub use history::{HistoryPage, InMemoryInvocationHistory, InvocationHistory, InvocationRecord};
 pub use id::{IdError, ServerId};
 pub use logs::{LOG_LINE_MAX_BYTES, LOG_RING_CAPACITY, LogBuffer, LogLine, sanitize_log_line};
 pub use manager::{ManagerSettings, ServerManager, ServerSnapshot, ToolSource};

@@ -42,6 +42,9 @@ pub struct ManagerSettings {
     pub health_check_timeout: Duration,
     /// How long a tool call may take; on expiry the upstream request is cancelled.
     pub call_timeout: Duration,
+    /// How many calls one server serves at once; more wait for a free slot (within the call
+    /// timeout), so one busy agent cannot pile unbounded work onto an upstream.
+    pub max_concurrent_calls_per_server: usize,
 }
 
 impl Default for ManagerSettings {
@@ -51,6 +54,7 @@ impl Default for ManagerSettings {
             start_timeout: Duration::from_secs(60),
             health_check_timeout: Duration::from_secs(10),
             call_timeout: Duration::from_secs(60),
+            max_concurrent_calls_per_server: 64,
         }
     }
 }
@@ -138,6 +142,7 @@ struct ManagedServer {
     starting: Mutex<Option<(u64, SharedStart)>>,
     logs: Mutex<Option<Arc<LogBuffer>>>,
     in_flight: AtomicUsize,
+    call_slots: tokio::sync::Semaphore,
 }
 
 impl ManagedServer {
@@ -401,6 +406,9 @@ impl ServerManager {
             starting: Mutex::new(None),
             logs: Mutex::new(None),
             in_flight: AtomicUsize::new(0),
+            call_slots: tokio::sync::Semaphore::new(
+                self.inner.settings.max_concurrent_calls_per_server.max(1),
+            ),
         }
     }
 
@@ -737,22 +745,33 @@ impl ServerManager {
             Ok((session, tools)) => {
                 let tool_count = tools.len();
                 let duration = self.inner.clock.now().saturating_since(started);
-                {
+                let tools_changed = {
                     let mut status = server.status();
                     let now = self.inner.clock.now();
                     status.session = Some(Arc::clone(&session));
+                    let tools_changed = match &status.live_tools {
+                        Some(previous) => **previous != tools,
+                        None => spec.predefined_tools != tools,
+                    };
                     status.live_tools = Some(Arc::new(tools));
                     status.last_error = None;
                     status.started_at = Some(self.inner.clock.wall());
                     status.last_used = now;
                     status.next_health_check = now.plus(spec.health_check_interval);
                     let _ = self.transition(id, &mut status, ServerState::Ready, "started");
-                }
+                    tools_changed
+                };
                 self.publish(DomainEvent::McpServerStarted {
                     mcp_server_id: id.clone(),
                     duration_ms: millis(duration),
                     tool_count,
                 });
+                if tools_changed {
+                    self.publish(DomainEvent::McpServerToolsChanged {
+                        mcp_server_id: id.clone(),
+                        tool_count,
+                    });
+                }
                 self.watch_session(server, Arc::clone(&session), generation);
                 Ok(session)
             }
@@ -792,6 +811,21 @@ impl ServerManager {
     ) {
         let manager = self.clone();
         let server = Arc::clone(server);
+        if let Some(mut changes) = session.tool_list_changes() {
+            let manager = self.clone();
+            let server = Arc::clone(&server);
+            let session = Arc::clone(&session);
+            self.inner.spawner.spawn(
+                async move {
+                    while changes.changed().await.is_ok() {
+                        if !manager.refresh_tools(&server, &session, generation).await {
+                            break;
+                        }
+                    }
+                }
+                .boxed(),
+            );
+        }
         self.inner.spawner.spawn(
             async move {
                 let exit = session.closed().await;
@@ -803,6 +837,43 @@ impl ServerManager {
             }
             .boxed(),
         );
+    }
+
+    /// Lists the tools of a running session again after it announced a change. Returns false
+    /// once the session is no longer the server's current one.
+    async fn refresh_tools(
+        &self,
+        server: &Arc<ManagedServer>,
+        session: &Arc<dyn McpSession>,
+        generation: u64,
+    ) -> bool {
+        if server.status().generation != generation {
+            return false;
+        }
+        let tools = match session.list_tools().await {
+            Ok(tools) => tools,
+            Err(error) => {
+                tracing::warn!(%error, "listing tools after a change announcement failed");
+                return true;
+            }
+        };
+        let id = server.spec().id.clone();
+        let tool_count = tools.len();
+        {
+            let mut status = server.status();
+            if status.generation != generation {
+                return false;
+            }
+            if status.live_tools.as_deref() == Some(&tools) {
+                return true;
+            }
+            status.live_tools = Some(Arc::new(tools));
+        }
+        self.publish(DomainEvent::McpServerToolsChanged {
+            mcp_server_id: id,
+            tool_count,
+        });
+        true
     }
 
     /// Records an unexpected end; tells whether it was one (and not a stop the gateway made).
@@ -860,6 +931,29 @@ impl ServerManager {
         });
     }
 
+    // ----- sessions -----------------------------------------------------------------------
+
+    /// The session of a server that is running now, without starting anything.
+    pub fn running_session(&self, id: &ServerId) -> Option<Arc<dyn McpSession>> {
+        let server = self.lookup(id).ok()?;
+        let status = server.status();
+        if status.state.is_running() {
+            status.session.clone()
+        } else {
+            None
+        }
+    }
+
+    /// The session of a server, started lazily (single flight, subject to the backoff) like a
+    /// tool call would. For requests other than tool calls (prompts, resources).
+    pub async fn session(&self, id: &ServerId) -> Result<Arc<dyn McpSession>, CoreError> {
+        let server = self.lookup(id)?;
+        let _in_flight = InFlight::enter(self, &server);
+        self.start_server(&server, false)
+            .await
+            .map_err(|failure| self.start_error(id, failure))
+    }
+
     // ----- calls --------------------------------------------------------------------------
 
     /// Calls a tool, starting the server first when it is not running (single flight, subject
@@ -882,7 +976,11 @@ impl ServerManager {
         let cancellation = ctx.cancellation.clone();
         let started = self.inner.clock.now();
         let timeout = self.inner.settings.call_timeout;
-        let result = within(&*self.inner.clock, timeout, session.call_tool(call, ctx))
+        let call = async {
+            let _slot = server.call_slots.acquire().await;
+            session.call_tool(call, ctx).await
+        };
+        let result = within(&*self.inner.clock, timeout, call)
             .await
             .unwrap_or_else(|| {
                 cancellation.cancel();

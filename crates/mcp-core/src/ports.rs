@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use serde_json::{Map, Value};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::error::ErrorKind;
@@ -110,6 +111,48 @@ pub trait McpSession: Send + Sync {
     async fn ping(&self) -> Result<(), SessionError>;
     async fn close(&self);
     async fn closed(&self) -> ExitStatusInfo;
+
+    /// A counter that moves each time the upstream announces that its tool list changed
+    /// (`notifications/tools/list_changed`); `None` when the session cannot tell.
+    fn tool_list_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
+
+    /// The upstream's prompts, as MCP `Prompt` objects, pagination followed to the end.
+    async fn list_prompts(&self) -> Result<Vec<Value>, SessionError> {
+        Ok(Vec::new())
+    }
+
+    /// `prompts/get`: the MCP `GetPromptResult` as JSON.
+    async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Option<Map<String, Value>>,
+    ) -> Result<Value, SessionError> {
+        let _ = arguments;
+        Err(SessionError::new(
+            SessionErrorKind::Protocol { code: -32602 },
+            format!("unknown prompt: {name}"),
+        ))
+    }
+
+    /// The upstream's resources, as MCP `Resource` objects, pagination followed to the end.
+    async fn list_resources(&self) -> Result<Vec<Value>, SessionError> {
+        Ok(Vec::new())
+    }
+
+    /// The upstream's resource templates, as MCP `ResourceTemplate` objects.
+    async fn list_resource_templates(&self) -> Result<Vec<Value>, SessionError> {
+        Ok(Vec::new())
+    }
+
+    /// `resources/read`: the MCP `ReadResourceResult` as JSON.
+    async fn read_resource(&self, uri: &str) -> Result<Value, SessionError> {
+        Err(SessionError::new(
+            SessionErrorKind::Protocol { code: -32002 },
+            format!("resource not found: {uri}"),
+        ))
+    }
 }
 
 /// How a server or its session ended, as far as it is known.

@@ -1,0 +1,384 @@
+//! The aggregated catalogue: every managed server's tools under one namespace, and the routing
+//! of calls back to the server that owns each tool.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use mcpgw_config::ToolNaming;
+use mcpgw_core::{
+    CallContext, Caller, CoreError, DomainEvent, EventObserver, FrontendError, FrontendErrorKind,
+    McpFrontend, McpSession, PublishedEvent, ServerId, ServerManager, SessionErrorKind, Tool,
+    ToolCall, ToolCallOutcome,
+};
+use serde_json::{Map, Value};
+use tokio::sync::{Notify, watch};
+
+/// Separates the server (or group) id from the upstream's own name. Server ids never contain
+/// it, so the first occurrence is always the boundary.
+pub const NAME_SEPARATOR: &str = "__";
+
+/// How long listing prompts or resources waits for one running server.
+const FAN_OUT_TIMEOUT: Duration = Duration::from_secs(2);
+
+#[derive(Default)]
+struct Snapshot {
+    /// The `dirty` counter value this snapshot was built at.
+    built_at: u64,
+    tools: Arc<Vec<Tool>>,
+    /// Exposed tool name -> (server, the upstream's own name).
+    routes: HashMap<String, (ServerId, String)>,
+}
+
+/// The [`McpFrontend`] over a [`ServerManager`].
+///
+/// The tool list is built from what the manager already knows (live tools of servers that ran,
+/// predefined tools of the others) and cached; it is rebuilt only after an event that can change
+/// it, so listing never starts a server and never fans out to upstreams.
+pub struct ToolCatalog {
+    manager: ServerManager,
+    naming: ToolNaming,
+    dirty: AtomicU64,
+    snapshot: RwLock<Snapshot>,
+    changes: watch::Sender<u64>,
+    rebuild_wanted: Notify,
+    resource_routes: RwLock<HashMap<String, ServerId>>,
+}
+
+impl std::fmt::Debug for ToolCatalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolCatalog")
+            .field("naming", &self.naming)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolCatalog {
+    /// Builds the catalogue. Register [`ToolCatalog::observer`] on the event bus, and run
+    /// [`ToolCatalog::run_change_notifier`] in a task, so that changes reach clients.
+    pub fn new(manager: ServerManager, naming: ToolNaming) -> Arc<Self> {
+        Arc::new(Self {
+            manager,
+            naming,
+            // Start dirty, so the first read builds.
+            dirty: AtomicU64::new(1),
+            snapshot: RwLock::new(Snapshot::default()),
+            changes: watch::channel(0).0,
+            rebuild_wanted: Notify::new(),
+            resource_routes: RwLock::new(HashMap::new()),
+        })
+    }
+
+    /// The event observer that marks the catalogue stale when a server's tools may have changed.
+    pub fn observer(self: &Arc<Self>) -> Arc<dyn EventObserver> {
+        Arc::new(CatalogObserver {
+            catalog: Arc::downgrade(self),
+        })
+    }
+
+    /// Rebuilds after changes and moves [`McpFrontend::changes`] when the list really changed.
+    /// Runs until the catalogue is dropped.
+    pub async fn run_change_notifier(self: Arc<Self>) {
+        loop {
+            self.rebuild_wanted.notified().await;
+            let before = Arc::clone(&self.snapshot().tools);
+            let after = self.current_tools();
+            if *before != *after {
+                self.changes.send_modify(|version| *version += 1);
+            }
+        }
+    }
+
+    fn mark_dirty(&self) {
+        self.dirty.fetch_add(1, Ordering::AcqRel);
+        self.rebuild_wanted.notify_one();
+    }
+
+    fn snapshot(&self) -> std::sync::RwLockReadGuard<'_, Snapshot> {
+        self.snapshot
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The tool list, rebuilt first when an event made it stale.
+    fn current_tools(&self) -> Arc<Vec<Tool>> {
+        let dirty = self.dirty.load(Ordering::Acquire);
+        {
+            let snapshot = self.snapshot();
+            if snapshot.built_at == dirty {
+                return Arc::clone(&snapshot.tools);
+            }
+        }
+        let rebuilt = self.build(dirty);
+        let tools = Arc::clone(&rebuilt.tools);
+        let mut snapshot = self
+            .snapshot
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // A concurrent rebuild may have seen newer events; keep the newest.
+        if rebuilt.built_at >= snapshot.built_at {
+            *snapshot = rebuilt;
+        }
+        tools
+    }
+
+    fn build(&self, built_at: u64) -> Snapshot {
+        let mut per_server: Vec<(ServerId, Vec<Tool>)> = Vec::new();
+        for server in self.manager.list(None) {
+            let id = server.id().clone();
+            if let Ok((tools, _)) = self.manager.tools(&id) {
+                per_server.push((id, tools));
+            }
+        }
+        let mut name_counts: HashMap<&str, usize> = HashMap::new();
+        if self.naming == ToolNaming::Bare {
+            for (_, tools) in &per_server {
+                for tool in tools {
+                    *name_counts.entry(tool.name.as_str()).or_default() += 1;
+                }
+            }
+        }
+        let mut exposed = Vec::new();
+        let mut routes = HashMap::new();
+        for (id, tools) in &per_server {
+            for tool in tools {
+                let unique = name_counts.get(tool.name.as_str()) == Some(&1);
+                let name = if self.naming == ToolNaming::Bare && unique {
+                    tool.name.clone()
+                } else {
+                    format!("{id}{NAME_SEPARATOR}{}", tool.name)
+                };
+                routes.insert(name.clone(), (id.clone(), tool.name.clone()));
+                exposed.push(Tool {
+                    name,
+                    ..tool.clone()
+                });
+            }
+        }
+        Snapshot {
+            built_at,
+            tools: Arc::new(exposed),
+            routes,
+        }
+    }
+
+    fn route(&self, name: &str) -> Option<(ServerId, String)> {
+        self.current_tools();
+        self.snapshot().routes.get(name).cloned()
+    }
+
+    /// Splits `server__name` for prompts, which are always namespaced.
+    fn split(name: &str) -> Option<(ServerId, &str)> {
+        let (server, rest) = name.split_once(NAME_SEPARATOR)?;
+        Some((ServerId::parse(server).ok()?, rest))
+    }
+
+    async fn running_sessions(&self) -> Vec<(ServerId, Arc<dyn McpSession>)> {
+        self.manager
+            .list(None)
+            .into_iter()
+            .filter_map(|snapshot| {
+                let id = snapshot.id().clone();
+                self.manager
+                    .running_session(&id)
+                    .map(|session| (id, session))
+            })
+            .collect()
+    }
+}
+
+/// Maps the manager's errors to what an MCP client is told.
+fn frontend_error(error: CoreError) -> FrontendError {
+    let message = error.to_string();
+    let kind = match &error {
+        CoreError::ServerNotFound(_) => FrontendErrorKind::UnknownName,
+        CoreError::Session { source, .. } => match source.kind {
+            SessionErrorKind::Protocol { code } => {
+                return FrontendError::new(FrontendErrorKind::Upstream { code }, &source.message);
+            }
+            SessionErrorKind::Timeout => FrontendErrorKind::Timeout,
+            SessionErrorKind::Cancelled => FrontendErrorKind::Cancelled,
+            _ => FrontendErrorKind::Unavailable,
+        },
+        _ => FrontendErrorKind::Unavailable,
+    };
+    FrontendError::new(kind, message)
+}
+
+fn rename(mut item: Value, server: &ServerId) -> Value {
+    if let Some(name) = item.get("name").and_then(Value::as_str) {
+        let namespaced = format!("{server}{NAME_SEPARATOR}{name}");
+        item["name"] = Value::String(namespaced);
+    }
+    item
+}
+
+#[async_trait]
+impl McpFrontend for ToolCatalog {
+    fn tools(&self, _caller: &Caller) -> Arc<Vec<Tool>> {
+        self.current_tools()
+    }
+
+    async fn call_tool(
+        &self,
+        caller: &Caller,
+        name: &str,
+        arguments: Option<Map<String, Value>>,
+        mut ctx: CallContext,
+    ) -> Result<ToolCallOutcome, FrontendError> {
+        let Some((server, tool)) = self.route(name) else {
+            return Err(FrontendError::unknown("tool", name));
+        };
+        if ctx.principal.is_none() {
+            ctx.principal.clone_from(&caller.principal);
+        }
+        self.manager
+            .call_tool(
+                &server,
+                ToolCall {
+                    name: tool,
+                    arguments,
+                },
+                ctx,
+            )
+            .await
+            .map_err(frontend_error)
+    }
+
+    fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    async fn prompts(&self, _caller: &Caller) -> Vec<Value> {
+        let sessions = self.running_sessions().await;
+        let listed = futures::future::join_all(sessions.iter().map(|(id, session)| async move {
+            let listed = tokio::time::timeout(FAN_OUT_TIMEOUT, session.list_prompts()).await;
+            match listed {
+                Ok(Ok(prompts)) => prompts.into_iter().map(|p| rename(p, id)).collect(),
+                _ => Vec::new(),
+            }
+        }))
+        .await;
+        listed.into_iter().flatten().collect()
+    }
+
+    async fn get_prompt(
+        &self,
+        _caller: &Caller,
+        name: &str,
+        arguments: Option<Map<String, Value>>,
+    ) -> Result<Value, FrontendError> {
+        let Some((server, prompt)) = Self::split(name) else {
+            return Err(FrontendError::unknown("prompt", name));
+        };
+        let session = self
+            .manager
+            .session(&server)
+            .await
+            .map_err(frontend_error)?;
+        session
+            .get_prompt(prompt, arguments)
+            .await
+            .map_err(|error| {
+                frontend_error(CoreError::Session {
+                    server: server.clone(),
+                    source: error,
+                })
+            })
+    }
+
+    async fn resources(&self, _caller: &Caller) -> Vec<Value> {
+        let sessions = self.running_sessions().await;
+        let listed = futures::future::join_all(sessions.iter().map(|(id, session)| async move {
+            let listed = tokio::time::timeout(FAN_OUT_TIMEOUT, session.list_resources()).await;
+            match listed {
+                Ok(Ok(resources)) => (id.clone(), resources),
+                _ => (id.clone(), Vec::new()),
+            }
+        }))
+        .await;
+        let mut routes = self
+            .resource_routes
+            .write()
+            .unwrap_or_else(|p| p.into_inner());
+        let mut all = Vec::new();
+        for (id, resources) in listed {
+            for resource in resources {
+                if let Some(uri) = resource.get("uri").and_then(Value::as_str) {
+                    // The first server (in id order) to list a URI owns it.
+                    routes.entry(uri.to_owned()).or_insert_with(|| id.clone());
+                }
+                all.push(rename(resource, &id));
+            }
+        }
+        all
+    }
+
+    async fn resource_templates(&self, _caller: &Caller) -> Vec<Value> {
+        let sessions = self.running_sessions().await;
+        let listed = futures::future::join_all(sessions.iter().map(|(id, session)| async move {
+            let listed =
+                tokio::time::timeout(FAN_OUT_TIMEOUT, session.list_resource_templates()).await;
+            match listed {
+                Ok(Ok(templates)) => templates.into_iter().map(|t| rename(t, id)).collect(),
+                _ => Vec::new(),
+            }
+        }))
+        .await;
+        listed.into_iter().flatten().collect()
+    }
+
+    async fn read_resource(&self, caller: &Caller, uri: &str) -> Result<Value, FrontendError> {
+        let known = self
+            .resource_routes
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(uri)
+            .cloned();
+        let server = match known {
+            Some(server) => server,
+            None => {
+                self.resources(caller).await;
+                self.resource_routes
+                    .read()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get(uri)
+                    .cloned()
+                    .ok_or_else(|| FrontendError::unknown("resource", uri))?
+            }
+        };
+        let session = self
+            .manager
+            .session(&server)
+            .await
+            .map_err(frontend_error)?;
+        session.read_resource(uri).await.map_err(|error| {
+            frontend_error(CoreError::Session {
+                server: server.clone(),
+                source: error,
+            })
+        })
+    }
+}
+
+struct CatalogObserver {
+    catalog: std::sync::Weak<ToolCatalog>,
+}
+
+impl EventObserver for CatalogObserver {
+    fn observe(&self, published: &PublishedEvent) {
+        let relevant = matches!(
+            published.event,
+            DomainEvent::McpServerRegistered { .. }
+                | DomainEvent::McpServerRemoved { .. }
+                | DomainEvent::McpServerUpdated { .. }
+                | DomainEvent::McpServerStarted { .. }
+                | DomainEvent::McpServerToolsChanged { .. }
+        );
+        if relevant && let Some(catalog) = self.catalog.upgrade() {
+            catalog.mark_dirty();
+        }
+    }
+}

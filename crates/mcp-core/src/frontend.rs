@@ -1,0 +1,105 @@
+//! The driving port of the data plane: what an MCP front end (Streamable HTTP, stdio) calls.
+//!
+//! The application layer implements [`McpFrontend`] over every managed server: one aggregated,
+//! namespaced tool list, and calls routed to the server that owns each tool. Protocol adapters
+//! (the MCP server side on rmcp, say) depend on this trait only, so they never know how servers
+//! are managed.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+use tokio::sync::watch;
+
+use crate::tool::{CallContext, Tool, ToolCallOutcome};
+
+/// Who is calling, as far as the front end knows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Caller {
+    /// The authenticated principal (`user:alice`, ...), when authentication is on.
+    pub principal: Option<String>,
+}
+
+/// Why a front-end request failed, in terms a protocol adapter can map to its own errors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FrontendErrorKind {
+    /// No tool, prompt or resource of that name is exposed to this caller.
+    UnknownName,
+    /// The arguments were refused before reaching a server.
+    InvalidArguments,
+    /// The server owning the name could not be started or reached.
+    Unavailable,
+    /// The server did not answer within the allowed time; the upstream request was cancelled.
+    Timeout,
+    /// The caller cancelled.
+    Cancelled,
+    /// The upstream answered with a JSON-RPC error; the code is passed on.
+    Upstream { code: i32 },
+    /// Too many calls; retry after the given number of milliseconds.
+    RateLimited { retry_after_ms: u64 },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct FrontendError {
+    pub kind: FrontendErrorKind,
+    pub message: String,
+}
+
+impl FrontendError {
+    pub fn new(kind: FrontendErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    pub fn unknown(what: &str, name: &str) -> Self {
+        Self::new(
+            FrontendErrorKind::UnknownName,
+            format!("unknown {what}: {name}"),
+        )
+    }
+}
+
+/// The aggregated view of every managed server that an MCP client sees.
+///
+/// Contract for implementors:
+/// - `tools` is cheap (a cached list) and never starts or contacts a server.
+/// - Names are unique within each list; `call_tool` accepts exactly the names `tools` lists for
+///   that caller, and answers [`FrontendErrorKind::UnknownName`] for every other name, so that
+///   a tool the caller may not use is indistinguishable from one that does not exist.
+/// - `changes` moves whenever the list of tools (or prompts, or resources) may have changed.
+#[async_trait]
+pub trait McpFrontend: Send + Sync {
+    fn tools(&self, caller: &Caller) -> Arc<Vec<Tool>>;
+
+    async fn call_tool(
+        &self,
+        caller: &Caller,
+        name: &str,
+        arguments: Option<Map<String, Value>>,
+        ctx: CallContext,
+    ) -> Result<ToolCallOutcome, FrontendError>;
+
+    fn changes(&self) -> watch::Receiver<u64>;
+
+    /// MCP `Prompt` objects with namespaced names.
+    async fn prompts(&self, caller: &Caller) -> Vec<Value>;
+
+    async fn get_prompt(
+        &self,
+        caller: &Caller,
+        name: &str,
+        arguments: Option<Map<String, Value>>,
+    ) -> Result<Value, FrontendError>;
+
+    /// MCP `Resource` objects with namespaced names (URIs unchanged).
+    async fn resources(&self, caller: &Caller) -> Vec<Value>;
+
+    /// MCP `ResourceTemplate` objects with namespaced names.
+    async fn resource_templates(&self, caller: &Caller) -> Vec<Value>;
+
+    async fn read_resource(&self, caller: &Caller, uri: &str) -> Result<Value, FrontendError>;
+}
