@@ -39,6 +39,8 @@ pub struct GatewayConfig {
     pub tool_timeout_s: u64,
     #[serde(default, deserialize_with = "de::null_as_default")]
     pub config_reload: ConfigReloadConfig,
+    #[serde(default, deserialize_with = "de::null_as_default")]
+    pub mcp_endpoint: McpEndpointConfig,
     #[serde(skip)]
     pub(crate) variable_references: Vec<VariableReference>,
     #[serde(skip)]
@@ -63,6 +65,7 @@ impl Default for GatewayConfig {
             tool_names: ToolNaming::default(),
             tool_timeout_s: GatewayConfig::DEFAULT_TOOL_TIMEOUT_S,
             config_reload: ConfigReloadConfig::default(),
+            mcp_endpoint: McpEndpointConfig::default(),
             variable_references: Vec::new(),
             warnings: Vec::new(),
         }
@@ -505,4 +508,29 @@ pub enum ToolNaming {
 pub struct ConfigReloadConfig {
     /// Reload when the file changes on disk.
     pub watch: bool,
+}
+
+/// The MCP endpoint (`/mcp`) as clients reach it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct McpEndpointConfig {
+    /// `Host` header values accepted besides the loopback names (`localhost`, `127.0.0.1`,
+    /// `[::1]`, any port): the public names the gateway is reached by. `"*"` accepts any host
+    /// (behind a proxy that checks it).
+    pub allowed_hosts: Vec<String>,
+    /// Browser `Origin`s accepted (requests without an `Origin`, as CLI clients send, always
+    /// pass). `"*"` accepts any origin.
+    pub allowed_origins: Vec<String>,
+    /// Seconds between keep-alive comments on idle SSE streams, so proxies keep them open.
+    pub sse_keep_alive_s: u64,
+}
+
+impl Default for McpEndpointConfig {
+    fn default() -> Self {
+        Self {
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            sse_keep_alive_s: 15,
+        }
+    }
 }
