@@ -4,6 +4,10 @@
 //! - `control-plane` (default): 1,000 registered servers; `GET /api/mcp_servers` latency and
 //!   throughput at concurrency 1 and 16, idle RSS, and the time from exec to a ready probe.
 //!
+//! - `data-plane`: tool calls through the gateway's `/mcp` against the same calls made directly
+//!   to the same upstream (the fixture server over Streamable HTTP) in the same run: p50/p99 at
+//!   concurrency 1, calls/s at concurrency 16, and `tools/list` latency with 100 servers.
+//!
 //! It measures, it never asserts: targets live in the issues and the figures go in the notes.
 //! The machines are noisy, so every figure is a median over several rounds or a percentile over
 //! many requests, and the harness says how many.
@@ -11,6 +15,7 @@
 #![allow(clippy::print_stdout)]
 
 mod http;
+mod mcp;
 mod stats;
 
 use std::io::{BufRead, BufReader};
@@ -26,7 +31,8 @@ fn main() -> anyhow::Result<()> {
         .unwrap_or_else(|| "control-plane".to_owned());
     match scenario.as_str() {
         "control-plane" => control_plane(),
-        other => bail!("unknown scenario `{other}`; the scenarios are: control-plane"),
+        "data-plane" => data_plane(),
+        other => bail!("unknown scenario `{other}`; the scenarios are: control-plane, data-plane"),
     }
 }
 
@@ -195,5 +201,149 @@ fn control_plane() -> anyhow::Result<()> {
     }
     let loaded_rss = rss_kib(gateway.child.id())?;
     println!("RSS after load: {:.1} MiB", loaded_rss as f64 / 1024.0);
+    Ok(())
+}
+
+/// Starts the fixture server in HTTP mode and returns it with its MCP URL.
+fn start_fixture_http(fixture: &Path) -> anyhow::Result<(Child, String)> {
+    let mut child = Command::new(fixture)
+        .args(["--http", "0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("cannot start the fixture server")?;
+    let stderr = child.stderr.take().context("no stderr")?;
+    let mut lines = BufReader::new(stderr).lines();
+    let url = loop {
+        let Some(line) = lines.next() else {
+            bail!("the fixture exited before listening")
+        };
+        if let Some(url) = line?.strip_prefix("fixture listening on ") {
+            break url.trim().to_owned();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    Ok((child, url))
+}
+
+struct CallFigures {
+    p50: Duration,
+    p99: Duration,
+    calls_per_second_c16: f64,
+}
+
+fn measure_calls(url: &str, tool: &str) -> anyhow::Result<CallFigures> {
+    let params = format!(r#"{{"name":"{tool}","arguments":{{"text":"hello"}}}}"#);
+    let mut client = mcp::McpClient::connect(url)?;
+    for _ in 0..300 {
+        client.request("tools/call", &params)?;
+    }
+    let mut latencies = Vec::with_capacity(3000);
+    for _ in 0..3000 {
+        let sent = Instant::now();
+        let answer = client.request("tools/call", &params)?;
+        latencies.push(sent.elapsed());
+        if !answer.contains("hello") {
+            bail!("unexpected answer: {answer}");
+        }
+    }
+    let p50 = stats::percentile(&mut latencies, 0.5);
+    let p99 = stats::percentile(&mut latencies, 0.99);
+
+    let per_client = 800;
+    let started = Instant::now();
+    let workers: Vec<_> = (0..16)
+        .map(|_| {
+            let url = url.to_owned();
+            let params = params.clone();
+            std::thread::spawn(move || -> anyhow::Result<()> {
+                let mut client = mcp::McpClient::connect(&url)?;
+                for _ in 0..per_client {
+                    client.request("tools/call", &params)?;
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker
+            .join()
+            .map_err(|_| anyhow::anyhow!("a load worker panicked"))??;
+    }
+    let calls_per_second_c16 = (16 * per_client) as f64 / started.elapsed().as_secs_f64();
+    Ok(CallFigures {
+        p50,
+        p99,
+        calls_per_second_c16,
+    })
+}
+
+fn data_plane() -> anyhow::Result<()> {
+    const LISTED_SERVERS: usize = 100;
+    let gateway_binary = sibling_binary("mcp-gateway")?;
+    let fixture = sibling_binary("mcpgw-fixture-server")?;
+    let work = tempfile::tempdir()?;
+    let (mut direct, direct_url) = start_fixture_http(&fixture)?;
+
+    let config = work.path().join("gateway.yaml");
+    let mut yaml = format!(
+        "tool_timeout_s: 60\nmcp_servers:\n  fx:\n    mode: subprocess\n    command: [\"{}\"]\n",
+        fixture.display()
+    );
+    for index in 0..LISTED_SERVERS {
+        yaml.push_str(&format!(
+            "  listed-{index:03}:\n    mode: subprocess\n    command: [\"{}\"]\n    tools:\n",
+            fixture.display()
+        ));
+        for tool in ["echo", "add", "fail", "sleep", "stderr"] {
+            yaml.push_str(&format!(
+                "      - {{name: {tool}, description: the fixture's {tool} tool, inputSchema: {{type: object}}}}\n"
+            ));
+        }
+    }
+    std::fs::write(&config, yaml)?;
+    let gateway = start_gateway(&gateway_binary, &config, &work.path().join("data"))?;
+    let gateway_url = format!("http://{}/mcp", gateway.address);
+
+    println!(
+        "# data plane: tools/call `echo` through the gateway vs directly to the same upstream"
+    );
+    println!(
+        "(direct: the fixture server over Streamable HTTP; gateway: /mcp -> the fixture over stdio)"
+    );
+    let direct_figures = measure_calls(&direct_url, "echo")?;
+    let gateway_figures = measure_calls(&gateway_url, "fx__echo")?;
+    let _ = direct.kill();
+    let _ = direct.wait();
+    for (name, figures) in [("direct ", &direct_figures), ("gateway", &gateway_figures)] {
+        println!(
+            "{name}: c=1 p50 {:>7.3} ms  p99 {:>7.3} ms   c=16 {:>8.0} calls/s",
+            stats::millis(figures.p50),
+            stats::millis(figures.p99),
+            figures.calls_per_second_c16
+        );
+    }
+    println!(
+        "added p50 latency: {:.3} ms; throughput at c=16: {:.0}% of direct",
+        stats::millis(gateway_figures.p50.saturating_sub(direct_figures.p50)),
+        100.0 * gateway_figures.calls_per_second_c16 / direct_figures.calls_per_second_c16
+    );
+
+    let mut client = mcp::McpClient::connect(&gateway_url)?;
+    let listed = client.request("tools/list", "{}")?;
+    let count = listed.matches(r#""inputSchema""#).count();
+    let mut latencies = Vec::new();
+    for _ in 0..1000 {
+        let sent = Instant::now();
+        client.request("tools/list", "{}")?;
+        latencies.push(sent.elapsed());
+    }
+    println!(
+        "tools/list with {} servers registered ({count} tools): p50 {:.3} ms  p99 {:.3} ms",
+        LISTED_SERVERS + 1,
+        stats::millis(stats::percentile(&mut latencies, 0.5)),
+        stats::millis(stats::percentile(&mut latencies, 0.99))
+    );
     Ok(())
 }
