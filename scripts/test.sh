@@ -5,6 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+echo "== installing the real MCP peers of the end-to-end tests"
+./scripts/install-test-deps.sh
+
 echo "== building the workspace"
 cargo build --workspace --all-targets --locked
 

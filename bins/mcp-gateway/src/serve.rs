@@ -7,12 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use mcpgw_config::GatewayConfig;
 use mcpgw_core::{
-    Clock, EventSink, LaunchSpec, ManagerSettings, ServerLauncher, ServerManager, ServerRepository,
-    ServerSpec,
+    Clock, EventSink, InMemoryInvocationHistory, LaunchSpec, ManagerSettings, McpFrontend,
+    ServerLauncher, ServerManager, ServerRepository, ServerSpec,
 };
 use mcpgw_gateway::{
-    CompositeLauncher, EventBus, Gateway, GatewayInfo, StdioLauncher, TokioClock, TokioSpawner,
+    CompositeLauncher, DEFAULT_HISTORY_PER_SERVER, EventBus, Gateway, GatewayInfo,
+    HistoryRecorder, StdioLauncher, TokioClock, TokioSpawner, ToolCatalog,
 };
 
 use crate::cli::Cli;
@@ -22,13 +24,13 @@ const STOP_GRACE: Duration = Duration::from_secs(3);
 /// How often health checks, idle reaping and restarts are considered.
 const MAINTENANCE_PERIOD: Duration = Duration::from_secs(1);
 
+/// Everything the gateway is made of, before it starts serving.
+struct Assembled {
+    gateway: Gateway,
+    frontend: Arc<dyn McpFrontend>,
+}
+
 pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
-    if !cli.http {
-        anyhow::bail!(
-            "serving MCP over stdio is not available in this version; start with --http to serve \
-             the REST API"
-        );
-    }
     let (config, config_path) = crate::cli::startup_config(cli)?;
 
     // The domain's background work (starts, health checks, upstream I/O) runs on its own
@@ -40,11 +42,35 @@ pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
         .build()
         .context("cannot start the runtime")?;
 
+    let assembled = assemble(cli, &config, config_path, core_runtime.handle())?;
+    core_runtime.block_on(register_servers(&assembled.gateway, &config))?;
+    let maintenance = {
+        let _entered = core_runtime.enter();
+        mcpgw_gateway::spawn_maintenance(assembled.gateway.servers().clone(), MAINTENANCE_PERIOD)
+    };
+
+    let outcome = if cli.http {
+        serve_http(cli, &config, &assembled)
+    } else {
+        core_runtime.block_on(serve_stdio(&assembled))
+    };
+
+    maintenance.abort();
+    // Every managed server is stopped before the process ends, so nothing is left behind.
+    core_runtime.block_on(assembled.gateway.shutdown());
+    core_runtime.shutdown_timeout(Duration::from_secs(1));
+    outcome?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn assemble(
+    cli: &Cli,
+    config: &GatewayConfig,
+    config_path: Option<std::path::PathBuf>,
+    runtime: &tokio::runtime::Handle,
+) -> anyhow::Result<Assembled> {
     std::fs::create_dir_all(&cli.data_dir).with_context(|| {
-        format!(
-            "cannot create the data directory {}",
-            cli.data_dir.display()
-        )
+        format!("cannot create the data directory {}", cli.data_dir.display())
     })?;
     let database = cli.data_dir.join("mcpgw.db");
     let store = Arc::new(
@@ -54,64 +80,105 @@ pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
 
     let clock: Arc<dyn Clock> = Arc::new(TokioClock::default());
     let events = Arc::new(EventBus::new(4096));
-    let launcher = build_launcher();
     let settings = ManagerSettings {
         call_timeout: Duration::from_secs(config.tool_timeout_s),
         ..ManagerSettings::default()
     };
     let manager = ServerManager::new(
-        launcher,
+        build_launcher(),
         clock,
         events.clone() as Arc<dyn EventSink>,
-        Arc::new(TokioSpawner::new(core_runtime.handle().clone())),
-        Some(store.clone() as Arc<dyn ServerRepository>),
+        Arc::new(TokioSpawner::new(runtime.clone())),
+        Some(store as Arc<dyn ServerRepository>),
         settings,
     );
 
+    let catalog = ToolCatalog::new(manager.clone(), config.tool_names);
+    events.add_observer(catalog.observer());
+    runtime.spawn(catalog.clone().run_change_notifier());
+    let history = Arc::new(InMemoryInvocationHistory::new(DEFAULT_HISTORY_PER_SERVER));
+    events.add_observer(Arc::new(HistoryRecorder::new(history.clone())));
+    let frontend: Arc<dyn McpFrontend> = catalog;
+
     let gateway = Gateway::new(
-        manager.clone(),
+        manager,
         GatewayInfo {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             config_path: config_path.as_ref().map(|path| path.display().to_string()),
         },
-    );
+    )
+    .with_history(history)
+    .with_frontend(frontend.clone());
+    Ok(Assembled { gateway, frontend })
+}
 
-    core_runtime.block_on(async {
-        for spec in config.server_specs() {
-            manager
-                .register(spec)
-                .await
-                .context("cannot register a configured mcp server")?;
-        }
-        let restored = manager
-            .restore_from_repository()
-            .await
-            .context("cannot load the mcp servers saved in the store")?;
-        tracing::info!(
-            configured = config.mcp_servers.len(),
-            restored,
-            "mcp servers registered"
+async fn register_servers(gateway: &Gateway, config: &GatewayConfig) -> anyhow::Result<()> {
+    let manager = gateway.servers();
+    for spec in config.server_specs() {
+        manager.register(spec).await.context("cannot register a configured mcp server")?;
+    }
+    let restored = manager
+        .restore_from_repository()
+        .await
+        .context("cannot load the mcp servers saved in the store")?;
+    tracing::info!(configured = config.mcp_servers.len(), restored, "mcp servers registered");
+    Ok(())
+}
+
+fn build_launcher() -> Arc<dyn ServerLauncher> {
+    let processes = Arc::new(mcpgw_runner_process::ProcessRunner::new(
+        mcpgw_runner_process::ProcessRunnerSettings::default(),
+    ));
+    let connector = Arc::new(mcpgw_mcp_rmcp::RmcpStdioConnector::new(
+        mcpgw_mcp_rmcp::StdioConnectorSettings::default(),
+    ));
+    let stdio = Arc::new(StdioLauncher::new(processes, connector, STOP_GRACE));
+    let remote = Arc::new(mcpgw_mcp_rmcp::RemoteLauncher::new(
+        mcpgw_mcp_rmcp::RemoteSettings::default(),
+    ));
+    fn is_subprocess(spec: &ServerSpec) -> bool {
+        matches!(spec.launch, LaunchSpec::Subprocess { .. })
+    }
+    fn is_remote(spec: &ServerSpec) -> bool {
+        matches!(spec.launch, LaunchSpec::Remote { .. })
+    }
+    Arc::new(CompositeLauncher::new().with(is_subprocess, stdio).with(is_remote, remote))
+}
+
+/// The MCP endpoint's handler from the rmcp adapter, in the HTTP adapter's types.
+fn mcp_http_handler(
+    config: &GatewayConfig,
+    frontend: Arc<dyn McpFrontend>,
+) -> mcpgw_http_actix::McpHttpHandler {
+    use http_body_util::BodyExt as _;
+    let endpoint = &config.mcp_endpoint;
+    let settings = mcpgw_mcp_rmcp::McpHttpSettings::default()
+        .with_public_hosts(endpoint.allowed_hosts.clone())
+        .with_allowed_origins(endpoint.allowed_origins.clone())
+        .with_sse_keep_alive(
+            Some(Duration::from_secs(endpoint.sse_keep_alive_s)).filter(|d| !d.is_zero()),
         );
-        anyhow::Ok(())
-    })?;
-    let maintenance = {
-        let _entered = core_runtime.enter();
-        mcpgw_gateway::spawn_maintenance(manager.clone(), MAINTENANCE_PERIOD)
-    };
+    let handler = mcpgw_mcp_rmcp::streamable_http_handler(frontend, settings);
+    Arc::new(move |request| {
+        let answer = handler(request);
+        Box::pin(async move { answer.await.map(|body| body.boxed_unsync()) })
+    })
+}
 
+fn serve_http(cli: &Cli, config: &GatewayConfig, assembled: &Assembled) -> anyhow::Result<()> {
+    let gateway = &assembled.gateway;
     let listener = TcpListener::bind((cli.host.as_str(), cli.port))
         .with_context(|| format!("cannot listen on {}:{}", cli.host, cli.port))?;
-    let address = listener
-        .local_addr()
-        .context("cannot read the bound address")?;
+    let address = listener.local_addr().context("cannot read the bound address")?;
 
     let metrics = mcpgw_http_actix::install_metrics_recorder()
         .map_err(|error| anyhow::anyhow!("cannot install the metrics recorder: {error}"))?;
     let http_settings = mcpgw_http_actix::HttpSettings::default();
     let state =
-        mcpgw_http_actix::ApiState::new(gateway.clone(), metrics.clone(), http_settings.clone());
+        mcpgw_http_actix::ApiState::new(gateway.clone(), metrics.clone(), http_settings.clone())
+            .with_mcp_handler(mcp_http_handler(config, assembled.frontend.clone()));
 
-    let outcome = actix_web::rt::System::new().block_on(async {
+    actix_web::rt::System::new().block_on(async {
         let server = mcpgw_http_actix::build_server(state, listener, &http_settings)
             .context("cannot start the HTTP server")?;
         let handle = server.handle();
@@ -144,28 +211,27 @@ pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
         };
         upkeep.abort();
         outcome
-    });
-
-    maintenance.abort();
-    // Every managed server is stopped before the process ends, so nothing is left behind.
-    core_runtime.block_on(gateway.shutdown());
-    core_runtime.shutdown_timeout(Duration::from_secs(1));
-    outcome?;
-    Ok(ExitCode::SUCCESS)
+    })
 }
 
-fn build_launcher() -> Arc<dyn ServerLauncher> {
-    let processes = Arc::new(mcpgw_runner_process::ProcessRunner::new(
-        mcpgw_runner_process::ProcessRunnerSettings::default(),
-    ));
-    let connector = Arc::new(mcpgw_mcp_rmcp::RmcpStdioConnector::new(
-        mcpgw_mcp_rmcp::StdioConnectorSettings::default(),
-    ));
-    let stdio = Arc::new(StdioLauncher::new(processes, connector, STOP_GRACE));
-    fn is_subprocess(spec: &ServerSpec) -> bool {
-        matches!(spec.launch, LaunchSpec::Subprocess { .. })
+/// Serves MCP over stdin/stdout until the client closes stdin or a signal arrives.
+async fn serve_stdio(assembled: &Assembled) -> anyhow::Result<()> {
+    assembled.gateway.mark_startup_complete();
+    let served = mcpgw_mcp_rmcp::serve_stdio(
+        assembled.frontend.clone(),
+        mcpgw_mcp_rmcp::McpServerSettings::default(),
+    );
+    tokio::select! {
+        result = served => {
+            result.context("serving MCP over stdio failed")?;
+            tracing::info!("the MCP client closed stdin; shutting down");
+        }
+        signal = wait_for_shutdown_signal() => {
+            tracing::info!(signal, "shutting down");
+        }
     }
-    Arc::new(CompositeLauncher::new().with(is_subprocess, stdio))
+    assembled.gateway.mark_shutting_down();
+    Ok(())
 }
 
 async fn wait_for_shutdown_signal() -> &'static str {

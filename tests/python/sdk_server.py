@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""A small MCP server made with the official Python SDK (mcp 2.3.0), for end-to-end tests.
+
+    sdk_server.py stdio
+    sdk_server.py http [--host 127.0.0.1] [--port 0]
+
+Over HTTP it serves Streamable HTTP at /mcp in both protocol eras on one path (2025-11-25 with
+initialize and sessions, 2026-07-28 stateless), and prints `listening on http://HOST:PORT/mcp`
+on stderr once it accepts connections (port 0 picks a free port). It is the independent
+implementation that the gateway's remote (HTTP) upstreams and the client scripts are checked
+against, since the reference server-everything speaks only the 2025 era.
+
+Tools:
+- `echo {text}`: the text.
+- `add {a, b}`: the sum, as text and as structured content `{"result": a + b}`.
+- `sleep {ms}`: sleeps, reporting progress 0, 1, 2, 3 of total 4 when asked; writes
+  `sdk_server sleep cancelled` on stderr when cancelled.
+- `fail {message}`: a tool-level error (`isError: true`) with the message.
+- `add_tool {name}`: registers a tool `name` (answering its own name) and announces the change:
+  to every `subscriptions/listen` stream (2026-07-28) and on the calling session (2025 era).
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import sys
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+server = MCPServer(name="mcpgw-sdk-test-server", log_level="WARNING")
+
+
+@server.tool(description="Returns the text it is given.")
+def echo(text: str) -> str:
+    return text
+
+
+@server.tool(description="Adds two numbers.")
+def add(a: float, b: float) -> dict[str, float]:
+    return {"result": a + b}
+
+
+@server.tool(description="Sleeps for ms milliseconds, reporting progress; stops when cancelled.")
+async def sleep(ms: int, ctx: Context) -> str:
+    steps = 4
+    try:
+        for step in range(steps):
+            await ctx.report_progress(step, steps)
+            await anyio.sleep(ms / 1000 / steps)
+    except anyio.get_cancelled_exc_class():
+        print("sdk_server sleep cancelled", file=sys.stderr, flush=True)
+        raise
+    return f"slept {ms} ms"
+
+
+@server.tool(description="Always answers a tool-level error with the given message.")
+def fail(message: str) -> str:
+    raise ToolError(message)
+
+
+@server.tool(description="Registers a new tool with the given name and announces the change.")
+async def add_tool(name: str, ctx: Context) -> str:
+    def answer_own_name() -> str:
+        return name
+
+    server.add_tool(answer_own_name, name=name, description=f"Answers {name}.")
+    await ctx.notify_tools_changed()
+    session = ctx.request_context.session
+    if hasattr(session, "send_tool_list_changed"):
+        try:
+            await session.send_tool_list_changed()
+        except Exception as error:  # noqa: BLE001 - the 2026 wire has no session to notify
+            print(f"sdk_server: no session notification ({error})", file=sys.stderr, flush=True)
+    return f"added {name}"
+
+
+async def serve_http(host: str, port: int) -> None:
+    import uvicorn
+
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((host, port))
+    listener.listen(128)
+    bound_port = listener.getsockname()[1]
+    app = server.streamable_http_app(host=host)
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    http_server = uvicorn.Server(config)
+
+    async def announce_when_started() -> None:
+        while not http_server.started:
+            await anyio.sleep(0.01)
+        print(f"listening on http://{host}:{bound_port}/mcp", file=sys.stderr, flush=True)
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(announce_when_started)
+        await http_server.serve(sockets=[listener])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("transport", choices=("stdio", "http"))
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    options = parser.parse_args()
+    if options.transport == "stdio":
+        server.run("stdio")
+    else:
+        anyio.run(serve_http, options.host, options.port)
+
+
+if __name__ == "__main__":
+    main()
