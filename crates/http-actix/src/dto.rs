@@ -379,6 +379,55 @@ pub struct ServerLogs {
     pub count: usize,
 }
 
+/// One finished tool call.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct InvocationEntry {
+    /// The invocation's event id, as a string because a store may choose other ids; entries
+    /// are ordered by it.
+    #[schema(example = "1042")]
+    pub event_id: String,
+    /// The tool's own (unprefixed) name.
+    pub tool: String,
+    /// When the call finished: UTC, without an offset, with microseconds.
+    #[schema(example = "2026-11-21T14:03:07.123456")]
+    pub occurred_at: String,
+    pub duration_ms: f64,
+    /// The call got an answer from the server. A tool that answered with an error result
+    /// (`isError`) still succeeded, with `is_error` true.
+    pub success: bool,
+    pub is_error: bool,
+    /// Why the call failed, when it did and the reason is known (such as `timeout`).
+    pub error_kind: Option<String>,
+    /// Who called, when known (`user:alice`).
+    pub principal: Option<String>,
+}
+
+impl From<mcpgw_core::InvocationRecord> for InvocationEntry {
+    fn from(record: mcpgw_core::InvocationRecord) -> Self {
+        Self {
+            event_id: record.event_id.to_string(),
+            tool: record.tool,
+            occurred_at: record.occurred_at.to_string(),
+            duration_ms: record.duration_ms,
+            success: record.success,
+            is_error: record.is_error,
+            error_kind: record.error_kind,
+            principal: record.principal,
+        }
+    }
+}
+
+/// A page of a server's tool invocation history.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ToolHistory {
+    pub mcp_server_id: String,
+    /// Newest first.
+    pub history: Vec<InvocationEntry>,
+    /// Pass it as `cursor` for the next (older) page; null on the last page.
+    #[schema(example = "1001")]
+    pub next_cursor: Option<String>,
+}
+
 /// The launch and health fields of a server definition, exactly as in the configuration file's
 /// `mcp_servers` entries. Which fields apply depends on `mode`; a field of another mode, an
 /// unknown field or a value out of range answers 422.

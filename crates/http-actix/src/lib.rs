@@ -1,11 +1,14 @@
-//! The HTTP adapter of mcpgw: the REST API under `/api/`, the probes under `/health/`,
-//! Prometheus metrics at `/metrics`, the OpenAPI document and its Swagger UI, on actix-web.
+//! The HTTP adapter of mcpgw: the REST API under `/api/`, the MCP endpoint at `/mcp`, the probes
+//! under `/health/`, Prometheus metrics at `/metrics`, the OpenAPI document and its Swagger UI, on
+//! actix-web.
 //!
 //! It turns HTTP requests into calls of the application facade ([`mcpgw_gateway::Gateway`])
 //! and the answers into the API's JSON shapes, which live here and nowhere else. Server
 //! definitions in request bodies go through the configuration crate, so the API and the file
 //! obey one set of rules. Every error, actix's own included, answers the contract's envelope
-//! `{"error", "message", "status_code"}`.
+//! `{"error", "message", "status_code"}`. `/mcp` is a mount point only: the MCP protocol is served
+//! by a [`McpHttpHandler`] that the composition root hands in, built on standard `http` types, so
+//! this crate knows no MCP library.
 //!
 //! It must never hold business rules (they belong to the domain crates), never know another
 //! adapter, never panic or answer 500 on bad input, and never label a metric with unbounded
@@ -17,6 +20,7 @@
 mod definition;
 pub mod dto;
 mod error;
+mod mcp_endpoint;
 mod openapi;
 mod probes;
 mod servers;
@@ -25,13 +29,15 @@ mod telemetry;
 
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
+use actix_web::http::Method;
 use actix_web::{App, HttpRequest, HttpServer, Resource, web};
 
 pub use error::{
     ApiError, ErrorEnvelope, names as error_names, route_not_found, status_and_name_of,
 };
+pub use mcp_endpoint::{MCP_ALLOWED_METHODS, MCP_PATH, McpHttpHandler, McpResponseBody};
 pub use openapi::{ApiDoc, DOCS_PATH, OPENAPI_PATH, openapi_document};
-pub use servers::{DEFAULT_LOG_LINES, MAX_LOG_LINES};
+pub use servers::{DEFAULT_HISTORY_LIMIT, DEFAULT_LOG_LINES, MAX_HISTORY_LIMIT, MAX_LOG_LINES};
 pub use state::{ApiState, HttpSettings};
 pub use telemetry::{
     BUILD_INFO, HTTP_REQUEST_DURATION_SECONDS, HTTP_REQUESTS_TOTAL, MCP_SERVERS, RequestMetrics,
@@ -63,6 +69,24 @@ impl Mounter {
                 ApiError::method_not_allowed(request.method().as_str(), request.path(), allow)
             }))
     }
+
+    /// `/mcp`: the handler's three methods and `OPTIONS` when there is a handler, else a 404 for
+    /// every method (without reading the body).
+    fn mcp_resource(&self) -> Resource {
+        let resource = self.resource(web::resource(MCP_PATH), MCP_ALLOWED_METHODS);
+        if self.state.mcp_handler().is_none() {
+            return resource.default_service(web::to(mcp_endpoint::endpoint_not_enabled));
+        }
+        resource
+            .route(web::get().to(mcp_endpoint::open_stream))
+            .route(web::post().to(mcp_endpoint::send_message))
+            .route(web::delete().to(mcp_endpoint::end_session))
+            .route(
+                web::route()
+                    .method(Method::OPTIONS)
+                    .to(mcp_endpoint::options),
+            )
+    }
 }
 
 /// Mounts every route of the API on `cfg`, and sets the envelope 404 as the application's
@@ -70,7 +94,8 @@ impl Mounter {
 ///
 /// Routes are mounted as plain resources, not in an `/api` scope, so an embedder can add its
 /// own routes under `/api/` next to these. Wrap the whole `App` with [`RequestMetrics`] to count
-/// requests; [`app`] does.
+/// requests; [`app`] does. Never wrap it with `Compress`: `/mcp` streams server-sent events,
+/// which a compressor would hold back.
 pub fn configure(cfg: &mut web::ServiceConfig, state: ApiState) {
     let mounter = Mounter {
         openapi: web::Data::new(openapi::OpenApiJson::new(&state.gateway().info().version)),
@@ -110,6 +135,11 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: ApiState) {
     )
     .service(
         mounter
+            .resource(web::resource("/api/mcp_servers/{id}/tools/history"), "GET")
+            .route(web::get().to(servers::tool_history)),
+    )
+    .service(
+        mounter
             .resource(web::resource("/api/mcp_servers/{id}/health"), "GET")
             .route(web::get().to(servers::server_health)),
     )
@@ -118,6 +148,7 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: ApiState) {
             .resource(web::resource("/api/mcp_servers/{id}/logs"), "GET")
             .route(web::get().to(servers::server_logs)),
     )
+    .service(mounter.mcp_resource())
     .service(
         mounter
             .resource(web::resource(OPENAPI_PATH), "GET")
@@ -186,6 +217,10 @@ pub fn build_server(
         // Without it, chunked and streamed answers wait for Nagle's delay on keep-alive
         // connections.
         .tcp_nodelay(true)
+        // A client that closes its side has left: the answer it was waiting for (an MCP event
+        // stream above all) is dropped at once, rather than at the next write that fails. HTTP
+        // clients do not half-close to mark the end of a request; hyper refuses it by default too.
+        .h1_allow_half_closed(false)
         .disable_signals()
         .shutdown_timeout(settings.shutdown_timeout_s)
         .client_request_timeout(settings.client_request_timeout)

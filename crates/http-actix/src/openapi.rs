@@ -8,7 +8,7 @@ use utoipa::OpenApi;
 use utoipa_swagger_ui::Config;
 
 use crate::error::{ApiError, ErrorEnvelope};
-use crate::{dto, probes, servers, telemetry};
+use crate::{dto, mcp_endpoint, probes, servers, telemetry};
 
 pub const OPENAPI_PATH: &str = "/api/openapi.json";
 pub const DOCS_PATH: &str = "/docs";
@@ -23,7 +23,8 @@ pub const DOCS_PATH: &str = "/docs";
             is called with a method it does not accept (405 `MethodNotAllowedError`, with \
             `Allow`), or a body is larger than the limit (413 `PayloadTooLargeError`). Request \
             bodies are parsed as JSON whatever their Content-Type says. Collections answer with \
-            and without a trailing slash.",
+            and without a trailing slash. `/mcp` is the MCP Streamable HTTP endpoint; what it \
+            answers beyond its own 404, 405 and 413 follows the MCP specification.",
         license(name = "Apache-2.0", identifier = "Apache-2.0"),
     ),
     paths(
@@ -37,6 +38,10 @@ pub const DOCS_PATH: &str = "/docs";
         servers::server_tools,
         servers::server_health,
         servers::server_logs,
+        servers::tool_history,
+        mcp_endpoint::open_stream,
+        mcp_endpoint::send_message,
+        mcp_endpoint::end_session,
         probes::live,
         probes::startup,
         probes::ready,
@@ -47,6 +52,7 @@ pub const DOCS_PATH: &str = "/docs";
     components(schemas(ErrorEnvelope, dto::McpTool)),
     tags(
         (name = "mcp_servers", description = "Managed MCP servers: definitions, lifecycle, tools, health and logs"),
+        (name = "mcp", description = "The MCP Streamable HTTP endpoint: every tool of every server the caller may use, as `{server_id}__{tool}`"),
         (name = "probes", description = "Liveness, startup and readiness probes; no credentials, never rate limited"),
         (name = "observability", description = "Prometheus metrics"),
         (name = "docs", description = "This document and its Swagger UI"),

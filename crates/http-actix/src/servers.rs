@@ -7,8 +7,9 @@ use serde::Deserialize;
 
 use crate::definition::{body_bytes, spec_for_create, spec_for_update};
 use crate::dto::{
-    CreateServerRequest, HealthStatus, ServerCreated, ServerDeleted, ServerDetails, ServerList,
-    ServerLogs, ServerSummary, ServerTools, UpdateServerRequest,
+    CreateServerRequest, HealthStatus, InvocationEntry, ServerCreated, ServerDeleted,
+    ServerDetails, ServerList, ServerLogs, ServerSummary, ServerTools, ToolHistory,
+    UpdateServerRequest,
 };
 use crate::error::{ApiError, ErrorEnvelope, bounded_for_message};
 use crate::state::ApiState;
@@ -17,6 +18,10 @@ use crate::state::ApiState;
 pub const DEFAULT_LOG_LINES: usize = 100;
 /// The most log lines one request gets; more are served as this many.
 pub const MAX_LOG_LINES: usize = LOG_RING_CAPACITY;
+/// How many invocations a history page holds when `limit` is not given.
+pub const DEFAULT_HISTORY_LIMIT: usize = 50;
+/// The most invocations one history page holds; a larger `limit` is served as this many.
+pub const MAX_HISTORY_LIMIT: usize = 500;
 
 /// An id from the path. A string that is not a valid server id cannot name a server, so it is
 /// simply not found.
@@ -273,29 +278,35 @@ pub(crate) struct LogsQuery {
     lines: Option<String>,
 }
 
-/// Reads `lines`: an integer, default 100; above 1000 is served as 1000; below 1 or not an
-/// integer is refused.
-fn requested_log_lines(raw: Option<&str>) -> Result<usize, ApiError> {
+/// Reads a count from the query: an integer, `default` when absent; above `max` is served as
+/// `max`; below 1 or not an integer is refused, naming `parameter`.
+fn requested_count(
+    parameter: &str,
+    raw: Option<&str>,
+    default: usize,
+    max: usize,
+) -> Result<usize, ApiError> {
     let Some(raw) = raw else {
-        return Ok(DEFAULT_LOG_LINES);
+        return Ok(default);
     };
     let refuse = || {
         ApiError::validation(format!(
-            "lines: must be an integer from 1 to {MAX_LOG_LINES}; got `{}`",
+            "{parameter}: must be an integer from 1 to {max}; got `{}`",
             bounded_for_message(raw)
         ))
     };
     match raw.parse::<i64>() {
-        Ok(lines) if lines < 1 => Err(refuse()),
-        Ok(lines) => Ok(usize::try_from(lines)
-            .unwrap_or(MAX_LOG_LINES)
-            .min(MAX_LOG_LINES)),
+        Ok(count) if count < 1 => Err(refuse()),
+        Ok(count) => Ok(usize::try_from(count).unwrap_or(max).min(max)),
         // A positive integer too large for i64 is still an integer above the maximum.
-        Err(_) if !raw.is_empty() && raw.bytes().all(|byte| byte.is_ascii_digit()) => {
-            Ok(MAX_LOG_LINES)
-        }
+        Err(_) if !raw.is_empty() && raw.bytes().all(|byte| byte.is_ascii_digit()) => Ok(max),
         Err(_) => Err(refuse()),
     }
+}
+
+/// Reads `lines`: default 100, at most 1000.
+fn requested_log_lines(raw: Option<&str>) -> Result<usize, ApiError> {
+    requested_count("lines", raw, DEFAULT_LOG_LINES, MAX_LOG_LINES)
 }
 
 /// The most recent stderr lines of a server, oldest first.
@@ -339,6 +350,81 @@ pub(crate) async fn server_logs(
     }))
 }
 
+#[derive(Debug, Deserialize)]
+pub(crate) struct HistoryQuery {
+    limit: Option<String>,
+    cursor: Option<String>,
+}
+
+/// Reads `cursor`: the decimal `next_cursor` of a previous page, so a non-negative integer.
+fn requested_cursor(raw: Option<&str>) -> Result<Option<u64>, ApiError> {
+    raw.map(|raw| {
+        raw.parse::<u64>().map_err(|_| {
+            ApiError::validation(format!(
+                "cursor: must be the `next_cursor` of a previous page, a non-negative integer; \
+                 got `{}`; leave it out for the newest page",
+                bounded_for_message(raw)
+            ))
+        })
+    })
+    .transpose()
+}
+
+/// The server's tool invocations, newest first, a page at a time.
+#[utoipa::path(
+    get,
+    path = "/api/mcp_servers/{id}/tools/history",
+    tag = "mcp_servers",
+    operation_id = "get_mcp_server_tool_history",
+    params(
+        ("id" = String, Path, description = "The server's id"),
+        ("limit" = Option<i64>, Query, minimum = 1,
+         description = "How many invocations per page: default 50; above 500 is served as 500"),
+        ("cursor" = Option<String>, Query,
+         description = "The `next_cursor` of the previous page; leave it out for the newest page"),
+    ),
+    responses(
+        (status = 200, description = "A page of invocations, newest first; `next_cursor` is null \
+            on the last page", body = ToolHistory),
+        (status = 404, description = "No such server (McpServerNotFoundError)", body = ErrorEnvelope),
+        (status = 422, description = "`limit` is below 1 or not an integer, or `cursor` is not a \
+            non-negative integer", body = ErrorEnvelope),
+    )
+)]
+pub(crate) async fn tool_history(
+    state: web::Data<ApiState>,
+    id: web::Path<String>,
+    query: web::Query<HistoryQuery>,
+) -> Result<web::Json<ToolHistory>, ApiError> {
+    let id = path_id(&id)?;
+    // An unknown server is reported as such, whatever the query says.
+    if !state.gateway().servers().contains(&id) {
+        return Err(ApiError::server_not_found(id.as_str()));
+    }
+    let limit = requested_count(
+        "limit",
+        query.limit.as_deref(),
+        DEFAULT_HISTORY_LIMIT,
+        MAX_HISTORY_LIMIT,
+    )?;
+    let before = requested_cursor(query.cursor.as_deref())?;
+    let page = state
+        .gateway()
+        .history()
+        .page(&id, limit, before)
+        .await
+        .map_err(|error| ApiError::internal(&error))?;
+    Ok(web::Json(ToolHistory {
+        mcp_server_id: id.to_string(),
+        history: page
+            .entries
+            .into_iter()
+            .map(InvocationEntry::from)
+            .collect(),
+        next_cursor: page.next_cursor.map(|cursor| cursor.to_string()),
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -368,6 +454,37 @@ mod tests {
             let error = requested_log_lines(Some(bad)).unwrap_err();
             assert_eq!(error.status().as_u16(), 422, "{bad:?}");
             assert!(error.message().starts_with("lines: "), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn history_limits_default_to_50_and_stop_at_500() {
+        let limit = |raw| requested_count("limit", raw, DEFAULT_HISTORY_LIMIT, MAX_HISTORY_LIMIT);
+        assert_eq!(limit(None).unwrap(), 50);
+        assert_eq!(limit(Some("1")).unwrap(), 1);
+        assert_eq!(limit(Some("500")).unwrap(), 500);
+        assert_eq!(limit(Some("501")).unwrap(), 500);
+        assert_eq!(limit(Some("99999999999999999999999")).unwrap(), 500);
+        for bad in ["0", "-3", "x", "2.5", ""] {
+            let error = limit(Some(bad)).unwrap_err();
+            assert_eq!(error.status().as_u16(), 422, "{bad:?}");
+            assert!(error.message().starts_with("limit: "), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn history_cursors_are_non_negative_integers() {
+        assert_eq!(requested_cursor(None).unwrap(), None);
+        assert_eq!(requested_cursor(Some("0")).unwrap(), Some(0));
+        assert_eq!(requested_cursor(Some("42")).unwrap(), Some(42));
+        assert_eq!(
+            requested_cursor(Some("18446744073709551615")).unwrap(),
+            Some(u64::MAX)
+        );
+        for bad in ["-1", "abc", "1.5", "", "18446744073709551616", " 4"] {
+            let error = requested_cursor(Some(bad)).unwrap_err();
+            assert_eq!(error.status().as_u16(), 422, "{bad:?}");
+            assert!(error.message().starts_with("cursor: "), "{bad:?}");
         }
     }
 }

@@ -14,9 +14,21 @@
 //! [`ProcessSpawner`]: mcpgw_core::ProcessSpawner
 //! [`McpSession`]: mcpgw_core::McpSession
 
+mod http_service;
 mod progress;
+mod remote;
+mod server;
 mod session;
 mod stdio;
 
+pub use http_service::{
+    LOOPBACK_HOSTS, McpHttpBody, McpHttpHandler, McpHttpSettings, streamable_http_handler,
+};
+pub use remote::{RemoteLauncher, RemoteSettings};
+pub use server::{
+    CANCELLED_ERROR_CODE, DEFAULT_TOOLS_PAGE_SIZE, DownstreamError, GatewayMcpServer,
+    McpServerSettings, RATE_LIMITED_ERROR_CODE, TIMEOUT_ERROR_CODE, caller_from_extensions,
+    jsonrpc_error, serve_connection, serve_stdio,
+};
 pub use session::RmcpSession;
 pub use stdio::{RmcpStdioConnector, StdioConnectorSettings};

@@ -1,9 +1,11 @@
-//! Routing of upstream `notifications/progress` to the caller whose request they belong to.
+//! Routing of upstream notifications the session acts on: `notifications/progress` to the caller
+//! whose request they belong to, and `notifications/tools/list_changed` to a change counter.
 //!
 //! rmcp hands each incoming notification to the client handler on a task of its own, so
 //! notifications could overtake each other and the final response. Progress is therefore taken
 //! off the stream inside the transport, in arrival order, before the response that follows it
-//! is routed to its caller.
+//! is routed to its caller. Tool-list changes are counted at the same place, so that a change
+//! announced before an answer is visible by the time the answer is.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -14,6 +16,7 @@ use rmcp::RoleClient;
 use rmcp::model::{JsonRpcMessage, ProgressNotificationParam, ProgressToken, ServerNotification};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
+use tokio::sync::watch;
 
 /// Progress that arrived before its request's handler was registered is kept this long (in
 /// notifications, across all tokens), because rmcp only reveals a request's progress token once
@@ -98,19 +101,29 @@ impl Drop for ProgressRegistration {
 }
 
 /// A transport that takes progress notifications out of the incoming stream and delivers them
-/// through [`ProgressRoutes`]; everything else passes through untouched.
-pub(crate) struct ProgressRelayTransport<T> {
+/// through [`ProgressRoutes`], and counts tool-list change announcements; everything else (the
+/// announcements included) passes through untouched.
+pub(crate) struct NotificationRelayTransport<T> {
     inner: T,
     routes: Arc<ProgressRoutes>,
+    tool_list_changes: watch::Sender<u64>,
 }
 
-impl<T> ProgressRelayTransport<T> {
-    pub(crate) fn new(inner: T, routes: Arc<ProgressRoutes>) -> Self {
-        Self { inner, routes }
+impl<T> NotificationRelayTransport<T> {
+    pub(crate) fn new(
+        inner: T,
+        routes: Arc<ProgressRoutes>,
+        tool_list_changes: watch::Sender<u64>,
+    ) -> Self {
+        Self {
+            inner,
+            routes,
+            tool_list_changes,
+        }
     }
 }
 
-impl<T> Transport<RoleClient> for ProgressRelayTransport<T>
+impl<T> Transport<RoleClient> for NotificationRelayTransport<T>
 where
     T: Transport<RoleClient>,
 {
@@ -133,6 +146,10 @@ where
                         self.routes.deliver(progress.params);
                     }
                     other => {
+                        if matches!(other, ServerNotification::ToolListChangedNotification(_)) {
+                            self.tool_list_changes
+                                .send_modify(|changes| *changes = changes.wrapping_add(1));
+                        }
                         return Some(JsonRpcMessage::Notification(
                             rmcp::model::JsonRpcNotification {
                                 jsonrpc: notification.jsonrpc,

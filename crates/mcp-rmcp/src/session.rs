@@ -13,25 +13,43 @@ use mcpgw_core::{
 };
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientConfig,
-    ClientRequest, ListToolsRequest, PaginatedRequestParams, PingRequest, RequestId, ServerResult,
+    ClientRequest, GetPromptRequest, GetPromptRequestParams, ListPromptsRequest,
+    ListResourceTemplatesRequest, ListResourcesRequest, ListToolsRequest, PaginatedRequestParams,
+    PingRequest, ReadResourceRequest, ReadResourceRequestParams, RequestId, ServerResult,
 };
 use rmcp::service::{
     ClientInitializeError, Peer, PeerRequestOptions, QuitReason, RoleClient, ServiceError,
 };
 use rmcp::transport::Transport;
+use serde_json::{Map, Value};
 use tokio::sync::watch;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::progress::{ProgressRelayTransport, ProgressRoutes};
+use crate::progress::{NotificationRelayTransport, ProgressRoutes};
 
 /// A server that keeps answering with new cursors is cut off after this many pages.
-const MAX_TOOL_PAGES: usize = 10_000;
+const MAX_LIST_PAGES: usize = 10_000;
 
 /// How long `close` waits for rmcp to wind the connection down.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
 /// How long telling the server about a cancelled request may delay the caller.
 const CANCEL_NOTICE_GRACE: Duration = Duration::from_secs(1);
+
+/// Resolves, with a description for the logs, once a transport knows that its connection is gone
+/// for good while rmcp would keep it open (a remote server that dropped the session or cannot
+/// be reached any more).
+pub(crate) type ConnectionLost = Pin<Box<dyn Future<Output = String> + Send>>;
+
+/// What a connector decides about a session it establishes; the transport is separate.
+pub(crate) struct SessionSetup {
+    pub(crate) client_config: ClientConfig,
+    pub(crate) request_timeout: Option<Duration>,
+    /// Ends the session when it resolves. Stdio transports end on their own and pass `None`.
+    pub(crate) connection_lost: Option<ConnectionLost>,
+    /// Completes error messages about a broken connection: where to look for the reason.
+    pub(crate) failure_hint: String,
+}
 
 /// An MCP client session with one upstream server, created by a connector of this crate.
 ///
@@ -41,6 +59,8 @@ pub struct RmcpSession {
     peer: Peer<RoleClient>,
     request_timeout: Option<Duration>,
     progress_routes: Arc<ProgressRoutes>,
+    tool_list_changes: watch::Receiver<u64>,
+    failure_hint: String,
     shutdown: CancellationToken,
     closed_by_gateway: AtomicBool,
     ended: watch::Receiver<Option<ExitStatusInfo>>,
@@ -61,14 +81,24 @@ impl RmcpSession {
     pub(crate) async fn establish<T>(
         server_id: ServerId,
         transport: T,
-        client_config: ClientConfig,
-        request_timeout: Option<Duration>,
+        setup: SessionSetup,
     ) -> Result<Self, ClientInitializeError>
     where
         T: Transport<RoleClient> + 'static,
     {
+        let SessionSetup {
+            client_config,
+            request_timeout,
+            connection_lost,
+            failure_hint,
+        } = setup;
         let progress_routes = Arc::new(ProgressRoutes::default());
-        let transport = ProgressRelayTransport::new(transport, Arc::clone(&progress_routes));
+        let (tool_list_sender, tool_list_changes) = watch::channel(0_u64);
+        let transport = NotificationRelayTransport::new(
+            transport,
+            Arc::clone(&progress_routes),
+            tool_list_sender,
+        );
         let shutdown = CancellationToken::new();
         // Boxed as `Send` here, where the types are concrete: left to async-trait's inference,
         // rustc fails to prove rmcp's handshake future `Send` for every lifetime.
@@ -80,20 +110,26 @@ impl RmcpSession {
 
         let (ended_sender, ended) = watch::channel(None);
         let watched_server = server_id.clone();
+        let connection_lost =
+            connection_lost.unwrap_or_else(|| Box::pin(std::future::pending::<String>()));
+        let shutdown_when_lost = shutdown.clone();
         tokio::spawn(async move {
-            let description = match running.waiting().await {
-                Ok(QuitReason::Closed) => "the server closed the connection".to_owned(),
-                Ok(QuitReason::Cancelled) => "the session was closed by the gateway".to_owned(),
-                Ok(QuitReason::JoinError(error)) | Err(error) => {
-                    format!("the session's task failed: {error}")
-                }
-                Ok(other) => format!("the session ended: {other:?}"),
+            let waiting = running.waiting();
+            tokio::pin!(waiting);
+            let (description, lost) = tokio::select! {
+                quit = &mut waiting => (describe_quit(quit), false),
+                description = connection_lost => (description, true),
             };
             tracing::debug!(server = %watched_server, %description, "mcp session ended");
+            // Told before rmcp winds down, so that waiters on `closed` learn of it at once.
             let _ = ended_sender.send(Some(ExitStatusInfo {
                 description,
                 ..Default::default()
             }));
+            if lost {
+                shutdown_when_lost.cancel();
+                let _ = waiting.await;
+            }
         });
 
         Ok(Self {
@@ -101,6 +137,8 @@ impl RmcpSession {
             peer,
             request_timeout,
             progress_routes,
+            tool_list_changes,
+            failure_hint,
             _shutdown_on_drop: shutdown.clone().drop_guard(),
             shutdown,
             closed_by_gateway: AtomicBool::new(false),
@@ -132,17 +170,44 @@ impl RmcpSession {
             .send_request_with_option(request, self.request_options())
             .await
             .map_err(|error| self.session_error(error, method))?;
-        handle
-            .await_response()
-            .await
-            .map_err(|error| self.session_error(error, method))
+        let response = handle.await_response();
+        tokio::select! {
+            biased;
+            result = response => result.map_err(|error| self.session_error(error, method)),
+            () = self.ended() => Err(self.ended_error(method)),
+        }
     }
 
     fn ensure_open(&self) -> Result<(), SessionError> {
         if self.closed_by_gateway.load(Ordering::Acquire) {
             return Err(closed_error());
         }
+        if let Some(description) = self.end_description() {
+            return Err(SessionError::transport(format!(
+                "the connection to the server is gone ({description}); the gateway starts a new \
+                 session on the next use"
+            )));
+        }
         Ok(())
+    }
+
+    /// Completes once the session has ended, however it ended.
+    async fn ended(&self) {
+        let mut ended = self.ended.clone();
+        let _ = ended.wait_for(Option::is_some).await;
+    }
+
+    /// The error of a request that was still waiting when the session ended under it.
+    fn ended_error(&self, method: &str) -> SessionError {
+        if self.closed_by_gateway.load(Ordering::Acquire) {
+            return closed_error();
+        }
+        SessionError::transport(format!(
+            "the connection to the server ended before it answered `{method}` ({}); {}",
+            self.end_description()
+                .unwrap_or_else(|| "the server stopped responding".into()),
+            self.failure_hint
+        ))
     }
 
     fn session_error(&self, error: ServiceError, method: &str) -> SessionError {
@@ -161,14 +226,14 @@ impl RmcpSession {
             ServiceError::Cancelled { .. } => cancelled_error(),
             _ if self.closed_by_gateway.load(Ordering::Acquire) => closed_error(),
             ServiceError::TransportClosed => SessionError::transport(format!(
-                "the connection to the server closed before it answered `{method}` ({}); its \
-                 stderr in the logs may say why",
+                "the connection to the server closed before it answered `{method}` ({}); {}",
                 self.end_description()
-                    .unwrap_or_else(|| "the server stopped responding".into())
+                    .unwrap_or_else(|| "the server stopped responding".into()),
+                self.failure_hint
             )),
             ServiceError::TransportSend(error) => SessionError::transport(format!(
-                "sending `{method}` to the server failed: {error}; its stderr in the logs may say \
-                 why"
+                "sending `{method}` to the server failed: {error}; {}",
+                self.failure_hint
             )),
             ServiceError::UnexpectedResponse => SessionError::transport(format!(
                 "the server answered `{method}` with a result of the wrong type"
@@ -182,6 +247,40 @@ impl RmcpSession {
             .borrow()
             .as_ref()
             .map(|exit| exit.description.clone())
+    }
+
+    /// Runs a paginated list request to its last page and collects the items of every page.
+    async fn list_all<Item>(
+        &self,
+        method: &str,
+        request: impl Fn(PaginatedRequestParams) -> ClientRequest,
+        page: impl Fn(ServerResult) -> Option<(Vec<Item>, Option<String>)>,
+    ) -> Result<Vec<Item>, SessionError> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        let mut seen_cursors = HashSet::new();
+        for _page in 0..MAX_LIST_PAGES {
+            let params = PaginatedRequestParams::default().with_cursor(cursor.take());
+            let result = self.request(request(params), method).await?;
+            let Some((page_items, next_cursor)) = page(result) else {
+                return Err(wrong_result_type(method));
+            };
+            items.extend(page_items);
+            match next_cursor {
+                Some(next) if !next.is_empty() => {
+                    if !seen_cursors.insert(next.clone()) {
+                        return Err(SessionError::transport(format!(
+                            "the server's `{method}` pagination repeats cursor `{next}`"
+                        )));
+                    }
+                    cursor = Some(next);
+                }
+                _ => return Ok(items),
+            }
+        }
+        Err(SessionError::transport(format!(
+            "the server's `{method}` pagination did not end within {MAX_LIST_PAGES} pages"
+        )))
     }
 
     /// Tells the server to stop working on `request_id`. The caller has gone already, so a
@@ -203,6 +302,48 @@ impl RmcpSession {
     }
 }
 
+fn describe_quit(quit: Result<QuitReason, tokio::task::JoinError>) -> String {
+    match quit {
+        Ok(QuitReason::Closed) => "the server closed the connection".to_owned(),
+        Ok(QuitReason::Cancelled) => "the session was closed by the gateway".to_owned(),
+        Ok(QuitReason::JoinError(error)) | Err(error) => {
+            format!("the session's task failed: {error}")
+        }
+        Ok(other) => format!("the session ended: {other:?}"),
+    }
+}
+
+/// Items of a list result as the MCP JSON objects the domain passes through.
+fn json_items<Item: serde::Serialize>(
+    method: &str,
+    items: Vec<Item>,
+) -> Result<Vec<Value>, SessionError> {
+    items
+        .iter()
+        .map(|item| {
+            serde_json::to_value(item).map_err(|error| {
+                SessionError::transport(format!(
+                    "an item of the server's `{method}` answer is not JSON: {error}"
+                ))
+            })
+        })
+        .collect()
+}
+
+fn result_json(method: &str, result: &impl serde::Serialize) -> Result<Value, SessionError> {
+    serde_json::to_value(result).map_err(|error| {
+        SessionError::transport(format!(
+            "the server's `{method}` result is not JSON: {error}"
+        ))
+    })
+}
+
+fn wrong_result_type(method: &str) -> SessionError {
+    SessionError::transport(format!(
+        "the server answered `{method}` with a result of the wrong type"
+    ))
+}
+
 fn cancelled_error() -> SessionError {
     SessionError::new(
         SessionErrorKind::Cancelled,
@@ -220,49 +361,31 @@ fn closed_error() -> SessionError {
 #[async_trait]
 impl McpSession for RmcpSession {
     async fn list_tools(&self) -> Result<Vec<Tool>, SessionError> {
-        let mut tools = Vec::new();
-        let mut cursor: Option<String> = None;
-        let mut seen_cursors = HashSet::new();
-        for _page in 0..MAX_TOOL_PAGES {
-            let params = PaginatedRequestParams::default().with_cursor(cursor.take());
-            let request = ClientRequest::ListToolsRequest(ListToolsRequest::with_param(params));
-            let page = match self.request(request, "tools/list").await? {
-                ServerResult::ListToolsResult(page) => page,
-                _ => {
-                    return Err(SessionError::transport(
-                        "the server answered `tools/list` with a result of the wrong type",
-                    ));
-                }
-            };
-            tools.reserve(page.tools.len());
-            for tool in page.tools {
+        let listed = self
+            .list_all(
+                "tools/list",
+                |params| ClientRequest::ListToolsRequest(ListToolsRequest::with_param(params)),
+                |result| match result {
+                    ServerResult::ListToolsResult(page) => Some((page.tools, page.next_cursor)),
+                    _ => None,
+                },
+            )
+            .await?;
+        listed
+            .into_iter()
+            .map(|tool| {
                 let name = tool.name.clone();
                 // The domain's tool is the MCP JSON shape, so JSON is the faithful bridge.
-                let converted = serde_json::to_value(&tool)
+                serde_json::to_value(&tool)
                     .and_then(serde_json::from_value::<Tool>)
                     .map_err(|error| {
                         SessionError::transport(format!(
                             "the server listed tool `{name}` in a shape the gateway cannot read: \
                              {error}"
                         ))
-                    })?;
-                tools.push(converted);
-            }
-            match page.next_cursor {
-                Some(next) if !next.is_empty() => {
-                    if !seen_cursors.insert(next.clone()) {
-                        return Err(SessionError::transport(format!(
-                            "the server's `tools/list` pagination repeats cursor `{next}`"
-                        )));
-                    }
-                    cursor = Some(next);
-                }
-                _ => return Ok(tools),
-            }
-        }
-        Err(SessionError::transport(format!(
-            "the server's `tools/list` pagination did not end within {MAX_TOOL_PAGES} pages"
-        )))
+                    })
+            })
+            .collect()
     }
 
     async fn call_tool(
@@ -298,6 +421,7 @@ impl McpSession for RmcpSession {
                 self.cancel_upstream(request_id).await;
                 return Err(cancelled_error());
             }
+            () = self.ended() => return Err(self.ended_error("tools/call")),
         };
         let result = result.map_err(|error| self.session_error(error, "tools/call"))?;
         let is_error = match &result {
@@ -318,6 +442,86 @@ impl McpSession for RmcpSession {
             extensions: Default::default(),
         });
         self.request(request, "ping").await.map(|_| ())
+    }
+
+    fn tool_list_changes(&self) -> Option<watch::Receiver<u64>> {
+        Some(self.tool_list_changes.clone())
+    }
+
+    async fn list_prompts(&self) -> Result<Vec<Value>, SessionError> {
+        let prompts = self
+            .list_all(
+                "prompts/list",
+                |params| ClientRequest::ListPromptsRequest(ListPromptsRequest::with_param(params)),
+                |result| match result {
+                    ServerResult::ListPromptsResult(page) => Some((page.prompts, page.next_cursor)),
+                    _ => None,
+                },
+            )
+            .await?;
+        json_items("prompts/list", prompts)
+    }
+
+    async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Option<Map<String, Value>>,
+    ) -> Result<Value, SessionError> {
+        let mut params = GetPromptRequestParams::new(name);
+        params.arguments = arguments;
+        let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params));
+        match self.request(request, "prompts/get").await? {
+            ServerResult::GetPromptResult(result) => result_json("prompts/get", &result),
+            _ => Err(wrong_result_type("prompts/get")),
+        }
+    }
+
+    async fn list_resources(&self) -> Result<Vec<Value>, SessionError> {
+        let resources = self
+            .list_all(
+                "resources/list",
+                |params| {
+                    ClientRequest::ListResourcesRequest(ListResourcesRequest::with_param(params))
+                },
+                |result| match result {
+                    ServerResult::ListResourcesResult(page) => {
+                        Some((page.resources, page.next_cursor))
+                    }
+                    _ => None,
+                },
+            )
+            .await?;
+        json_items("resources/list", resources)
+    }
+
+    async fn list_resource_templates(&self) -> Result<Vec<Value>, SessionError> {
+        let templates = self
+            .list_all(
+                "resources/templates/list",
+                |params| {
+                    ClientRequest::ListResourceTemplatesRequest(
+                        ListResourceTemplatesRequest::with_param(params),
+                    )
+                },
+                |result| match result {
+                    ServerResult::ListResourceTemplatesResult(page) => {
+                        Some((page.resource_templates, page.next_cursor))
+                    }
+                    _ => None,
+                },
+            )
+            .await?;
+        json_items("resources/templates/list", templates)
+    }
+
+    async fn read_resource(&self, uri: &str) -> Result<Value, SessionError> {
+        let request = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(
+            ReadResourceRequestParams::new(uri),
+        ));
+        match self.request(request, "resources/read").await? {
+            ServerResult::ReadResourceResult(result) => result_json("resources/read", &result),
+            _ => Err(wrong_result_type("resources/read")),
+        }
     }
 
     async fn close(&self) {

@@ -9,7 +9,7 @@ use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVers
 use rmcp::service::ClientInitializeError;
 use rmcp::transport::async_rw::AsyncRwTransport;
 
-use crate::session::RmcpSession;
+use crate::session::{RmcpSession, SessionSetup};
 
 /// How the connector talks to servers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,12 +94,14 @@ impl RmcpStdioConnector {
             from_server,
         } = streams;
         let transport = AsyncRwTransport::new_client(from_server, to_server);
-        let handshake = RmcpSession::establish(
-            server_id.clone(),
-            transport,
-            self.settings.client_config(),
-            self.settings.request_timeout,
-        );
+        let setup = SessionSetup {
+            client_config: self.settings.client_config(),
+            request_timeout: self.settings.request_timeout,
+            // A stdio session ends by itself when the server's stdout closes.
+            connection_lost: None,
+            failure_hint: "its stderr in the logs may say why".to_owned(),
+        };
+        let handshake = RmcpSession::establish(server_id.clone(), transport, setup);
         // On timeout the handshake future is dropped, and the streams with it, which closes the
         // server's stdin.
         match tokio::time::timeout(self.settings.initialize_timeout, handshake).await {

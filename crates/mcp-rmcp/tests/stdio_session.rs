@@ -148,8 +148,20 @@ async fn lists_every_tool_across_pages() {
     assert_eq!(
         names,
         [
-            "echo", "add", "fail", "sleep", "crash", "stderr", "env", "tool_0", "tool_1", "tool_2",
-            "tool_3", "tool_4"
+            "echo",
+            "add",
+            "fail",
+            "sleep",
+            "crash",
+            "stderr",
+            "env",
+            "notify_tools_changed",
+            "drop_session",
+            "tool_0",
+            "tool_1",
+            "tool_2",
+            "tool_3",
+            "tool_4"
         ]
     );
     let echo = &tools[0];
@@ -447,4 +459,113 @@ async fn delay_ms_slows_every_call() {
         "took {:?}",
         started.elapsed()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompts_pass_through_across_pages() {
+    let (_process, session) = connect(&["--page-size", "1"]).await;
+    let prompts = within(session.list_prompts()).await.unwrap();
+    let names: Vec<&str> = prompts
+        .iter()
+        .map(|prompt| prompt["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["greeting", "farewell"], "both pages: {prompts:?}");
+    assert_eq!(prompts[0]["arguments"][0]["name"], "name");
+    assert_eq!(prompts[0]["arguments"][0]["required"], true);
+
+    let arguments = json!({"name": "Ada"}).as_object().unwrap().clone();
+    let greeting = within(session.get_prompt("greeting", Some(arguments)))
+        .await
+        .unwrap();
+    assert_eq!(greeting["messages"][0]["role"], "user");
+    assert_eq!(greeting["messages"][0]["content"]["text"], "Hello, Ada!");
+
+    let unknown = within(session.get_prompt("no_such_prompt", None))
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.kind, SessionErrorKind::Protocol { code: -32602 });
+    assert!(
+        unknown.message.contains("no_such_prompt"),
+        "{}",
+        unknown.message
+    );
+    let missing_argument = within(session.get_prompt("greeting", None))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        missing_argument.kind,
+        SessionErrorKind::Protocol { code: -32602 }
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resources_and_templates_pass_through_across_pages() {
+    let (_process, session) = connect(&["--page-size", "1"]).await;
+    let resources = within(session.list_resources()).await.unwrap();
+    let uris: Vec<&str> = resources
+        .iter()
+        .map(|resource| resource["uri"].as_str().unwrap())
+        .collect();
+    assert_eq!(uris, ["fixture://readme", "fixture://version"]);
+    assert_eq!(resources[0]["mimeType"], "text/plain");
+
+    let templates = within(session.list_resource_templates()).await.unwrap();
+    assert_eq!(templates.len(), 1, "{templates:?}");
+    assert_eq!(templates[0]["uriTemplate"], "fixture://echo/{text}");
+
+    let readme = within(session.read_resource("fixture://readme"))
+        .await
+        .unwrap();
+    assert_eq!(readme["contents"][0]["uri"], "fixture://readme");
+    assert_eq!(
+        readme["contents"][0]["text"],
+        "The mcpgw fixture server: a small MCP server for tests."
+    );
+    let echoed = within(session.read_resource("fixture://echo/hi"))
+        .await
+        .unwrap();
+    assert_eq!(echoed["contents"][0]["text"], "hi");
+
+    let unknown = within(session.read_resource("fixture://nothing"))
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.kind, SessionErrorKind::Protocol { code: -32002 });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_list_changes_are_counted_before_the_announcing_call_returns() {
+    let (_process, session) = connect(&[]).await;
+    let changes = session
+        .tool_list_changes()
+        .expect("rmcp sessions report tool-list changes");
+    assert_eq!(*changes.borrow(), 0);
+    assert!(
+        !within(session.list_tools())
+            .await
+            .unwrap()
+            .iter()
+            .any(|tool| tool.name == "added_later")
+    );
+
+    let announced = call(&session, "notify_tools_changed", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(
+        announced.result["structuredContent"],
+        json!({"added": true})
+    );
+    // Over stdio the announcement precedes the answer on the one stream, and the session counts
+    // it as it arrives: no waiting needed.
+    assert_eq!(*changes.borrow(), 1);
+    let tools = within(session.list_tools()).await.unwrap();
+    assert_eq!(tools.last().unwrap().name, "added_later");
+    assert_eq!(
+        first_text(&call(&session, "added_later", json!({})).await.unwrap()),
+        "added later"
+    );
+
+    call(&session, "notify_tools_changed", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(*changes.borrow(), 2, "every announcement counts");
 }

@@ -1,5 +1,6 @@
-//! A small, fast, deterministic MCP server over stdio, for end-to-end tests, benchmarks and the
-//! README's demo. The `mcpgw-fixture-server` binary is a thin `main` around [`serve_stdio`].
+//! A small, fast, deterministic MCP server over stdio or Streamable HTTP, for end-to-end tests,
+//! benchmarks and the README's demo. The `mcpgw-fixture-server` binary is a thin `main` around
+//! [`serve_stdio`] and [`serve_http`].
 //!
 //! Tools (names optionally prefixed with `--tools-prefix`):
 //! - `echo {text}`: answers `text`.
@@ -11,36 +12,59 @@
 //! - `crash {code?}`: the process exits at once with `code` (default 1) without answering.
 //! - `stderr {lines?, text?, bytes?, invalid_utf8?}`: writes to stderr, answers how many lines.
 //! - `env {name}`: the value of an environment variable, a tool-level error when it is unset.
+//! - `notify_tools_changed`: adds the tool `added_later` (which answers `added later`) to the
+//!   list, once, and sends `notifications/tools/list_changed` (every time).
+//! - `drop_session`: over HTTP, forgets the caller's session shortly after answering, as a
+//!   restarted server would: later requests on it get HTTP 404. Over stdio, a tool-level error.
 //! - `tool_0` .. `tool_{n-1}` with `--extra-tools n`: echo their arguments as JSON.
 //!
+//! Prompts: `greeting {name}` (one user message `Hello, {name}!`) and `farewell {name?}`.
+//! Resources: `fixture://readme` and `fixture://version` (text); the resource template
+//! `fixture://echo/{text}` reads back `text`. `--page-size` paginates every list.
+//!
 //! Unknown tools and malformed arguments answer JSON-RPC error -32602 (invalid params), as
-//! rmcp's own tool router does.
+//! rmcp's own tool router does; an unknown prompt too, and an unknown resource -32002.
 //!
 //! Options (see [`FixtureOptions`]): `--exit-at-start CODE` (writes `fixture exiting at start`
 //! to stderr and exits before reading anything), `--stderr-at-start N` (writes
 //! `fixture start line {i}` N times), `--tools-prefix P`, `--extra-tools N`, `--page-size N`
-//! (paginates `tools/list`; clients must follow `nextCursor`), `--no-handshake` (reads and
-//! ignores all input, after writing `fixture ignoring all input`), `--delay-ms N` (waits before
-//! answering every `tools/call`). Once it serves MCP it writes `fixture ready` to stderr. It
-//! exits 0 when its stdin closes. Server info name: `mcpgw-fixture`.
+//! (paginates the lists; clients must follow `nextCursor`), `--no-handshake` (reads and
+//! ignores all input, after writing `fixture ignoring all input`; stdio only), `--delay-ms N`
+//! (waits before answering every `tools/call`), `--http PORT` (serves Streamable HTTP at
+//! `http://127.0.0.1:PORT/mcp` instead of stdio; 0 picks a free port; writes
+//! `fixture listening on http://127.0.0.1:PORT/mcp` to stderr once it accepts connections),
+//! `--require-header NAME=VALUE` (HTTP only, repeatable: requests without that exact header
+//! get 401). Over stdio it writes `fixture ready` to stderr once it serves MCP, and exits 0
+//! when its stdin closes; over HTTP it serves until it is killed. Server info name:
+//! `mcpgw-fixture`.
 //!
 //! [`fixture_server_binary`] finds (or builds) the binary for tests of other packages, because
 //! cargo builds a package's binaries only for that package's own tests.
 
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::io::Write as _;
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full, combinators::BoxBody};
 use rmcp::ServerHandler;
 use rmcp::ServiceExt as _;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
-    Implementation, JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ServerCapabilities, ServerConfig, Tool,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, JsonObject,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, Prompt, PromptArgument, PromptMessage,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
+use rmcp::transport::streamable_http_server::session::SessionManager as _;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
 
 /// The `serverInfo.name` the fixture reports in its `initialize` answer.
@@ -55,7 +79,22 @@ pub const FIXTURE_BINARY_ENV: &str = "MCPGW_FIXTURE_SERVER";
 
 pub const FIXTURE_USAGE: &str = "usage: mcpgw-fixture-server [--exit-at-start CODE] \
 [--stderr-at-start N] [--tools-prefix PREFIX] [--extra-tools N] [--page-size N] \
-[--no-handshake] [--delay-ms N]";
+[--no-handshake] [--delay-ms N] [--http PORT [--require-header NAME=VALUE]...]";
+
+/// The path the HTTP mode serves MCP on.
+pub const FIXTURE_HTTP_PATH: &str = "/mcp";
+
+/// What the HTTP mode writes to stderr, followed by its endpoint URL, once it accepts
+/// connections.
+pub const FIXTURE_LISTENING_PREFIX: &str = "fixture listening on ";
+
+/// How long `drop_session` waits before forgetting the session, so that its own answer is
+/// delivered first.
+const DROP_SESSION_DELAY: Duration = Duration::from_millis(100);
+
+/// The `retry` interval the HTTP mode asks clients to wait before reopening an event stream.
+/// Short, so that tests see a lost session quickly.
+const HTTP_SSE_RETRY: Duration = Duration::from_millis(200);
 
 /// How many progress notifications `sleep` sends when the request asks for progress.
 const SLEEP_PROGRESS_STEPS: u32 = 4;
@@ -82,6 +121,10 @@ pub struct FixtureOptions {
     pub no_handshake: bool,
     /// Waited before answering every `tools/call`.
     pub call_delay: Duration,
+    /// Serve Streamable HTTP on this port of 127.0.0.1 (0 picks a free one) instead of stdio.
+    pub http_port: Option<u16>,
+    /// HTTP only: requests without each of these exact headers are answered 401.
+    pub required_headers: Vec<(String, String)>,
 }
 
 impl FixtureOptions {
@@ -118,9 +161,30 @@ impl FixtureOptions {
                     options.call_delay =
                         Duration::from_millis(parse_number(&flag, &value(&flag)?)?);
                 }
+                "--http" => options.http_port = Some(parse_number(&flag, &value(&flag)?)?),
+                "--require-header" => {
+                    let raw = value(&flag)?;
+                    let Some((name, header_value)) = raw.split_once('=') else {
+                        return Err(format!(
+                            "`--require-header` takes NAME=VALUE, not `{raw}`; {FIXTURE_USAGE}"
+                        ));
+                    };
+                    if name.is_empty() {
+                        return Err("`--require-header` needs a header name".to_owned());
+                    }
+                    options
+                        .required_headers
+                        .push((name.to_owned(), header_value.to_owned()));
+                }
                 "-h" | "--help" => return Err(FIXTURE_USAGE.to_owned()),
                 other => return Err(format!("unknown option `{other}`; {FIXTURE_USAGE}")),
             }
+        }
+        if options.http_port.is_some() && options.no_handshake {
+            return Err("`--no-handshake` works only over stdio, not with `--http`".to_owned());
+        }
+        if options.http_port.is_none() && !options.required_headers.is_empty() {
+            return Err("`--require-header` works only with `--http`".to_owned());
         }
         Ok(options)
     }
@@ -136,17 +200,7 @@ fn parse_number<T: std::str::FromStr>(flag: &str, raw: &str) -> Result<T, String
 /// `--exit-at-start` and the `crash` tool end the whole process, which is what a fixture
 /// for crashing servers is for.
 pub async fn serve_stdio(options: FixtureOptions) -> std::io::Result<()> {
-    if let Some(code) = options.exit_at_start {
-        eprintln!("fixture exiting at start");
-        std::process::exit(code);
-    }
-    if options.stderr_at_start > 0 {
-        let mut stderr = std::io::BufWriter::new(std::io::stderr().lock());
-        for index in 0..options.stderr_at_start {
-            writeln!(stderr, "fixture start line {index}")?;
-        }
-        stderr.flush()?;
-    }
+    start_up(&options)?;
     if options.no_handshake {
         eprintln!("fixture ignoring all input");
         let mut stdin = tokio::io::stdin();
@@ -166,6 +220,118 @@ pub async fn serve_stdio(options: FixtureOptions) -> std::io::Result<()> {
     Ok(())
 }
 
+/// What both modes do before serving: the start-up options that end or delay the start.
+fn start_up(options: &FixtureOptions) -> std::io::Result<()> {
+    if let Some(code) = options.exit_at_start {
+        eprintln!("fixture exiting at start");
+        std::process::exit(code);
+    }
+    if options.stderr_at_start > 0 {
+        let mut stderr = std::io::BufWriter::new(std::io::stderr().lock());
+        for index in 0..options.stderr_at_start {
+            writeln!(stderr, "fixture start line {index}")?;
+        }
+        stderr.flush()?;
+    }
+    Ok(())
+}
+
+/// Runs the fixture as a Streamable HTTP server on `127.0.0.1:{options.http_port}` (0 picks a
+/// free port) until the process is killed. Every session shares one tool list, so
+/// `notify_tools_changed` changes it for all of them.
+pub async fn serve_http(options: FixtureOptions) -> std::io::Result<()> {
+    start_up(&options)?;
+    let listener =
+        tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, options.http_port.unwrap_or(0)))
+            .await?;
+    let address = listener.local_addr()?;
+    let server = FixtureServer::new(&options);
+    let sessions = Arc::new(LocalSessionManager::default());
+    let _ = server.shared.http_sessions.set(Arc::clone(&sessions));
+    let handler_for_sessions = server.clone();
+    let service = StreamableHttpService::new(
+        move || Ok(handler_for_sessions.clone()),
+        sessions,
+        StreamableHttpServerConfig::default().with_sse_retry(Some(HTTP_SSE_RETRY)),
+    );
+    let gate = Arc::new(HttpGate {
+        service,
+        required_headers: options.required_headers.clone(),
+    });
+    eprintln!("{FIXTURE_LISTENING_PREFIX}http://{address}{FIXTURE_HTTP_PATH}");
+    loop {
+        let (stream, _peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            // Out of file descriptors, say: the listener itself is fine, so keep serving.
+            Err(error) => {
+                eprintln!("fixture cannot accept a connection: {error}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let gate = Arc::clone(&gate);
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request| {
+                let gate = Arc::clone(&gate);
+                async move { Ok::<_, Infallible>(gate.answer(request).await) }
+            });
+            // A client that goes away mid-request is no failure of the fixture.
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+type HttpResponse = http::Response<BoxBody<Bytes, Infallible>>;
+
+/// The checks the HTTP mode makes before a request reaches rmcp's Streamable HTTP service.
+struct HttpGate {
+    service: StreamableHttpService<FixtureServer, LocalSessionManager>,
+    required_headers: Vec<(String, String)>,
+}
+
+impl HttpGate {
+    async fn answer(&self, request: http::Request<hyper::body::Incoming>) -> HttpResponse {
+        if request.uri().path() != FIXTURE_HTTP_PATH {
+            return plain_response(
+                http::StatusCode::NOT_FOUND,
+                format!("not found: the fixture serves MCP at {FIXTURE_HTTP_PATH}"),
+            );
+        }
+        for (name, value) in &self.required_headers {
+            let present = request
+                .headers()
+                .get_all(name.as_str())
+                .iter()
+                .any(|sent| sent.as_bytes() == value.as_bytes());
+            if !present {
+                // Names the header, never the expected value: tests check that secrets stay put.
+                let mut response = plain_response(
+                    http::StatusCode::UNAUTHORIZED,
+                    format!("missing or wrong `{name}` header"),
+                );
+                response.headers_mut().insert(
+                    http::header::WWW_AUTHENTICATE,
+                    http::HeaderValue::from_static("Bearer realm=\"mcpgw-fixture\""),
+                );
+                return response;
+            }
+        }
+        self.service.handle(request).await
+    }
+}
+
+fn plain_response(status: http::StatusCode, text: String) -> HttpResponse {
+    let mut response = http::Response::new(Full::new(Bytes::from(text)).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum FixtureTool {
     Echo,
@@ -175,6 +341,9 @@ enum FixtureTool {
     Crash,
     Stderr,
     Env,
+    NotifyToolsChanged,
+    DropSession,
+    AddedLater,
     Extra,
 }
 
@@ -186,20 +355,41 @@ struct FixtureServer {
 }
 
 struct FixtureShared {
-    tools: Vec<Tool>,
-    tools_by_name: HashMap<String, FixtureTool>,
+    catalog: Mutex<ToolCatalog>,
+    /// The name `notify_tools_changed` adds, with the prefix.
+    added_later_name: String,
+    prompts: Vec<Prompt>,
+    resources: Vec<Resource>,
+    resource_templates: Vec<ResourceTemplate>,
     page_size: Option<usize>,
     call_delay: Duration,
+    /// The HTTP mode's sessions, which `drop_session` forgets; unset over stdio.
+    http_sessions: OnceLock<Arc<LocalSessionManager>>,
+}
+
+#[derive(Default)]
+struct ToolCatalog {
+    tools: Vec<Tool>,
+    by_name: HashMap<String, FixtureTool>,
+}
+
+impl ToolCatalog {
+    fn add(&mut self, kind: FixtureTool, tool: Tool) {
+        self.by_name.insert(tool.name.to_string(), kind);
+        self.tools.push(tool);
+    }
+}
+
+impl FixtureShared {
+    fn catalog(&self) -> MutexGuard<'_, ToolCatalog> {
+        self.catalog.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 impl FixtureServer {
     fn new(options: &FixtureOptions) -> Self {
-        let mut tools = Vec::new();
-        let mut tools_by_name = HashMap::new();
-        let mut add = |kind: FixtureTool, tool: Tool| {
-            tools_by_name.insert(tool.name.to_string(), kind);
-            tools.push(tool);
-        };
+        let mut catalog = ToolCatalog::default();
+        let mut add = |kind: FixtureTool, tool: Tool| catalog.add(kind, tool);
         let prefix = options.tools_prefix.as_str();
         add(
             FixtureTool::Echo,
@@ -276,6 +466,24 @@ impl FixtureServer {
                        "required": ["name"]}),
             ),
         );
+        add(
+            FixtureTool::NotifyToolsChanged,
+            tool(
+                prefix,
+                "notify_tools_changed",
+                "Adds the tool `added_later` and announces that the tool list changed.",
+                json!({"type": "object"}),
+            ),
+        );
+        add(
+            FixtureTool::DropSession,
+            tool(
+                prefix,
+                "drop_session",
+                "Over HTTP, forgets the caller's session shortly after answering.",
+                json!({"type": "object"}),
+            ),
+        );
         for index in 0..options.extra_tools {
             add(
                 FixtureTool::Extra,
@@ -289,13 +497,129 @@ impl FixtureServer {
         }
         Self {
             shared: Arc::new(FixtureShared {
-                tools,
-                tools_by_name,
+                catalog: Mutex::new(catalog),
+                added_later_name: format!("{prefix}added_later"),
+                prompts: fixture_prompts(),
+                resources: fixture_resources(),
+                resource_templates: vec![
+                    ResourceTemplate::new(ECHO_RESOURCE_TEMPLATE, "echo")
+                        .with_description("Reads back the text at the end of the URI.")
+                        .with_mime_type("text/plain"),
+                ],
                 page_size: options.page_size,
                 call_delay: options.call_delay,
+                http_sessions: OnceLock::new(),
             }),
         }
     }
+
+    /// Adds `added_later` once; whether it was added by this call.
+    fn add_tool_later(&self) -> bool {
+        let name = &self.shared.added_later_name;
+        let mut catalog = self.shared.catalog();
+        if catalog.by_name.contains_key(name) {
+            return false;
+        }
+        let added = Tool::new(
+            name.clone(),
+            "Added by `notify_tools_changed`; answers `added later`.",
+            Arc::new(object(json!({"type": "object"}))),
+        );
+        catalog.add(FixtureTool::AddedLater, added);
+        true
+    }
+
+    /// Forgets the caller's HTTP session once its answer had time to leave.
+    fn drop_session(&self, context: &RequestContext<RoleServer>) -> CallToolResult {
+        let Some(sessions) = self.shared.http_sessions.get() else {
+            return CallToolResult::error(vec![ContentBlock::text(
+                "drop_session works only over http",
+            )]);
+        };
+        let session_id = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.headers.get("mcp-session-id"))
+            .and_then(|value| value.to_str().ok())
+            .map(Arc::<str>::from);
+        let Some(session_id) = session_id else {
+            return CallToolResult::error(vec![ContentBlock::text(
+                "the request carries no session id",
+            )]);
+        };
+        let sessions = Arc::clone(sessions);
+        tokio::spawn(async move {
+            tokio::time::sleep(DROP_SESSION_DELAY).await;
+            if let Err(error) = sessions.close_session(&session_id).await {
+                eprintln!("fixture could not drop session {session_id}: {error}");
+            } else {
+                eprintln!("fixture dropped session {session_id}");
+            }
+        });
+        text_result("dropping the session")
+    }
+}
+
+const README_URI: &str = "fixture://readme";
+const VERSION_URI: &str = "fixture://version";
+const ECHO_RESOURCE_TEMPLATE: &str = "fixture://echo/{text}";
+const ECHO_RESOURCE_PREFIX: &str = "fixture://echo/";
+const README_TEXT: &str = "The mcpgw fixture server: a small MCP server for tests.";
+
+fn fixture_prompts() -> Vec<Prompt> {
+    vec![
+        Prompt::new(
+            "greeting",
+            Some("Greets someone by name."),
+            Some(vec![
+                PromptArgument::new("name")
+                    .with_description("Who to greet.")
+                    .with_required(true),
+            ]),
+        ),
+        Prompt::new(
+            "farewell",
+            Some("Says goodbye, to someone by name if given."),
+            Some(vec![
+                PromptArgument::new("name")
+                    .with_description("Who to say goodbye to.")
+                    .with_required(false),
+            ]),
+        ),
+    ]
+}
+
+fn fixture_resources() -> Vec<Resource> {
+    vec![
+        Resource::new(README_URI, "readme")
+            .with_description("What this server is.")
+            .with_mime_type("text/plain"),
+        Resource::new(VERSION_URI, "version")
+            .with_description("The fixture's version.")
+            .with_mime_type("text/plain"),
+    ]
+}
+
+/// One page of `items` for `cursor` (an index), with the cursor of the next page if any.
+fn page_of<T: Clone>(
+    items: &[T],
+    page_size: Option<usize>,
+    request: Option<PaginatedRequestParams>,
+) -> Result<(Vec<T>, Option<String>), ErrorData> {
+    let Some(page_size) = page_size else {
+        return Ok((items.to_vec(), None));
+    };
+    let start = match request.and_then(|params| params.cursor) {
+        None => 0,
+        Some(cursor) => cursor
+            .parse::<usize>()
+            .ok()
+            .filter(|start| *start <= items.len())
+            .ok_or_else(|| ErrorData::invalid_params(format!("unknown cursor `{cursor}`"), None))?,
+    };
+    let end = start.saturating_add(page_size).min(items.len());
+    let next = (end < items.len()).then(|| end.to_string());
+    Ok((items[start..end].to_vec(), next))
 }
 
 fn tool(prefix: &str, base_name: &str, description: &'static str, schema: Value) -> Tool {
@@ -315,9 +639,16 @@ fn object(value: Value) -> JsonObject {
 
 impl ServerHandler for FixtureServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_server_info(
-            Implementation::new(FIXTURE_SERVER_NAME, env!("CARGO_PKG_VERSION")),
-        )
+        let capabilities = ServerCapabilities::builder()
+            .enable_prompts()
+            .enable_resources()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        ServerConfig::new(capabilities).with_server_info(Implementation::new(
+            FIXTURE_SERVER_NAME,
+            env!("CARGO_PKG_VERSION"),
+        ))
     }
 
     async fn list_tools(
@@ -325,26 +656,99 @@ impl ServerHandler for FixtureServer {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let tools = &self.shared.tools;
-        let Some(page_size) = self.shared.page_size else {
-            return Ok(ListToolsResult::with_all_items(tools.clone()));
-        };
-        let start = match request.and_then(|params| params.cursor) {
-            None => 0,
-            Some(cursor) => cursor
-                .parse::<usize>()
-                .ok()
-                .filter(|start| *start <= tools.len())
-                .ok_or_else(|| {
-                    ErrorData::invalid_params(format!("unknown cursor `{cursor}`"), None)
-                })?,
-        };
-        let end = start.saturating_add(page_size).min(tools.len());
-        let mut result = ListToolsResult::with_all_items(tools[start..end].to_vec());
-        if end < tools.len() {
-            result.next_cursor = Some(end.to_string());
-        }
+        let (tools, next_cursor) =
+            page_of(&self.shared.catalog().tools, self.shared.page_size, request)?;
+        let mut result = ListToolsResult::with_all_items(tools);
+        result.next_cursor = next_cursor;
         Ok(result)
+    }
+
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let (prompts, next_cursor) = page_of(&self.shared.prompts, self.shared.page_size, request)?;
+        let mut result = ListPromptsResult::with_all_items(prompts);
+        result.next_cursor = next_cursor;
+        Ok(result)
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let empty = JsonObject::new();
+        let arguments = request.arguments.as_ref().unwrap_or(&empty);
+        let text = match request.name.as_str() {
+            "greeting" => format!("Hello, {}!", required_str(arguments, "name")?),
+            "farewell" => match optional_str(arguments, "name")? {
+                Some(name) => format!("Goodbye, {name}!"),
+                None => "Goodbye!".to_owned(),
+            },
+            other => {
+                return Err(ErrorData::invalid_params(
+                    format!("unknown prompt `{other}`"),
+                    None,
+                ));
+            }
+        };
+        Ok(
+            GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
+                .with_description(format!("the fixture's `{}` prompt", request.name))
+                .into(),
+        )
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let (resources, next_cursor) =
+            page_of(&self.shared.resources, self.shared.page_size, request)?;
+        let mut result = ListResourcesResult::with_all_items(resources);
+        result.next_cursor = next_cursor;
+        Ok(result)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let (templates, next_cursor) = page_of(
+            &self.shared.resource_templates,
+            self.shared.page_size,
+            request,
+        )?;
+        let mut result = ListResourceTemplatesResult::with_all_items(templates);
+        result.next_cursor = next_cursor;
+        Ok(result)
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let uri = request.uri.as_str();
+        let text = match uri {
+            README_URI => README_TEXT.to_owned(),
+            VERSION_URI => env!("CARGO_PKG_VERSION").to_owned(),
+            _ => match uri.strip_prefix(ECHO_RESOURCE_PREFIX) {
+                Some(text) => text.to_owned(),
+                None => {
+                    return Err(ErrorData::resource_not_found(
+                        format!("unknown resource `{uri}`"),
+                        None,
+                    ));
+                }
+            },
+        };
+        let contents = ResourceContents::text(text, uri).with_mime_type("text/plain");
+        Ok(ReadResourceResult::new(vec![contents]).into())
     }
 
     async fn call_tool(
@@ -352,12 +756,13 @@ impl ServerHandler for FixtureServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let Some(kind) = self
+        let known = self
             .shared
-            .tools_by_name
+            .catalog()
+            .by_name
             .get(request.name.as_ref())
-            .copied()
-        else {
+            .copied();
+        let Some(kind) = known else {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool `{}`", request.name),
                 None,
@@ -392,6 +797,16 @@ impl ServerHandler for FixtureServer {
                     ))]),
                 }
             }
+            FixtureTool::NotifyToolsChanged => {
+                let added = self.add_tool_later();
+                // A client that stopped listening is no reason to fail the call.
+                let _ = context.peer.notify_tool_list_changed().await;
+                let mut result = text_result("announced a tool list change");
+                result.structured_content = Some(json!({ "added": added }));
+                result
+            }
+            FixtureTool::DropSession => self.drop_session(&context),
+            FixtureTool::AddedLater => text_result("added later"),
             FixtureTool::Extra => text_result(&Value::Object(arguments.clone()).to_string()),
         };
         Ok(result.into())
@@ -721,19 +1136,95 @@ mod tests {
             ..FixtureOptions::default()
         };
         let server = FixtureServer::new(&options);
-        let names: Vec<&str> = server
-            .shared
-            .tools
-            .iter()
-            .map(|tool| tool.name.as_ref())
-            .collect();
+        let names = |server: &FixtureServer| -> Vec<String> {
+            let catalog = server.shared.catalog();
+            catalog
+                .tools
+                .iter()
+                .map(|tool| tool.name.to_string())
+                .collect()
+        };
         assert_eq!(
-            names,
+            names(&server),
             [
-                "p_echo", "p_add", "p_fail", "p_sleep", "p_crash", "p_stderr", "p_env", "p_tool_0",
+                "p_echo",
+                "p_add",
+                "p_fail",
+                "p_sleep",
+                "p_crash",
+                "p_stderr",
+                "p_env",
+                "p_notify_tools_changed",
+                "p_drop_session",
+                "p_tool_0",
                 "p_tool_1"
             ]
         );
+        assert!(server.add_tool_later());
+        assert!(!server.add_tool_later(), "added once only");
+        assert_eq!(
+            names(&server).last().map(String::as_str),
+            Some("p_added_later")
+        );
+    }
+
+    #[test]
+    fn parses_the_http_options() {
+        let options = parse(&[
+            "--http",
+            "0",
+            "--require-header",
+            "Authorization=Bearer a=b",
+            "--require-header",
+            "X-Tenant=t1",
+        ])
+        .unwrap();
+        assert_eq!(options.http_port, Some(0));
+        assert_eq!(
+            options.required_headers,
+            [
+                ("Authorization".to_owned(), "Bearer a=b".to_owned()),
+                ("X-Tenant".to_owned(), "t1".to_owned())
+            ]
+        );
+        assert!(
+            parse(&["--http", "0", "--require-header", "novalue"])
+                .unwrap_err()
+                .contains("NAME=VALUE")
+        );
+        assert!(
+            parse(&["--require-header", "A=b"])
+                .unwrap_err()
+                .contains("only with `--http`")
+        );
+        assert!(
+            parse(&["--http", "0", "--no-handshake"])
+                .unwrap_err()
+                .contains("only over stdio")
+        );
+        assert!(
+            parse(&["--http", "70000"])
+                .unwrap_err()
+                .contains("takes a number")
+        );
+    }
+
+    #[test]
+    fn pages_follow_the_cursor_to_the_end() {
+        let items = [1, 2, 3];
+        let cursor = |cursor: &str| {
+            Some(PaginatedRequestParams::default().with_cursor(Some(cursor.to_owned())))
+        };
+        assert_eq!(page_of(&items, None, None).unwrap(), (vec![1, 2, 3], None));
+        assert_eq!(
+            page_of(&items, Some(2), None).unwrap(),
+            (vec![1, 2], Some("2".to_owned()))
+        );
+        assert_eq!(
+            page_of(&items, Some(2), cursor("2")).unwrap(),
+            (vec![3], None)
+        );
+        assert!(page_of(&items, Some(2), cursor("9")).is_err());
     }
 
     #[test]

@@ -184,6 +184,12 @@ async fn every_id_route_answers_404_for_an_unknown_or_impossible_id() {
             ("POST", format!("/api/mcp_servers/{id}/start")),
             ("POST", format!("/api/mcp_servers/{id}/stop")),
             ("GET", format!("/api/mcp_servers/{id}/tools")),
+            ("GET", format!("/api/mcp_servers/{id}/tools/history")),
+            // Bad paging on an unknown server is still first of all an unknown server.
+            (
+                "GET",
+                format!("/api/mcp_servers/{id}/tools/history?limit=0"),
+            ),
             ("GET", format!("/api/mcp_servers/{id}/health")),
             ("GET", format!("/api/mcp_servers/{id}/logs")),
             // Bad `lines` on an unknown server is still first of all an unknown server.

@@ -1,7 +1,9 @@
-//! The REST API, probes, metrics and docs, driven in process through `actix_web::test` over a
+//! The REST API, the MCP mount point, probes, metrics and docs, driven in process through `actix_web::test` over a
 //! real `Gateway` whose MCP servers are the testkit's fakes.
 
 mod errors;
+mod history;
+mod mcp;
 mod platform;
 mod server;
 mod servers;

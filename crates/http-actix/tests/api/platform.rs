@@ -19,8 +19,12 @@ const MOUNTED_ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/mcp_servers/{id}/start"),
     ("POST", "/api/mcp_servers/{id}/stop"),
     ("GET", "/api/mcp_servers/{id}/tools"),
+    ("GET", "/api/mcp_servers/{id}/tools/history"),
     ("GET", "/api/mcp_servers/{id}/health"),
     ("GET", "/api/mcp_servers/{id}/logs"),
+    ("GET", "/mcp"),
+    ("POST", "/mcp"),
+    ("DELETE", "/mcp"),
     ("GET", "/api/openapi.json"),
     ("GET", "/docs"),
     ("GET", "/health/live"),
@@ -132,7 +136,17 @@ fn method_of(name: &str) -> Method {
 #[actix_web::test]
 async fn the_openapi_document_is_3_1_and_lists_exactly_the_mounted_routes() {
     let harness = harness();
-    let app = test::init_service(mcpgw_http_actix::app(harness.state.clone())).await;
+    // With a handler that answers 202, so that `/mcp` answers like every other route.
+    let handler: mcpgw_http_actix::McpHttpHandler = std::sync::Arc::new(|_request| {
+        Box::pin(async {
+            let body = http_body_util::BodyExt::boxed_unsync(http_body_util::Empty::new());
+            http::Response::builder().status(202).body(body).unwrap()
+        })
+    });
+    let app = test::init_service(mcpgw_http_actix::app(
+        harness.state.clone().with_mcp_handler(handler),
+    ))
+    .await;
     let response = test::call_service(
         &app,
         TestRequest::get().uri("/api/openapi.json").to_request(),

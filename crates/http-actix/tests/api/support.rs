@@ -6,7 +6,7 @@ use actix_web::body::MessageBody;
 use actix_web::dev::{Service, ServiceResponse};
 use actix_web::http::StatusCode;
 use actix_web::test;
-use mcpgw_core::{ManagerSettings, ServerManager};
+use mcpgw_core::{InvocationHistory, ManagerSettings, ServerManager};
 use mcpgw_gateway::{Gateway, GatewayInfo, TokioClock, TokioSpawner};
 use mcpgw_http_actix::{ApiState, HttpSettings, install_metrics_recorder};
 use mcpgw_testkit::fakes::{FakeLauncher, RecordingEventSink};
@@ -26,6 +26,15 @@ pub fn harness() -> Harness {
 }
 
 pub fn harness_with(settings: HttpSettings) -> Harness {
+    harness_with_history(settings, None)
+}
+
+/// A harness whose gateway keeps its tool invocation history in `history` (the gateway's
+/// default when `None`).
+pub fn harness_with_history(
+    settings: HttpSettings,
+    history: Option<Arc<dyn InvocationHistory>>,
+) -> Harness {
     let launcher = Arc::new(FakeLauncher::new());
     let manager = ServerManager::new(
         launcher.clone(),
@@ -42,6 +51,10 @@ pub fn harness_with(settings: HttpSettings) -> Harness {
             config_path: None,
         },
     );
+    let gateway = match history {
+        Some(history) => gateway.with_history(history),
+        None => gateway,
+    };
     gateway.mark_startup_complete();
     let metrics = install_metrics_recorder().expect("the metrics recorder installs");
     let state = ApiState::new(gateway.clone(), metrics, settings);

@@ -1,9 +1,10 @@
-//! The fixture MCP server over stdio: see `mcpgw_testkit::fixture` for its tools and options.
-//! It must never write anything but MCP messages to stdout.
+//! The fixture MCP server over stdio, or Streamable HTTP with `--http PORT`: see
+//! `mcpgw_testkit::fixture` for its tools and options. It must never write anything but MCP
+//! messages to stdout.
 
 use std::process::ExitCode;
 
-use mcpgw_testkit::fixture::{FixtureOptions, serve_stdio};
+use mcpgw_testkit::fixture::{FixtureOptions, serve_http, serve_stdio};
 
 fn main() -> ExitCode {
     let options = match FixtureOptions::parse_args(std::env::args().skip(1)) {
@@ -24,7 +25,12 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(serve_stdio(options)) {
+    let served = if options.http_port.is_some() {
+        runtime.block_on(serve_http(options))
+    } else {
+        runtime.block_on(serve_stdio(options))
+    };
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("mcpgw-fixture-server: {error}");

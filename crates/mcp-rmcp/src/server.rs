@@ -1,0 +1,746 @@
+//! The downstream MCP server: what MCP clients of the gateway talk to, on rmcp.
+//!
+//! [`GatewayMcpServer`] is an rmcp [`ServerHandler`] over the application's driving port
+//! [`McpFrontend`]. It knows nothing about how servers are managed: it lists what the front end
+//! lists, routes calls to it, relays progress and cancellation, and tells connected clients when
+//! the aggregated tool list changed. The same handler serves stdio ([`serve_stdio`]) and
+//! Streamable HTTP ([`crate::streamable_http_handler`]).
+//!
+//! JSON-RPC error codes this server answers with (see [`jsonrpc_error`]):
+//!
+//! | front-end failure | code | notes |
+//! |---|---|---|
+//! | unknown tool or prompt, refused arguments, bad cursor | -32602 | as the MCP spec says for unknown tools |
+//! | unknown resource | -32002 | rmcp turns it into -32602 for 2026-07-28 clients |
+//! | upstream timeout | [`TIMEOUT_ERROR_CODE`] (-32001) | the upstream request was cancelled |
+//! | upstream JSON-RPC error | the upstream's own code | message passed on, `data` is not kept by the port |
+//! | server unavailable | -32603 | message says which server and why |
+//! | cancelled | [`CANCELLED_ERROR_CODE`] (-32800) | rmcp drops the answer when the client cancelled |
+//! | rate limited | [`RATE_LIMITED_ERROR_CODE`] (-32029) | `data.retryAfterMs`, message says when to retry |
+
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use mcpgw_core::tool::ProgressHandler;
+use mcpgw_core::{
+    CallContext, Caller, ErrorKind, FrontendError, FrontendErrorKind, McpFrontend, ProgressUpdate,
+    Tool, ToolCallOutcome,
+};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorCode, ErrorData, Extensions,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation,
+    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, Prompt, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Resource, ResourceTemplate, ResultType, ServerCapabilities, ServerConfig, SubscriptionFilter,
+};
+use rmcp::service::{
+    NotificationContext, Peer, RequestContext, RoleServer, ServerInitializeError,
+    SubscriptionContext,
+};
+use rmcp::{ServerHandler, ServiceExt};
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+/// Tools per `tools/list` page unless configured otherwise. Large enough that ordinary
+/// deployments answer in one page, small enough to bound one response.
+pub const DEFAULT_TOOLS_PAGE_SIZE: usize = 1000;
+
+/// JSON-RPC code for "the upstream server did not answer in time". -32001 is what the official
+/// SDKs use for request timeouts, so clients already know it.
+pub const TIMEOUT_ERROR_CODE: i32 = -32001;
+
+/// JSON-RPC code for "too many tool calls"; the message says when to retry and `data` carries
+/// `retryAfterMs`. Chosen in the implementation-defined server range, next to the -32020..-32022
+/// codes of the 2026-07-28 protocol without colliding with them.
+pub const RATE_LIMITED_ERROR_CODE: i32 = -32029;
+
+/// JSON-RPC code for a request cancelled by something other than the client (a client that
+/// cancels gets no answer at all: rmcp drops it). Borrowed from LSP's `RequestCancelled`.
+pub const CANCELLED_ERROR_CODE: i32 = -32800;
+
+/// How the downstream server behaves, whatever the transport.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct McpServerSettings {
+    /// Items per page of `tools/list`, `prompts/list`, `resources/list` and
+    /// `resources/templates/list`. Default [`DEFAULT_TOOLS_PAGE_SIZE`]; at least 1.
+    pub page_size: usize,
+}
+
+impl Default for McpServerSettings {
+    fn default() -> Self {
+        Self {
+            page_size: DEFAULT_TOOLS_PAGE_SIZE,
+        }
+    }
+}
+
+impl McpServerSettings {
+    #[must_use]
+    pub fn with_page_size(mut self, page_size: usize) -> Self {
+        self.page_size = page_size.max(1);
+        self
+    }
+}
+
+/// Why serving a downstream connection ended with an error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DownstreamError {
+    #[error(
+        "the mcp client did not complete the handshake: {0}; it must send `initialize` (or a \
+         2026-07-28 request with its `_meta`) first"
+    )]
+    Handshake(String),
+    #[error("the mcp connection failed: {0}")]
+    Connection(String),
+}
+
+impl DownstreamError {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            DownstreamError::Handshake(_) => ErrorKind::Invalid,
+            DownstreamError::Connection(_) => ErrorKind::Internal,
+        }
+    }
+}
+
+/// Reads who is calling from an rmcp request's extensions. This is the one place where the
+/// downstream identity enters the MCP server.
+///
+/// rmcp's Streamable HTTP server puts the request's [`http::request::Parts`] into the
+/// extensions of every JSON-RPC request it dispatches (sessions and stateless requests alike).
+/// The HTTP adapter authenticates the request and inserts a [`Caller`] into the
+/// `http::Request`'s own extensions before handing it to [`crate::streamable_http_handler`];
+/// it is read back from there. Stdio connections and unauthenticated requests carry none and
+/// are [`Caller::default`].
+pub fn caller_from_extensions(extensions: &Extensions) -> Caller {
+    extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Caller>())
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Maps a front-end failure to the JSON-RPC error a client sees; the table is in the module
+/// documentation. `unknown_code` is the code for [`FrontendErrorKind::UnknownName`], which
+/// depends on what was looked up (-32602 for tools and prompts, -32002 for resources).
+pub fn jsonrpc_error(error: FrontendError, unknown_code: ErrorCode) -> ErrorData {
+    let FrontendError { kind, message } = error;
+    match kind {
+        FrontendErrorKind::UnknownName => ErrorData::new(unknown_code, message, None),
+        FrontendErrorKind::InvalidArguments => ErrorData::invalid_params(message, None),
+        FrontendErrorKind::Timeout => ErrorData::new(ErrorCode(TIMEOUT_ERROR_CODE), message, None),
+        FrontendErrorKind::Upstream { code } => ErrorData::new(ErrorCode(code), message, None),
+        FrontendErrorKind::Cancelled => {
+            ErrorData::new(ErrorCode(CANCELLED_ERROR_CODE), message, None)
+        }
+        FrontendErrorKind::RateLimited { retry_after_ms } => ErrorData::new(
+            ErrorCode(RATE_LIMITED_ERROR_CODE),
+            format!(
+                "{message}; retry after {} s",
+                retry_after_ms.div_ceil(1000).max(1)
+            ),
+            Some(serde_json::json!({ "retryAfterMs": retry_after_ms })),
+        ),
+        FrontendErrorKind::Unavailable => ErrorData::internal_error(message, None),
+        _ => ErrorData::internal_error(message, None),
+    }
+}
+
+/// The MCP server that MCP clients of the gateway connect to. Cheap to clone.
+///
+/// Each connection (a stdio session, an HTTP session, one stateless HTTP request) gets its own
+/// instance from [`GatewayMcpServer::for_new_connection`]; when rmcp drops the last clone of an
+/// instance, that connection's background tasks end.
+#[derive(Clone)]
+pub struct GatewayMcpServer {
+    shared: Arc<Shared>,
+    connection: Arc<ConnectionLifetime>,
+}
+
+struct Shared {
+    frontend: Arc<dyn McpFrontend>,
+    settings: McpServerSettings,
+    /// The last tool list converted to rmcp's type, keyed by the front end's `Arc`: paging
+    /// through a large list converts it once, not once per page.
+    converted_tools: Mutex<Option<ConvertedTools>>,
+}
+
+/// A front-end tool list and the same list in rmcp's type.
+struct ConvertedTools {
+    source: Arc<Vec<Tool>>,
+    converted: Arc<Vec<rmcp::model::Tool>>,
+}
+
+struct ConnectionLifetime {
+    ended: CancellationToken,
+    /// Subscribed to the front end's changes while answering `initialize`, before the client
+    /// can see the answer, so that no change between the handshake and `initialized` is lost.
+    changes_since_initialize: Mutex<Option<watch::Receiver<u64>>>,
+    change_watcher_started: AtomicBool,
+    /// Subscribed when a `subscriptions/listen` filter is accepted, before rmcp acknowledges
+    /// it, for the same reason; taken in order by [`ServerHandler::listen`].
+    changes_since_listen_accepted: Mutex<VecDeque<watch::Receiver<u64>>>,
+    _end_on_drop: DropGuard,
+}
+
+impl ConnectionLifetime {
+    fn new() -> Arc<Self> {
+        let ended = CancellationToken::new();
+        Arc::new(Self {
+            _end_on_drop: ended.clone().drop_guard(),
+            ended,
+            changes_since_initialize: Mutex::new(None),
+            change_watcher_started: AtomicBool::new(false),
+            changes_since_listen_accepted: Mutex::new(VecDeque::new()),
+        })
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl std::fmt::Debug for GatewayMcpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GatewayMcpServer")
+            .field("settings", &self.shared.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GatewayMcpServer {
+    pub fn new(frontend: Arc<dyn McpFrontend>, settings: McpServerSettings) -> Self {
+        let settings = McpServerSettings {
+            page_size: settings.page_size.max(1),
+        };
+        Self {
+            shared: Arc::new(Shared {
+                frontend,
+                settings,
+                converted_tools: Mutex::new(None),
+            }),
+            connection: ConnectionLifetime::new(),
+        }
+    }
+
+    /// A handler for another connection: same front end and settings, its own lifetime.
+    #[must_use]
+    pub fn for_new_connection(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+            connection: ConnectionLifetime::new(),
+        }
+    }
+
+    fn frontend(&self) -> &dyn McpFrontend {
+        self.shared.frontend.as_ref()
+    }
+
+    fn page_size(&self) -> usize {
+        self.shared.settings.page_size
+    }
+
+    fn listed_tools(&self, caller: &Caller) -> Arc<Vec<rmcp::model::Tool>> {
+        let tools = self.frontend().tools(caller);
+        let mut cache = lock(&self.shared.converted_tools);
+        if let Some(cached) = cache.as_ref()
+            && Arc::ptr_eq(&cached.source, &tools)
+        {
+            return Arc::clone(&cached.converted);
+        }
+        let converted: Arc<Vec<rmcp::model::Tool>> =
+            Arc::new(tools.iter().filter_map(rmcp_tool).collect());
+        *cache = Some(ConvertedTools {
+            source: tools,
+            converted: Arc::clone(&converted),
+        });
+        converted
+    }
+
+    /// Sends `notifications/tools/list_changed` to an `initialize`-era peer whenever the front
+    /// end's list moves, until the connection ends. 2026-07-28 peers ask for the same through
+    /// `subscriptions/listen` instead (see [`ServerHandler::listen`]).
+    fn watch_changes_for(&self, peer: Peer<RoleServer>) {
+        if self
+            .connection
+            .change_watcher_started
+            .swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+        let mut changes = lock(&self.connection.changes_since_initialize)
+            .take()
+            .unwrap_or_else(|| self.frontend().changes());
+        let ended = self.connection.ended.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = ended.cancelled() => break,
+                    changed = changes.changed() => {
+                        // The front end is gone: nothing will change any more.
+                        if changed.is_err() || peer.is_transport_closed() {
+                            break;
+                        }
+                        if let Err(error) = peer.notify_tool_list_changed().await {
+                            tracing::debug!(%error, "mcp client is gone; stopping list_changed");
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// The front end's tool in rmcp's type. A tool whose input schema is not a JSON object is
+/// listed with the empty object schema rather than dropped, so that it stays callable.
+fn rmcp_tool(tool: &Tool) -> Option<rmcp::model::Tool> {
+    let mut json = serde_json::to_value(tool).ok()?;
+    if !tool.input_schema.is_object() {
+        tracing::warn!(tool = %tool.name, "tool input schema is not an object; listing it as {{\"type\": \"object\"}}");
+        json["inputSchema"] = serde_json::json!({"type": "object"});
+    }
+    match serde_json::from_value(json) {
+        Ok(converted) => Some(converted),
+        Err(error) => {
+            tracing::warn!(tool = %tool.name, %error, "tool definition is not valid mcp; not listing it");
+            None
+        }
+    }
+}
+
+/// Items of one page, and the cursor of the next page if there is one.
+///
+/// Cursors are decimal offsets; an offset past the end (the list shrank between pages) is an
+/// empty last page rather than an error.
+fn page(
+    request: Option<PaginatedRequestParams>,
+    len: usize,
+    page_size: usize,
+) -> Result<(Range<usize>, Option<String>), ErrorData> {
+    let start = match request.and_then(|params| params.cursor) {
+        None => 0,
+        Some(cursor) => cursor.parse::<usize>().map_err(|_| {
+            ErrorData::invalid_params(
+                format!(
+                    "invalid cursor `{cursor}`; pass the nextCursor of the previous page, or no \
+                     cursor to start from the beginning"
+                ),
+                None,
+            )
+        })?,
+    };
+    let start = start.min(len);
+    let end = start.saturating_add(page_size).min(len);
+    let next_cursor = (end < len).then(|| end.to_string());
+    Ok((start..end, next_cursor))
+}
+
+/// Converts pass-through JSON items (prompts, resources) to rmcp's types, skipping those that
+/// are not valid MCP rather than failing the whole list.
+fn convert_items<T: serde::de::DeserializeOwned>(items: Vec<Value>, what: &str) -> Vec<T> {
+    items
+        .into_iter()
+        .filter_map(|item| match serde_json::from_value(item) {
+            Ok(converted) => Some(converted),
+            Err(error) => {
+                tracing::warn!(%error, "an upstream {what} is not valid mcp; not listing it");
+                None
+            }
+        })
+        .collect()
+}
+
+fn relay_error(what: &str, error: &serde_json::Error) -> ErrorData {
+    ErrorData::internal_error(
+        format!(
+            "the upstream server's {what} is not valid mcp ({error}); the gateway cannot relay it"
+        ),
+        None,
+    )
+}
+
+/// The upstream's `CallToolResult` JSON in rmcp's type.
+///
+/// What rmcp's type cannot hold is lost on the way: top-level fields other than `content`,
+/// `structuredContent`, `isError` and `_meta`, and content blocks of types rmcp does not know
+/// (such a result is answered with -32603).
+fn call_tool_result(outcome: ToolCallOutcome) -> Result<CallToolResult, ErrorData> {
+    let mut json = outcome.result;
+    if let Some(object) = json.as_object_mut()
+        && !["content", "structuredContent", "isError"]
+            .iter()
+            .any(|key| object.contains_key(*key))
+    {
+        object.insert("content".to_owned(), Value::Array(Vec::new()));
+    }
+    let mut result: CallToolResult =
+        serde_json::from_value(json).map_err(|error| relay_error("tool result", &error))?;
+    // A result from an `initialize`-era upstream has no `resultType`; 2026-07-28 clients require
+    // it, and rmcp only removes it for older clients, it never adds it.
+    result.result_type.get_or_insert(ResultType::COMPLETE);
+    if outcome.is_error {
+        result.is_error = Some(true);
+    }
+    Ok(result)
+}
+
+/// Runs `call` while relaying the progress it reports to the client, in order, and before the
+/// answer: progress is sent from this task, so the answer cannot overtake it.
+async fn call_relaying_progress<F>(
+    call: F,
+    mut progress: mpsc::UnboundedReceiver<ProgressUpdate>,
+    token: Option<ProgressToken>,
+    peer: &Peer<RoleServer>,
+) -> F::Output
+where
+    F: Future,
+{
+    let send = async |update: ProgressUpdate| {
+        let Some(token) = token.clone() else { return };
+        let mut notification = ProgressNotificationParam::new(token, update.progress);
+        notification.total = update.total;
+        notification.message = update.message;
+        if let Err(error) = peer.notify_progress(notification).await {
+            tracing::debug!(%error, "could not relay progress to the mcp client");
+        }
+    };
+    let mut call = std::pin::pin!(call);
+    loop {
+        tokio::select! {
+            biased;
+            Some(update) = progress.recv() => send(update).await,
+            outcome = &mut call => {
+                progress.close();
+                while let Ok(update) = progress.try_recv() {
+                    send(update).await;
+                }
+                return outcome;
+            }
+        }
+    }
+}
+
+fn with_complete_result_type(result_type: &mut Option<ResultType>) {
+    result_type.get_or_insert(ResultType::COMPLETE);
+}
+
+impl ServerHandler for GatewayMcpServer {
+    fn get_info(&self) -> ServerConfig {
+        InitializeResult::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .enable_prompts()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(Implementation::new("mcpgw", env!("CARGO_PKG_VERSION")))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        // Only used by rmcp to check 2026-07-28 `Mcp-Param-*` headers against the schema; it
+        // has no request, so it sees what an anonymous caller sees.
+        self.listed_tools(&Caller::default())
+            .iter()
+            .find(|tool| tool.name == name)
+            .cloned()
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        *lock(&self.connection.changes_since_initialize) = Some(self.frontend().changes());
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.watch_changes_for(context.peer);
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut pending = lock(&self.connection.changes_since_listen_accepted);
+        // A listen request that failed after this point never takes its receiver; keep such
+        // leftovers from piling up.
+        if pending.len() >= 64 {
+            pending.pop_front();
+        }
+        pending.push_back(self.frontend().changes());
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let mut changes = lock(&self.connection.changes_since_listen_accepted)
+            .pop_front()
+            .unwrap_or_else(|| self.frontend().changes());
+        if context.accepted().tools_list_changed != Some(true) {
+            context.cancelled().await;
+            return Ok(());
+        }
+        loop {
+            tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        context.cancelled().await;
+                        return Ok(());
+                    }
+                    if let Err(error) = context.sink().notify_tool_list_changed().await {
+                        tracing::debug!(%error, "subscription ended; stopping list_changed");
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let caller = caller_from_extensions(&context.extensions);
+        let tools = self.listed_tools(&caller);
+        let (range, next_cursor) = page(request, tools.len(), self.page_size())?;
+        let mut result = ListToolsResult::with_all_items(tools[range].to_vec());
+        result.next_cursor = next_cursor;
+        Ok(result)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let caller = caller_from_extensions(&context.extensions);
+        let token = context.meta.get_progress_token();
+        let (progress_sender, progress_receiver) = mpsc::unbounded_channel();
+        let progress: Option<ProgressHandler> = token.is_some().then(|| {
+            let sender = progress_sender.clone();
+            Arc::new(move |update: ProgressUpdate| {
+                let _ = sender.send(update);
+            }) as ProgressHandler
+        });
+        drop(progress_sender);
+        let call_context = CallContext {
+            cancellation: context.ct.clone(),
+            progress,
+            principal: caller.principal.clone(),
+        };
+        let call =
+            self.frontend()
+                .call_tool(&caller, &request.name, request.arguments, call_context);
+        let outcome = call_relaying_progress(call, progress_receiver, token, &context.peer)
+            .await
+            .map_err(|error| jsonrpc_error(error, ErrorCode::INVALID_PARAMS))?;
+        call_tool_result(outcome).map(CallToolResponse::Complete)
+    }
+
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let caller = caller_from_extensions(&context.extensions);
+        let mut prompts: Vec<Prompt> =
+            convert_items(self.frontend().prompts(&caller).await, "prompt");
+        let (range, next_cursor) = page(request, prompts.len(), self.page_size())?;
+        let mut result = ListPromptsResult::with_all_items(prompts.drain(range).collect());
+        result.next_cursor = next_cursor;
+        Ok(result)
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let caller = caller_from_extensions(&context.extensions);
+        let json = self
+            .frontend()
+            .get_prompt(&caller, &request.name, request.arguments)
+            .await
+            .map_err(|error| jsonrpc_error(error, ErrorCode::INVALID_PARAMS))?;
+        let mut result: GetPromptResult =
+            serde_json::from_value(json).map_err(|error| relay_error("prompt", &error))?;
+        with_complete_result_type(&mut result.result_type);
+        Ok(GetPromptResponse::Complete(result))
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let caller = caller_from_extensions(&context.extensions);
+        let mut resources: Vec<Resource> =
+            convert_items(self.frontend().resources(&caller).await, "resource");
+        let (range, next_cursor) = page(request, resources.len(), self.page_size())?;
+        let mut result = ListResourcesResult::with_all_items(resources.drain(range).collect());
+        result.next_cursor = next_cursor;
+        Ok(result)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let caller = caller_from_extensions(&context.extensions);
+        let mut templates: Vec<ResourceTemplate> = convert_items(
+            self.frontend().resource_templates(&caller).await,
+            "resource template",
+        );
+        let (range, next_cursor) = page(request, templates.len(), self.page_size())?;
+        let mut result =
+            ListResourceTemplatesResult::with_all_items(templates.drain(range).collect());
+        result.next_cursor = next_cursor;
+        Ok(result)
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let caller = caller_from_extensions(&context.extensions);
+        let json = self
+            .frontend()
+            .read_resource(&caller, &request.uri)
+            .await
+            .map_err(|error| jsonrpc_error(error, ErrorCode::RESOURCE_NOT_FOUND))?;
+        let mut result: ReadResourceResult =
+            serde_json::from_value(json).map_err(|error| relay_error("resource", &error))?;
+        with_complete_result_type(&mut result.result_type);
+        Ok(ReadResourceResponse::Complete(result))
+    }
+}
+
+/// Serves one MCP connection over a byte stream pair until the client closes its side (or the
+/// future is dropped, which ends the connection). A client that closes before saying anything
+/// is a normal end.
+pub async fn serve_connection<R, W>(
+    server: GatewayMcpServer,
+    reader: R,
+    writer: W,
+) -> Result<(), DownstreamError>
+where
+    R: AsyncRead + Send + Unpin + 'static,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    let running = match server.serve((reader, writer)).await {
+        Ok(running) => running,
+        Err(ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
+        Err(error) => return Err(DownstreamError::Handshake(error.to_string())),
+    };
+    running
+        .waiting()
+        .await
+        .map_err(|error| DownstreamError::Connection(error.to_string()))?;
+    Ok(())
+}
+
+/// Serves the gateway's MCP endpoint over this process's stdin and stdout until stdin closes.
+/// Nothing else may write to stdout meanwhile: log to stderr.
+pub async fn serve_stdio(
+    frontend: Arc<dyn McpFrontend>,
+    settings: McpServerSettings,
+) -> Result<(), DownstreamError> {
+    let (stdin, stdout) = rmcp::transport::stdio();
+    serve_connection(GatewayMcpServer::new(frontend, settings), stdin, stdout).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cursor(cursor: &str) -> Option<PaginatedRequestParams> {
+        Some(PaginatedRequestParams::default().with_cursor(Some(cursor.to_owned())))
+    }
+
+    #[test]
+    fn pages_end_with_no_cursor() {
+        assert_eq!(page(None, 5, 2).unwrap(), (0..2, Some("2".to_owned())));
+        assert_eq!(
+            page(cursor("2"), 5, 2).unwrap(),
+            (2..4, Some("4".to_owned()))
+        );
+        assert_eq!(page(cursor("4"), 5, 2).unwrap(), (4..5, None));
+        assert_eq!(page(None, 0, 2).unwrap(), (0..0, None));
+    }
+
+    #[test]
+    fn a_cursor_past_a_shrunken_list_is_an_empty_last_page() {
+        assert_eq!(page(cursor("9"), 5, 2).unwrap(), (5..5, None));
+    }
+
+    #[test]
+    fn a_cursor_that_is_not_ours_is_invalid_params() {
+        let error = page(cursor("abc"), 5, 2).unwrap_err();
+        assert_eq!(error.code, ErrorCode::INVALID_PARAMS);
+        assert!(error.message.contains("abc"), "{}", error.message);
+    }
+
+    #[test]
+    fn legacy_results_gain_the_complete_result_type() {
+        let outcome = ToolCallOutcome {
+            result: serde_json::json!({"content": [{"type": "text", "text": "hi"}]}),
+            is_error: false,
+        };
+        let result = call_tool_result(outcome).unwrap();
+        assert_eq!(result.result_type, Some(ResultType::COMPLETE));
+    }
+
+    #[test]
+    fn an_empty_result_object_is_an_empty_result() {
+        let outcome = ToolCallOutcome {
+            result: serde_json::json!({}),
+            is_error: true,
+        };
+        let result = call_tool_result(outcome).unwrap();
+        assert!(result.content.is_empty());
+        assert_eq!(result.is_error, Some(true));
+    }
+
+    #[test]
+    fn a_tool_with_a_non_object_schema_stays_listed() {
+        let tool = Tool::new("odd").with_input_schema(serde_json::json!(true));
+        let converted = rmcp_tool(&tool).unwrap();
+        assert_eq!(converted.name, "odd");
+        assert_eq!(
+            Value::Object((*converted.input_schema).clone()),
+            serde_json::json!({"type": "object"})
+        );
+    }
+
+    #[test]
+    fn rate_limits_say_when_to_retry() {
+        let error = jsonrpc_error(
+            FrontendError::new(
+                FrontendErrorKind::RateLimited {
+                    retry_after_ms: 1500,
+                },
+                "too many calls of `x__y`",
+            ),
+            ErrorCode::INVALID_PARAMS,
+        );
+        assert_eq!(error.code, ErrorCode(RATE_LIMITED_ERROR_CODE));
+        assert_eq!(error.message, "too many calls of `x__y`; retry after 2 s");
+        assert_eq!(error.data, Some(serde_json::json!({"retryAfterMs": 1500})));
+    }
+}

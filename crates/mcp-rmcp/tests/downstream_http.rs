@@ -1,0 +1,435 @@
+//! The Streamable HTTP handler driven with raw `http` requests, as the HTTP adapter drives it:
+//! sessions for `initialize`-era clients, stateless 2026-07-28 requests, host and origin checks.
+
+mod downstream_support;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use downstream_support::{DEADLINE, FakeFrontend, TOOL_NAMES};
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::BodyExt as _;
+use mcpgw_core::Caller;
+use mcpgw_mcp_rmcp::{McpHttpBody, McpHttpHandler, McpHttpSettings, streamable_http_handler};
+use serde_json::{Value, json};
+
+const HOST: &str = "127.0.0.1:8000";
+const LEGACY: &str = "2025-11-25";
+const MODERN: &str = "2026-07-28";
+
+fn handler(settings: McpHttpSettings) -> (Arc<FakeFrontend>, McpHttpHandler) {
+    let frontend = FakeFrontend::new();
+    let handler = streamable_http_handler(frontend.clone(), settings);
+    (frontend, handler)
+}
+
+fn request(method: Method, headers: &[(&str, &str)], body: Option<Value>) -> Request<Bytes> {
+    let mut builder = Request::builder()
+        .method(method)
+        .uri("/mcp")
+        .header(http::header::HOST, HOST);
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
+    }
+    let body = body.map_or_else(Bytes::new, |body| Bytes::from(body.to_string()));
+    builder.body(body).unwrap()
+}
+
+fn post(headers: &[(&str, &str)], body: Value) -> Request<Bytes> {
+    let mut all = vec![
+        ("accept", "application/json, text/event-stream"),
+        ("content-type", "application/json"),
+    ];
+    all.extend_from_slice(headers);
+    request(Method::POST, &all, Some(body))
+}
+
+fn initialize() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": LEGACY,
+        "capabilities": {},
+        "clientInfo": {"name": "raw-http-test", "version": "0"},
+    }})
+}
+
+/// A 2026-07-28 request: the per-request `_meta` replaces the handshake.
+fn modern(id: u64, method: &str, mut params: Value) -> Value {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw-http-test", "version": "0"},
+    });
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+fn modern_headers<'a>(method: &'a str, name: Option<&'a str>) -> Vec<(&'a str, &'a str)> {
+    let mut headers = vec![("mcp-protocol-version", MODERN), ("mcp-method", method)];
+    if let Some(name) = name {
+        headers.push(("mcp-name", name));
+    }
+    headers
+}
+
+async fn send(handler: &McpHttpHandler, request: Request<Bytes>) -> Response<McpHttpBody> {
+    tokio::time::timeout(DEADLINE, handler(request))
+        .await
+        .expect("the handler did not answer in time")
+}
+
+fn content_type(response: &Response<McpHttpBody>) -> String {
+    response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+async fn text(response: Response<McpHttpBody>) -> String {
+    let body = tokio::time::timeout(DEADLINE, response.into_body().collect())
+        .await
+        .expect("the body did not end in time")
+        .unwrap()
+        .to_bytes();
+    String::from_utf8(body.to_vec()).unwrap()
+}
+
+/// Reads Server-Sent Events from `body` until `done` accepts the messages so far, and returns
+/// them. Keep-alive comments and priming events (no data) are skipped.
+async fn read_events(body: &mut McpHttpBody, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let mut buffer = String::new();
+    let mut messages = Vec::new();
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        if done(&messages) {
+            return messages;
+        }
+        let frame = tokio::time::timeout_at(deadline, body.frame())
+            .await
+            .unwrap_or_else(|_| panic!("timed out; messages so far: {messages:?}"));
+        let Some(frame) = frame else {
+            panic!("the stream ended; messages so far: {messages:?}");
+        };
+        let Ok(data) = frame.unwrap().into_data() else {
+            continue;
+        };
+        buffer.push_str(std::str::from_utf8(&data).unwrap());
+        while let Some(end) = buffer.find("\n\n") {
+            let event: String = buffer.drain(..end + 2).collect();
+            let data: String = event
+                .lines()
+                .filter_map(|line| line.strip_prefix("data:"))
+                .map(str::trim_start)
+                .collect();
+            if !data.is_empty() {
+                messages.push(serde_json::from_str(&data).unwrap());
+            }
+        }
+    }
+}
+
+fn has_answer(messages: &[Value]) -> bool {
+    messages.iter().any(|message| message.get("id").is_some())
+}
+
+/// The JSON-RPC answer (result or error) of a request, whether it came as JSON or as SSE.
+async fn answer(response: Response<McpHttpBody>) -> Value {
+    assert_eq!(response.status(), StatusCode::OK, "{response:?}");
+    if content_type(&response).starts_with("application/json") {
+        return serde_json::from_str(&text(response).await).unwrap();
+    }
+    assert!(content_type(&response).starts_with("text/event-stream"));
+    let mut body = response.into_body();
+    let messages = read_events(&mut body, has_answer).await;
+    messages
+        .into_iter()
+        .find(|message| message.get("id").is_some())
+        .unwrap()
+}
+
+/// Opens a 2025-11-25 session and answers its id.
+async fn open_session(handler: &McpHttpHandler) -> String {
+    let response = send(handler, post(&[], initialize())).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let session = response
+        .headers()
+        .get("mcp-session-id")
+        .expect("an initialize answer carries Mcp-Session-Id")
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let initialized = answer(response).await;
+    assert_eq!(initialized["result"]["serverInfo"]["name"], "mcpgw");
+    assert_eq!(initialized["result"]["protocolVersion"], LEGACY);
+    assert_eq!(
+        initialized["result"]["capabilities"]["tools"]["listChanged"],
+        true
+    );
+
+    let notification = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let response = send(
+        handler,
+        post(
+            &[
+                ("mcp-session-id", &session),
+                ("mcp-protocol-version", LEGACY),
+            ],
+            notification,
+        ),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+    session
+}
+
+fn in_session(session: &str) -> [(&str, &str); 2] {
+    [
+        ("mcp-session-id", session),
+        ("mcp-protocol-version", LEGACY),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2025_client_works_in_a_session_from_initialize_to_delete() {
+    let (_frontend, handler) = handler(McpHttpSettings::default());
+    let session = open_session(&handler).await;
+
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let listed = answer(send(&handler, post(&in_session(&session), list.clone())).await).await;
+    let names: Vec<_> = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, TOOL_NAMES);
+    // `initialize`-era clients keep the wire shape of their era.
+    assert!(listed["result"].get("resultType").is_none(), "{listed}");
+    assert!(listed["result"].get("nextCursor").is_none(), "{listed}");
+
+    let delete = request(Method::DELETE, &in_session(&session), None);
+    assert_eq!(send(&handler, delete).await.status(), StatusCode::ACCEPTED);
+    let response = send(&handler, post(&in_session(&session), list)).await;
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_is_streamed_before_the_answer_in_a_session() {
+    let (_frontend, handler) = handler(McpHttpSettings::default());
+    let session = open_session(&handler).await;
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "srv__progress", "_meta": {"progressToken": "p-7"}}});
+    let response = send(&handler, post(&in_session(&session), call)).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut body = response.into_body();
+    let messages = read_events(&mut body, has_answer).await;
+    let methods: Vec<_> = messages
+        .iter()
+        .map(|message| {
+            message["method"]
+                .as_str()
+                .map_or_else(|| "answer".to_owned(), str::to_owned)
+        })
+        .collect();
+    assert_eq!(
+        methods,
+        ["notifications/progress", "notifications/progress", "answer"]
+    );
+    assert_eq!(messages[0]["params"]["progressToken"], "p-7");
+    assert_eq!(messages[0]["params"]["progress"], 1.0);
+    assert_eq!(messages[1]["params"]["message"], "done");
+    assert_eq!(messages[2]["result"]["content"][0]["text"], "finished");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_session_stream_announces_tool_list_changes() {
+    let (frontend, handler) = handler(McpHttpSettings::default());
+    let session = open_session(&handler).await;
+    let mut headers = in_session(&session).to_vec();
+    headers.push(("accept", "text/event-stream"));
+    let response = send(&handler, request(Method::GET, &headers, None)).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(content_type(&response).starts_with("text/event-stream"));
+    let mut stream = response.into_body();
+
+    frontend.add_tool("srv__new");
+    let messages = read_events(&mut stream, |messages| !messages.is_empty()).await;
+    assert_eq!(messages[0]["method"], "notifications/tools/list_changed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_caller_in_the_request_extensions_reaches_the_front_end() {
+    let (frontend, handler) = handler(McpHttpSettings::default());
+    let session = open_session(&handler).await;
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                      "params": {"name": "srv__whoami"}});
+    let mut request = post(&in_session(&session), call);
+    request.extensions_mut().insert(Caller {
+        principal: Some("user:alice".into()),
+    });
+    let answered = answer(send(&handler, request).await).await;
+    assert_eq!(answered["result"]["content"][0]["text"], "user:alice");
+
+    let call = modern(4, "tools/call", json!({"name": "srv__whoami"}));
+    let mut request = post(&modern_headers("tools/call", Some("srv__whoami")), call);
+    request.extensions_mut().insert(Caller {
+        principal: Some("user:bob".into()),
+    });
+    let answered = answer(send(&handler, request).await).await;
+    assert_eq!(answered["result"]["content"][0]["text"], "user:bob");
+
+    // Without a caller the request is anonymous.
+    let call = modern(5, "tools/call", json!({"name": "srv__whoami"}));
+    let request = post(&modern_headers("tools/call", Some("srv__whoami")), call);
+    let answered = answer(send(&handler, request).await).await;
+    assert_eq!(answered["result"]["content"][0]["text"], "nobody");
+    assert_eq!(
+        *frontend.call_principals.lock().unwrap(),
+        [
+            Some("user:alice".to_owned()),
+            Some("user:bob".to_owned()),
+            None
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_client_is_served_statelessly_with_complete_results() {
+    let (_frontend, handler) = handler(McpHttpSettings::default());
+    let list = modern(1, "tools/list", json!({}));
+    let response = send(&handler, post(&modern_headers("tools/list", None), list)).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(response.headers().get("mcp-session-id").is_none());
+    assert!(content_type(&response).starts_with("application/json"));
+    let listed = answer(response).await;
+    assert_eq!(
+        listed["result"]["tools"].as_array().unwrap().len(),
+        TOOL_NAMES.len()
+    );
+    assert_eq!(listed["result"]["resultType"], "complete");
+    // rmcp fills the cache hints 2026-07-28 requires: never cached, per caller.
+    assert_eq!(listed["result"]["ttlMs"], 0);
+    assert_eq!(listed["result"]["cacheScope"], "private");
+
+    // The front end's result has no `resultType` (as from a 2025-era upstream); the 2026
+    // client still gets one.
+    let call = modern(
+        2,
+        "tools/call",
+        json!({"name": "srv__echo", "arguments": {"a": 1}}),
+    );
+    let called = answer(
+        send(
+            &handler,
+            post(&modern_headers("tools/call", Some("srv__echo")), call),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(called["result"]["resultType"], "complete");
+    assert_eq!(called["result"]["structuredContent"], json!({"a": 1}));
+
+    let unknown = modern(3, "tools/call", json!({"name": "srv__nope"}));
+    let refused = answer(
+        send(
+            &handler,
+            post(&modern_headers("tools/call", Some("srv__nope")), unknown),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(refused["error"]["code"], -32602);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_request_without_its_standard_headers_is_a_bad_request() {
+    let (_frontend, handler) = handler(McpHttpSettings::default());
+    let list = modern(1, "tools/list", json!({}));
+    let response = send(&handler, post(&[("mcp-protocol-version", MODERN)], list)).await;
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let body: Value = serde_json::from_str(&text(response).await).unwrap();
+    assert_eq!(body["error"]["code"], -32020, "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_hangs_up_cancels_its_stateless_call() {
+    let (frontend, handler) = handler(McpHttpSettings::default());
+    let mut call = modern(1, "tools/call", json!({"name": "srv__slow"}));
+    call["params"]["_meta"]["progressToken"] = json!("slow-1");
+    let response = send(
+        &handler,
+        post(&modern_headers("tools/call", Some("srv__slow")), call),
+    )
+    .await;
+    // The progress notification comes first, so the answer is a stream.
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(content_type(&response).starts_with("text/event-stream"));
+    let mut body = response.into_body();
+    let messages = read_events(&mut body, |messages| !messages.is_empty()).await;
+    assert_eq!(messages[0]["method"], "notifications/progress");
+    assert!(!*frontend.slow_call_cancelled.borrow());
+
+    drop(body);
+    frontend.wait_until_slow_call_cancelled().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hosts_other_than_loopback_and_the_configured_ones_are_forbidden() {
+    let (_frontend, handler) = handler(McpHttpSettings::default());
+    let mut rebinding = post(&[], initialize());
+    rebinding
+        .headers_mut()
+        .insert(http::header::HOST, "evil.example:8000".parse().unwrap());
+    assert_eq!(
+        send(&handler, rebinding).await.status(),
+        StatusCode::FORBIDDEN
+    );
+
+    let (_frontend, handler) =
+        self::handler(McpHttpSettings::default().with_public_hosts(["gw.example.com"]));
+    let mut public = post(&[], initialize());
+    public
+        .headers_mut()
+        .insert(http::header::HOST, "gw.example.com:443".parse().unwrap());
+    assert_eq!(send(&handler, public).await.status(), StatusCode::OK);
+    let mut localhost = post(&[], initialize());
+    localhost
+        .headers_mut()
+        .insert(http::header::HOST, "localhost:1234".parse().unwrap());
+    assert_eq!(send(&handler, localhost).await.status(), StatusCode::OK);
+
+    let (_frontend, handler) = self::handler(McpHttpSettings::default().with_public_hosts(["*"]));
+    let mut anything = post(&[], initialize());
+    anything
+        .headers_mut()
+        .insert(http::header::HOST, "evil.example:8000".parse().unwrap());
+    assert_eq!(send(&handler, anything).await.status(), StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn browsers_may_call_from_the_same_origin_or_an_allowed_one_only() {
+    let (_frontend, handler) =
+        handler(McpHttpSettings::default().with_allowed_origins(["https://app.example.com"]));
+    let cross_site = post(&[("origin", "https://evil.example")], initialize());
+    let response = send(&handler, cross_site).await;
+    assert_eq!(response.status(), StatusCode::FORBIDDEN);
+    assert!(text(response).await.contains("Origin"));
+
+    let same_origin = post(&[("origin", "http://127.0.0.1:8000")], initialize());
+    assert_eq!(send(&handler, same_origin).await.status(), StatusCode::OK);
+    let allowed = post(&[("origin", "https://app.example.com")], initialize());
+    assert_eq!(send(&handler, allowed).await.status(), StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_bodies_are_refused() {
+    let (_frontend, handler) = handler(McpHttpSettings::default().with_max_request_body_bytes(256));
+    let mut call = modern(1, "tools/call", json!({"name": "srv__echo"}));
+    call["params"]["arguments"] = json!({"text": "x".repeat(1024)});
+    let response = send(
+        &handler,
+        post(&modern_headers("tools/call", Some("srv__echo")), call),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+}
