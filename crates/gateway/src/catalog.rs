@@ -45,6 +45,8 @@ pub struct ToolCatalog {
     changes: watch::Sender<u64>,
     rebuild_wanted: Notify,
     resource_routes: RwLock<HashMap<String, ServerId>>,
+    /// Exposed prompt name -> (server, the upstream's own name), as last listed.
+    prompt_routes: RwLock<HashMap<String, (ServerId, String)>>,
 }
 
 impl std::fmt::Debug for ToolCatalog {
@@ -68,6 +70,7 @@ impl ToolCatalog {
             changes: watch::channel(0).0,
             rebuild_wanted: Notify::new(),
             resource_routes: RwLock::new(HashMap::new()),
+            prompt_routes: RwLock::new(HashMap::new()),
         })
     }
 
@@ -256,22 +259,77 @@ impl McpFrontend for ToolCatalog {
         let listed = futures::future::join_all(sessions.iter().map(|(id, session)| async move {
             let listed = tokio::time::timeout(FAN_OUT_TIMEOUT, session.list_prompts()).await;
             match listed {
-                Ok(Ok(prompts)) => prompts.into_iter().map(|p| rename(p, id)).collect(),
-                _ => Vec::new(),
+                Ok(Ok(prompts)) => (id.clone(), prompts),
+                _ => (id.clone(), Vec::new()),
             }
         }))
         .await;
-        listed.into_iter().flatten().collect()
+        // Prompts follow the same naming rule as tools.
+        let mut name_counts: HashMap<String, usize> = HashMap::new();
+        for (_, prompts) in &listed {
+            for prompt in prompts {
+                if let Some(name) = prompt.get("name").and_then(Value::as_str) {
+                    *name_counts.entry(name.to_owned()).or_default() += 1;
+                }
+            }
+        }
+        let mut routes = HashMap::new();
+        let mut all = Vec::new();
+        for (id, prompts) in listed {
+            for mut prompt in prompts {
+                let Some(name) = prompt
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                else {
+                    continue;
+                };
+                let bare = self.naming == ToolNaming::Bare && name_counts.get(&name) == Some(&1);
+                let exposed = if bare {
+                    name.clone()
+                } else {
+                    format!("{id}{NAME_SEPARATOR}{name}")
+                };
+                prompt["name"] = Value::String(exposed.clone());
+                routes.insert(exposed, (id.clone(), name));
+                all.push(prompt);
+            }
+        }
+        *self
+            .prompt_routes
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = routes;
+        all
     }
 
     async fn get_prompt(
         &self,
-        _caller: &Caller,
+        caller: &Caller,
         name: &str,
         arguments: Option<Map<String, Value>>,
     ) -> Result<Value, FrontendError> {
-        let Some((server, prompt)) = Self::split(name) else {
-            return Err(FrontendError::unknown("prompt", name));
+        let known = |catalog: &Self| {
+            catalog
+                .prompt_routes
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(name)
+                .cloned()
+        };
+        let route = match known(self) {
+            Some(route) => Some(route),
+            None => {
+                self.prompts(caller).await;
+                known(self)
+            }
+        };
+        // A namespaced name also reaches a server that is not running yet (it is started).
+        let (server, prompt) = match route {
+            Some(route) => route,
+            None => match Self::split(name) {
+                Some((server, prompt)) => (server, prompt.to_owned()),
+                None => return Err(FrontendError::unknown("prompt", name)),
+            },
         };
         let session = self
             .manager
@@ -279,7 +337,7 @@ impl McpFrontend for ToolCatalog {
             .await
             .map_err(frontend_error)?;
         session
-            .get_prompt(prompt, arguments)
+            .get_prompt(&prompt, arguments)
             .await
             .map_err(|error| {
                 frontend_error(CoreError::Session {
