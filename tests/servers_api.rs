@@ -8,8 +8,12 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::{descendants, fixture_binary, fixture_server_yaml, gateway, process_alive};
 
+/// These tests watch single starts and stops closely, so the background probe that learns the
+/// tools of servers declaring none is turned off (the data-plane tests cover it).
+const NO_PROBE: &str = "probe_tools: false\n";
+
 fn config_with(servers: &[String]) -> String {
-    format!("mcp_servers:\n{}", servers.join(""))
+    format!("{NO_PROBE}mcp_servers:\n{}", servers.join(""))
 }
 
 fn fixture_command(extra: &[&str]) -> Value {
@@ -127,7 +131,7 @@ fn the_whole_lifecycle_of_a_configured_and_a_created_server() {
 
 #[test]
 fn created_servers_survive_a_restart_of_the_gateway() {
-    let mut first = gateway().start();
+    let mut first = gateway().config(NO_PROBE).start();
     let created = first.post(
         "/api/mcp_servers",
         &json!({"mcp_server_id": "kept", "mode": "subprocess", "command": fixture_command(&[]),
@@ -138,7 +142,7 @@ fn created_servers_survive_a_restart_of_the_gateway() {
     let data_dir = std::mem::replace(&mut first.data_dir, tempfile::tempdir().unwrap());
     drop(first);
 
-    let second = gateway().data_dir(data_dir).start();
+    let second = gateway().config(NO_PROBE).data_dir(data_dir).start();
     let details = second.get("/api/mcp_servers/kept").json();
     assert_eq!(details["description"], "persisted");
     assert_eq!(
@@ -238,7 +242,7 @@ fn long_lines_are_truncated_and_invalid_utf8_is_replaced() {
         "head -c 20000 /dev/zero | tr '\\0' x >&2; echo >&2; printf 'bad \\377\\376 bytes\\n' >&2; \
          exec '{fixture}'"
     );
-    let gw = gateway().start();
+    let gw = gateway().config(NO_PROBE).start();
     let created = gw.post(
         "/api/mcp_servers",
         &json!({"mcp_server_id": "noisy", "mode": "subprocess", "command": ["sh", "-c", script]}),
@@ -265,7 +269,7 @@ fn long_lines_are_truncated_and_invalid_utf8_is_replaced() {
 
 #[test]
 fn errors_answer_the_envelope() {
-    let gw = gateway().start();
+    let gw = gateway().config(NO_PROBE).start();
     let fixture = fixture_command(&[]);
     let good = json!({"mcp_server_id": "one", "mode": "subprocess", "command": fixture});
     assert_eq!(gw.post("/api/mcp_servers", &good).status, 201);
@@ -398,7 +402,7 @@ fn a_server_that_crashes_becomes_dead_with_an_event() {
     // The shell becomes the fixture (exec keeps its pid, $$); a background subshell in the same
     // process group kills it with SIGKILL a moment after the start.
     let script = format!("(sleep 1; kill -9 $$) & exec '{fixture}'");
-    let gw = gateway().start();
+    let gw = gateway().config(NO_PROBE).start();
     let created = gw.post(
         "/api/mcp_servers",
         &json!({"mcp_server_id": "fragile", "mode": "subprocess", "command": ["sh", "-c", script]}),
@@ -462,7 +466,7 @@ fn a_server_that_exits_at_start_is_dead_and_its_stderr_is_kept() {
 
 #[test]
 fn a_command_that_does_not_exist_is_a_clear_error() {
-    let gw = gateway().start();
+    let gw = gateway().config(NO_PROBE).start();
     let created = gw.post(
         "/api/mcp_servers",
         &json!({"mcp_server_id": "typo", "mode": "subprocess",
@@ -484,7 +488,7 @@ fn no_process_survives_a_sigterm_of_the_gateway() {
     let fixture = fixture_binary().display().to_string();
     // One plain server, and one whose shell leaves a grandchild behind in its process group.
     let gw_config = format!(
-        "mcp_servers:\n{}  family:\n    mode: subprocess\n    command: [sh, -c, \"sleep 1000 & exec '{fixture}'\"]\n",
+        "{NO_PROBE}mcp_servers:\n{}  family:\n    mode: subprocess\n    command: [sh, -c, \"sleep 1000 & exec '{fixture}'\"]\n",
         fixture_server_yaml("plain", &[]),
     );
     let mut gw = gateway().config(&gw_config).start();
@@ -559,7 +563,7 @@ fn probes_and_metrics_answer() {
 
 #[test]
 fn trailing_slashes_on_collections_answer_without_redirects() {
-    let gw = gateway().start();
+    let gw = gateway().config(NO_PROBE).start();
     let plain = gw.get("/api/mcp_servers");
     let slashed = gw.get("/api/mcp_servers/");
     assert_eq!(plain.status, 200);

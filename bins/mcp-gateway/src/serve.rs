@@ -13,8 +13,8 @@ use mcpgw_core::{
     ServerLauncher, ServerManager, ServerRepository, ServerSpec,
 };
 use mcpgw_gateway::{
-    CompositeLauncher, DEFAULT_HISTORY_PER_SERVER, EventBus, Gateway, GatewayInfo,
-    HistoryRecorder, StdioLauncher, TokioClock, TokioSpawner, ToolCatalog,
+    CompositeLauncher, DEFAULT_HISTORY_PER_SERVER, EventBus, Gateway, GatewayInfo, HistoryRecorder,
+    StdioLauncher, TokioClock, TokioSpawner, ToolCatalog,
 };
 
 use crate::cli::Cli;
@@ -27,6 +27,7 @@ const MAINTENANCE_PERIOD: Duration = Duration::from_secs(1);
 /// Everything the gateway is made of, before it starts serving.
 struct Assembled {
     gateway: Gateway,
+    catalog: Arc<ToolCatalog>,
     frontend: Arc<dyn McpFrontend>,
 }
 
@@ -43,7 +44,12 @@ pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
         .context("cannot start the runtime")?;
 
     let assembled = assemble(cli, &config, config_path, core_runtime.handle())?;
-    core_runtime.block_on(register_servers(&assembled.gateway, &config))?;
+    core_runtime.block_on(async {
+        register_servers(&assembled.gateway, &config).await?;
+        // Servers that declare no tools are started once, in the background, to learn them.
+        assembled.catalog.probe_unknown_tools();
+        anyhow::Ok(())
+    })?;
     let maintenance = {
         let _entered = core_runtime.enter();
         mcpgw_gateway::spawn_maintenance(assembled.gateway.servers().clone(), MAINTENANCE_PERIOD)
@@ -70,7 +76,10 @@ fn assemble(
     runtime: &tokio::runtime::Handle,
 ) -> anyhow::Result<Assembled> {
     std::fs::create_dir_all(&cli.data_dir).with_context(|| {
-        format!("cannot create the data directory {}", cli.data_dir.display())
+        format!(
+            "cannot create the data directory {}",
+            cli.data_dir.display()
+        )
     })?;
     let database = cli.data_dir.join("mcpgw.db");
     let store = Arc::new(
@@ -94,11 +103,12 @@ fn assemble(
     );
 
     let catalog = ToolCatalog::new(manager.clone(), config.tool_names);
+    catalog.set_probing(config.probe_tools);
     events.add_observer(catalog.observer());
     runtime.spawn(catalog.clone().run_change_notifier());
     let history = Arc::new(InMemoryInvocationHistory::new(DEFAULT_HISTORY_PER_SERVER));
     events.add_observer(Arc::new(HistoryRecorder::new(history.clone())));
-    let frontend: Arc<dyn McpFrontend> = catalog;
+    let frontend: Arc<dyn McpFrontend> = catalog.clone();
 
     let gateway = Gateway::new(
         manager,
@@ -109,19 +119,30 @@ fn assemble(
     )
     .with_history(history)
     .with_frontend(frontend.clone());
-    Ok(Assembled { gateway, frontend })
+    Ok(Assembled {
+        gateway,
+        catalog,
+        frontend,
+    })
 }
 
 async fn register_servers(gateway: &Gateway, config: &GatewayConfig) -> anyhow::Result<()> {
     let manager = gateway.servers();
     for spec in config.server_specs() {
-        manager.register(spec).await.context("cannot register a configured mcp server")?;
+        manager
+            .register(spec)
+            .await
+            .context("cannot register a configured mcp server")?;
     }
     let restored = manager
         .restore_from_repository()
         .await
         .context("cannot load the mcp servers saved in the store")?;
-    tracing::info!(configured = config.mcp_servers.len(), restored, "mcp servers registered");
+    tracing::info!(
+        configured = config.mcp_servers.len(),
+        restored,
+        "mcp servers registered"
+    );
     Ok(())
 }
 
@@ -142,7 +163,11 @@ fn build_launcher() -> Arc<dyn ServerLauncher> {
     fn is_remote(spec: &ServerSpec) -> bool {
         matches!(spec.launch, LaunchSpec::Remote { .. })
     }
-    Arc::new(CompositeLauncher::new().with(is_subprocess, stdio).with(is_remote, remote))
+    Arc::new(
+        CompositeLauncher::new()
+            .with(is_subprocess, stdio)
+            .with(is_remote, remote),
+    )
 }
 
 /// The MCP endpoint's handler from the rmcp adapter, in the HTTP adapter's types.
@@ -169,7 +194,9 @@ fn serve_http(cli: &Cli, config: &GatewayConfig, assembled: &Assembled) -> anyho
     let gateway = &assembled.gateway;
     let listener = TcpListener::bind((cli.host.as_str(), cli.port))
         .with_context(|| format!("cannot listen on {}:{}", cli.host, cli.port))?;
-    let address = listener.local_addr().context("cannot read the bound address")?;
+    let address = listener
+        .local_addr()
+        .context("cannot read the bound address")?;
 
     let metrics = mcpgw_http_actix::install_metrics_recorder()
         .map_err(|error| anyhow::anyhow!("cannot install the metrics recorder: {error}"))?;

@@ -41,6 +41,10 @@ pub struct GatewayConfig {
     pub config_reload: ConfigReloadConfig,
     #[serde(default, deserialize_with = "de::null_as_default")]
     pub mcp_endpoint: McpEndpointConfig,
+    /// Start servers that declare no `tools` once, in the background, to learn their tools for
+    /// the aggregated list (they are stopped again right after).
+    #[serde(default = "default_true")]
+    pub probe_tools: bool,
     #[serde(skip)]
     pub(crate) variable_references: Vec<VariableReference>,
     #[serde(skip)]
@@ -49,6 +53,10 @@ pub struct GatewayConfig {
 
 impl GatewayConfig {
     pub const DEFAULT_TOOL_TIMEOUT_S: u64 = 60;
+}
+
+fn default_true() -> bool {
+    true
 }
 
 fn default_tool_timeout_s() -> u64 {
@@ -66,6 +74,7 @@ impl Default for GatewayConfig {
             tool_timeout_s: GatewayConfig::DEFAULT_TOOL_TIMEOUT_S,
             config_reload: ConfigReloadConfig::default(),
             mcp_endpoint: McpEndpointConfig::default(),
+            probe_tools: true,
             variable_references: Vec::new(),
             warnings: Vec::new(),
         }

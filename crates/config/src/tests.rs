@@ -1374,10 +1374,17 @@ fn the_mcp_endpoint_section_has_defaults_and_refuses_unknown_keys() {
         "mcp_endpoint:\n  allowed_hosts: [gw.example.com]\n  allowed_origins: [\"https://app.example.com\"]\n  sse_keep_alive_s: 30\n",
     );
     assert_eq!(set.mcp_endpoint.allowed_hosts, ["gw.example.com"]);
-    assert_eq!(set.mcp_endpoint.allowed_origins, ["https://app.example.com"]);
+    assert_eq!(
+        set.mcp_endpoint.allowed_origins,
+        ["https://app.example.com"]
+    );
     assert_eq!(set.mcp_endpoint.sse_keep_alive_s, 30);
     let errors = parse_errors("mcp_endpoint:\n  allowed_host: [x]\n");
     assert_eq!(errors.len(), 1);
     assert_eq!(errors[0].line, Some(2));
-    assert!(errors[0].message.contains("allowed_hosts"), "{}", errors[0].message);
+    assert!(
+        errors[0].message.contains("allowed_hosts"),
+        "{}",
+        errors[0].message
+    );
 }

@@ -22,6 +22,10 @@ pub const NAME_SEPARATOR: &str = "__";
 
 /// How long listing prompts or resources waits for one running server.
 const FAN_OUT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a tool listing waits for tool lists that are being learned.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How many servers are probed for their tools at once.
+const PROBE_CONCURRENCY: usize = 4;
 
 #[derive(Default)]
 struct Snapshot {
@@ -47,6 +51,12 @@ pub struct ToolCatalog {
     resource_routes: RwLock<HashMap<String, ServerId>>,
     /// Exposed prompt name -> (server, the upstream's own name), as last listed.
     prompt_routes: RwLock<HashMap<String, (ServerId, String)>>,
+    /// Servers whose tools were probed (or are being probed); a server leaves the set when its
+    /// definition changes, so a failed probe is not retried in a loop.
+    probed: std::sync::Mutex<std::collections::HashSet<ServerId>>,
+    probe_slots: Arc<tokio::sync::Semaphore>,
+    probes_pending: watch::Sender<usize>,
+    probing: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for ToolCatalog {
@@ -71,6 +81,10 @@ impl ToolCatalog {
             rebuild_wanted: Notify::new(),
             resource_routes: RwLock::new(HashMap::new()),
             prompt_routes: RwLock::new(HashMap::new()),
+            probed: std::sync::Mutex::new(std::collections::HashSet::new()),
+            probe_slots: Arc::new(tokio::sync::Semaphore::new(PROBE_CONCURRENCY)),
+            probes_pending: watch::channel(0).0,
+            probing: std::sync::atomic::AtomicBool::new(true),
         })
     }
 
@@ -81,10 +95,59 @@ impl ToolCatalog {
         })
     }
 
-    /// Rebuilds after changes and moves [`McpFrontend::changes`] when the list really changed.
-    /// Runs until the catalogue is dropped.
+    /// Learns, in the background, the tools of every server that never ran and declares none
+    /// (see [`ServerManager::probe_tools`]), a few at a time. Each server is probed once per
+    /// definition. Call it from within a tokio runtime.
+    pub fn probe_unknown_tools(self: &Arc<Self>) {
+        if !self.probing.load(Ordering::Acquire) {
+            return;
+        }
+        let unknown: Vec<ServerId> = self
+            .manager
+            .list(None)
+            .into_iter()
+            .filter(|server| server.tool_source == mcpgw_core::ToolSource::Unknown)
+            .map(|server| server.id().clone())
+            .collect();
+        for id in unknown {
+            let newly = self
+                .probed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(id.clone());
+            if !newly {
+                continue;
+            }
+            self.probes_pending.send_modify(|pending| *pending += 1);
+            let catalog = Arc::clone(self);
+            tokio::spawn(async move {
+                if let Ok(_slot) = catalog.probe_slots.clone().acquire_owned().await
+                    && let Err(error) = catalog.manager.probe_tools(&id).await
+                {
+                    tracing::warn!(server = %id, %error, "could not learn the tools of an mcp server");
+                }
+                catalog.probes_pending.send_modify(|pending| *pending -= 1);
+            });
+        }
+    }
+
+    /// Turns probing on or off (it is on by default).
+    pub fn set_probing(&self, enabled: bool) {
+        self.probing.store(enabled, Ordering::Release);
+    }
+
+    fn forget_probe(&self, id: &ServerId) {
+        self.probed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+    }
+
+    /// Rebuilds after changes and moves [`McpFrontend::changes`] when the list really changed;
+    /// probes servers whose tools are unknown. Runs until the catalogue is dropped.
     pub async fn run_change_notifier(self: Arc<Self>) {
         loop {
+            self.probe_unknown_tools();
             self.rebuild_wanted.notified().await;
             let before = Arc::clone(&self.snapshot().tools);
             let after = self.current_tools();
@@ -252,6 +315,11 @@ impl McpFrontend for ToolCatalog {
 
     fn changes(&self) -> watch::Receiver<u64> {
         self.changes.subscribe()
+    }
+
+    async fn settle(&self) {
+        let mut pending = self.probes_pending.subscribe();
+        let _ = tokio::time::timeout(SETTLE_TIMEOUT, pending.wait_for(|count| *count == 0)).await;
     }
 
     async fn prompts(&self, _caller: &Caller) -> Vec<Value> {
@@ -435,7 +503,15 @@ impl EventObserver for CatalogObserver {
                 | DomainEvent::McpServerStarted { .. }
                 | DomainEvent::McpServerToolsChanged { .. }
         );
-        if relevant && let Some(catalog) = self.catalog.upgrade() {
+        let Some(catalog) = self.catalog.upgrade() else {
+            return;
+        };
+        if let DomainEvent::McpServerUpdated { mcp_server_id, .. }
+        | DomainEvent::McpServerRemoved { mcp_server_id } = &published.event
+        {
+            catalog.forget_probe(mcp_server_id);
+        }
+        if relevant {
             catalog.mark_dirty();
         }
     }

@@ -95,7 +95,49 @@ async fn tools_of_every_server_are_listed_prefixed_without_starting_any() {
         names(&h.catalog),
         ["files__echo", "math__add", "math__echo"]
     );
-    assert_eq!(h.launcher.launches(), 0);
+    assert!(h.launcher.session("math").is_none() && h.launcher.session("files").is_none());
+}
+
+#[tokio::test]
+async fn servers_that_declare_no_tools_are_probed_once_and_stopped_again() {
+    let h = harness(ToolNaming::Prefixed);
+    lists(&h, "quiet", &["hidden"]);
+    h.manager.register(with_tools("quiet", &[])).await.unwrap();
+    h.catalog.probe_unknown_tools();
+    h.catalog.settle().await;
+    assert_eq!(names(&h.catalog), ["quiet__hidden"]);
+    assert_eq!(h.launcher.launches(), 1);
+    assert!(
+        h.launcher.session("quiet").unwrap().is_closed(),
+        "the probe stops what it started"
+    );
+    assert_eq!(
+        h.manager.snapshot(&id("quiet")).unwrap().state,
+        mcpgw_core::ServerState::Cold
+    );
+    // Once known, the tools are not probed again.
+    h.catalog.probe_unknown_tools();
+    h.catalog.settle().await;
+    assert_eq!(h.launcher.launches(), 1);
+}
+
+#[tokio::test]
+async fn a_failing_probe_is_not_retried_until_the_definition_changes() {
+    let h = harness(ToolNaming::Prefixed);
+    h.launcher.set_behaviour(
+        "broken",
+        FakeBehaviour {
+            launch_error: Some(LaunchError::Handshake("no".into())),
+            ..FakeBehaviour::default()
+        },
+    );
+    h.manager.register(with_tools("broken", &[])).await.unwrap();
+    for _ in 0..3 {
+        h.catalog.probe_unknown_tools();
+        h.catalog.settle().await;
+    }
+    assert_eq!(h.launcher.launches(), 1);
+    assert!(names(&h.catalog).is_empty());
 }
 
 #[tokio::test]

@@ -85,6 +85,11 @@ pub trait McpFrontend: Send + Sync {
 
     fn changes(&self) -> watch::Receiver<u64>;
 
+    /// Waits (briefly, bounded by the implementation) until tool lists that are being learned
+    /// right now are known, so that a client listing tools just after the gateway started sees
+    /// them. Never waits on a server that is slow to answer for longer than that bound.
+    async fn settle(&self) {}
+
     /// MCP `Prompt` objects with namespaced names.
     async fn prompts(&self, caller: &Caller) -> Vec<Value>;
 

@@ -32,6 +32,9 @@ use crate::state::ServerState;
 use crate::time::{Clock, MonoTime, Timestamp};
 use crate::tool::{CallContext, Tool, ToolCall, ToolCallOutcome};
 
+/// How long a timed-out call may take to pass its cancellation on to the upstream.
+const CANCEL_GRACE: Duration = Duration::from_secs(1);
+
 /// Knobs of the manager that are not per server.
 #[derive(Debug, Clone)]
 pub struct ManagerSettings {
@@ -931,6 +934,24 @@ impl ServerManager {
         });
     }
 
+    /// Learns the tools of a server that never ran and declares none: starts it, lets the start
+    /// list its tools, and stops it again unless a call arrived meanwhile. Servers whose tools
+    /// are already known are left alone. Returns the tools it learned.
+    pub async fn probe_tools(&self, id: &ServerId) -> Result<Vec<Tool>, CoreError> {
+        let server = self.lookup(id)?;
+        if self.tools(id)?.1 != ToolSource::Unknown {
+            return Ok(self.tools(id)?.0);
+        }
+        let was_running = server.status().state.is_running();
+        self.start_server(&server, false)
+            .await
+            .map_err(|failure| self.start_error(id, failure))?;
+        if !was_running && server.in_flight.load(Ordering::Acquire) == 0 {
+            self.stop_server(&server, "probed").await;
+        }
+        Ok(self.tools(id)?.0)
+    }
+
     // ----- sessions -----------------------------------------------------------------------
 
     /// The session of a server that is running now, without starting anything.
@@ -980,15 +1001,20 @@ impl ServerManager {
             let _slot = server.call_slots.acquire().await;
             session.call_tool(call, ctx).await
         };
-        let result = within(&*self.inner.clock, timeout, call)
-            .await
-            .unwrap_or_else(|| {
+        let mut call = std::pin::pin!(call);
+        let result = match within(&*self.inner.clock, timeout, call.as_mut()).await {
+            Some(result) => result,
+            None => {
+                // Cancel through the session (which tells the upstream) and give it a moment
+                // to do so, instead of dropping the request on the floor.
                 cancellation.cancel();
+                let _ = within(&*self.inner.clock, CANCEL_GRACE, call).await;
                 Err(SessionError::timeout(format!(
                     "the tool did not answer within {} s",
                     timeout.as_secs_f64()
                 )))
-            });
+            }
+        };
         let duration_ms = self
             .inner
             .clock

@@ -515,6 +515,7 @@ impl ServerHandler for GatewayMcpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let caller = caller_from_extensions(&context.extensions);
+        self.frontend().settle().await;
         let tools = self.listed_tools(&caller);
         let (range, next_cursor) = page(request, tools.len(), self.page_size())?;
         let mut result = ListToolsResult::with_all_items(tools[range].to_vec());
