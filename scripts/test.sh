@@ -12,4 +12,4 @@ echo "== building the workspace"
 cargo build --workspace --all-targets --locked
 
 echo "== running the tests"
-cargo test --workspace --locked
+cargo test --workspace --locked --no-fail-fast
