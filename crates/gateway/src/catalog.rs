@@ -241,6 +241,27 @@ impl ToolCatalog {
         Some((ServerId::parse(server).ok()?, rest))
     }
 
+    /// The first running server (in id order) with a resource template that `uri` matches.
+    async fn template_owner(&self, uri: &str) -> Option<ServerId> {
+        for (id, session) in self.running_sessions().await {
+            let templates =
+                tokio::time::timeout(FAN_OUT_TIMEOUT, session.list_resource_templates()).await;
+            let Ok(Ok(templates)) = templates else {
+                continue;
+            };
+            let matches = templates.iter().any(|template| {
+                template
+                    .get("uriTemplate")
+                    .and_then(Value::as_str)
+                    .is_some_and(|pattern| uri_matches_template(uri, pattern))
+            });
+            if matches {
+                return Some(id);
+            }
+        }
+        None
+    }
+
     async fn running_sessions(&self) -> Vec<(ServerId, Arc<dyn McpSession>)> {
         self.manager
             .list(None)
@@ -271,6 +292,48 @@ fn frontend_error(error: CoreError) -> FrontendError {
         _ => FrontendErrorKind::Unavailable,
     };
     FrontendError::new(kind, message)
+}
+
+/// Whether `uri` is one of the URIs an RFC 6570 template describes, for the simple expressions
+/// (`{name}`) resource templates use: each expression matches one or more characters other than
+/// `/`, and the literal text around them must match exactly.
+fn uri_matches_template(uri: &str, template: &str) -> bool {
+    let mut literals = Vec::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        let Some(close) = rest[open..].find('}') else {
+            return false;
+        };
+        literals.push(&rest[..open]);
+        rest = &rest[open + close + 1..];
+    }
+    let last = rest;
+    let Some(first) = literals.first() else {
+        return uri == template;
+    };
+    let Some(mut remaining) = uri.strip_prefix(first) else {
+        return false;
+    };
+    // Each expression is followed by the next literal (or, for the last one, by `last`).
+    for literal in literals.iter().skip(1).chain(std::iter::once(&last)) {
+        let value_end = if literal.is_empty() {
+            remaining.find('/').unwrap_or(remaining.len())
+        } else {
+            match remaining.find(literal) {
+                Some(at) => at,
+                None => return false,
+            }
+        };
+        if value_end == 0 || remaining[..value_end].contains('/') {
+            return false;
+        }
+        remaining = &remaining[value_end..];
+        match remaining.strip_prefix(literal) {
+            Some(after) => remaining = after,
+            None => return false,
+        }
+    }
+    remaining.is_empty()
 }
 
 fn rename(mut item: Value, server: &ServerId) -> Value {
@@ -457,22 +520,25 @@ impl McpFrontend for ToolCatalog {
     }
 
     async fn read_resource(&self, caller: &Caller, uri: &str) -> Result<Value, FrontendError> {
-        let known = self
-            .resource_routes
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(uri)
-            .cloned();
-        let server = match known {
+        let known = |catalog: &Self| {
+            catalog
+                .resource_routes
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(uri)
+                .cloned()
+        };
+        let server = match known(self) {
             Some(server) => server,
             None => {
                 self.resources(caller).await;
-                self.resource_routes
-                    .read()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .get(uri)
-                    .cloned()
-                    .ok_or_else(|| FrontendError::unknown("resource", uri))?
+                match known(self) {
+                    Some(server) => server,
+                    None => self
+                        .template_owner(uri)
+                        .await
+                        .ok_or_else(|| FrontendError::unknown("resource", uri))?,
+                }
             }
         };
         let session = self
@@ -514,5 +580,39 @@ impl EventObserver for CatalogObserver {
         if relevant {
             catalog.mark_dirty();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::uri_matches_template;
+
+    #[test]
+    fn uris_match_simple_templates() {
+        assert!(uri_matches_template(
+            "test://template/123/data",
+            "test://template/{id}/data"
+        ));
+        assert!(uri_matches_template("file:///a.txt", "file:///{name}"));
+        assert!(uri_matches_template("x://a/b", "x://{one}/{two}"));
+        assert!(uri_matches_template("fixed://uri", "fixed://uri"));
+        assert!(!uri_matches_template(
+            "test://template//data",
+            "test://template/{id}/data"
+        ));
+        assert!(!uri_matches_template(
+            "test://template/1/2/data",
+            "test://template/{id}/data"
+        ));
+        assert!(!uri_matches_template(
+            "test://other/1/data",
+            "test://template/{id}/data"
+        ));
+        assert!(!uri_matches_template(
+            "test://template/1/data/x",
+            "test://template/{id}/data"
+        ));
+        assert!(!uri_matches_template("x://a", "x://{one}/{two}"));
+        assert!(!uri_matches_template("x://a/b", "x://{broken"));
     }
 }

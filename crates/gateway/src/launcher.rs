@@ -8,6 +8,7 @@ use mcpgw_core::{
     ProcessControl, ProcessSpawner, ServerLauncher, ServerSpec, SessionError, StdioConnector, Tool,
     ToolCall, ToolCallOutcome,
 };
+use serde_json::{Map, Value};
 
 /// Launches stdio servers: a [`ProcessSpawner`] starts the process (or container), a
 /// [`StdioConnector`] speaks MCP over its stdin/stdout. Closing the session ends the process
@@ -96,6 +97,34 @@ impl McpSession for ProcessSession {
 
     async fn ping(&self) -> Result<(), SessionError> {
         self.session.ping().await
+    }
+
+    fn tool_list_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.session.tool_list_changes()
+    }
+
+    async fn list_prompts(&self) -> Result<Vec<Value>, SessionError> {
+        self.session.list_prompts().await
+    }
+
+    async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Option<Map<String, Value>>,
+    ) -> Result<Value, SessionError> {
+        self.session.get_prompt(name, arguments).await
+    }
+
+    async fn list_resources(&self) -> Result<Vec<Value>, SessionError> {
+        self.session.list_resources().await
+    }
+
+    async fn list_resource_templates(&self) -> Result<Vec<Value>, SessionError> {
+        self.session.list_resource_templates().await
+    }
+
+    async fn read_resource(&self, uri: &str) -> Result<Value, SessionError> {
+        self.session.read_resource(uri).await
     }
 
     async fn close(&self) {

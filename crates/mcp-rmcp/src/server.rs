@@ -11,12 +11,27 @@
 //! | front-end failure | code | notes |
 //! |---|---|---|
 //! | unknown tool or prompt, refused arguments, bad cursor | -32602 | as the MCP spec says for unknown tools |
-//! | unknown resource | -32002 | rmcp turns it into -32602 for 2026-07-28 clients |
+//! | unknown resource | -32002 | `data.uri` names it; rmcp turns it into -32602 for 2026-07-28 clients |
 //! | upstream timeout | [`TIMEOUT_ERROR_CODE`] (-32001) | the upstream request was cancelled |
 //! | upstream JSON-RPC error | the upstream's own code | message passed on, `data` is not kept by the port |
 //! | server unavailable | -32603 | message says which server and why |
 //! | cancelled | [`CANCELLED_ERROR_CODE`] (-32800) | rmcp drops the answer when the client cancelled |
 //! | rate limited | [`RATE_LIMITED_ERROR_CODE`] (-32029) | `data.retryAfterMs`, message says when to retry |
+//!
+//! Requests the front-end port cannot forward to upstreams are answered here, as far as the
+//! protocol allows without them:
+//!
+//! - `completion/complete` answers an empty completion (`values: []`, `total: 0`,
+//!   `hasMore: false`), which the spec allows for a server without suggestions; the port has no
+//!   completion request to pass on.
+//! - `logging/setLevel` (the `initialize` era) is accepted and answers `{}`. The gateway relays
+//!   no upstream log messages (the session port has no channel for them), so it sends none at
+//!   any level, and it does not declare the `logging` capability.
+//! - `resources/subscribe` and `resources/unsubscribe` (the `initialize` era) are accepted and
+//!   answer `{}`, without declaring the `resources.subscribe` capability: the session port has no
+//!   channel for `notifications/resources/updated`, so no update follows a subscription.
+//! - In the 2026-07-28 era these three methods do not exist: they answer -32601 (HTTP 404),
+//!   as rmcp answers for the other removed methods.
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -29,13 +44,19 @@ use mcpgw_core::{
     Tool, ToolCallOutcome,
 };
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorCode, ErrorData, Extensions,
-    GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation,
-    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ProgressToken, Prompt, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    Resource, ResourceTemplate, ResultType, ServerCapabilities, ServerConfig, SubscriptionFilter,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    CompletionInfo, ErrorCode, ErrorData, Extensions, GetPromptRequestParams, GetPromptResponse,
+    GetPromptResult, Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, Prompt, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceTemplate, ResultType,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
+    UnsubscribeRequestParams,
 };
+// The `initialize` era's logging, which rmcp marks deprecated (SEP-2577), is still part of the
+// protocol the gateway serves to those clients.
+#[allow(deprecated)]
+use rmcp::model::{SetLevelRequestMethod, SetLevelRequestParams};
 use rmcp::service::{
     NotificationContext, Peer, RequestContext, RoleServer, ServerInitializeError,
     SubscriptionContext,
@@ -442,6 +463,7 @@ impl ServerHandler for GatewayMcpServer {
                 .enable_tool_list_changed()
                 .enable_prompts()
                 .enable_resources()
+                .enable_completions()
                 .build(),
         )
         .with_server_info(Implementation::new("mcpgw", env!("CARGO_PKG_VERSION")))
@@ -624,12 +646,73 @@ impl ServerHandler for GatewayMcpServer {
             .frontend()
             .read_resource(&caller, &request.uri)
             .await
-            .map_err(|error| jsonrpc_error(error, ErrorCode::RESOURCE_NOT_FOUND))?;
+            .map_err(|error| unknown_resource_error(error, &request.uri))?;
         let mut result: ReadResourceResult =
             serde_json::from_value(json).map_err(|error| relay_error("resource", &error))?;
         with_complete_result_type(&mut result.result_type);
         Ok(ReadResourceResponse::Complete(result))
     }
+
+    async fn complete(
+        &self,
+        _request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let mut completion = CompletionInfo::default();
+        completion.total = Some(0);
+        completion.has_more = Some(false);
+        Ok(CompleteResult::new(completion))
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        _request: SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if uses_initialize_era(&context) {
+            Ok(())
+        } else {
+            Err(ErrorData::method_not_found::<SetLevelRequestMethod>())
+        }
+    }
+
+    async fn subscribe(
+        &self,
+        _request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        // rmcp only routes this method to initialize-era requests.
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        _request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        Ok(())
+    }
+}
+
+/// A failed `resources/read`: an unknown URI carries it in `data.uri` (SEP-2164), so that a
+/// client that pipelines reads can tell which one failed.
+fn unknown_resource_error(error: FrontendError, uri: &str) -> ErrorData {
+    let unknown = error.kind == FrontendErrorKind::UnknownName;
+    let mut answer = jsonrpc_error(error, ErrorCode::RESOURCE_NOT_FOUND);
+    if unknown {
+        answer.data = Some(serde_json::json!({ "uri": uri }));
+    }
+    answer
+}
+
+/// Whether a request belongs to the `initialize` era (2025-11-25 and before), where
+/// `logging/setLevel` still exists. A request without any version is treated as that era, as
+/// rmcp does.
+fn uses_initialize_era(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_none_or(|version| version.has_initialize())
 }
 
 /// Serves one MCP connection over a byte stream pair until the client closes its side (or the
@@ -727,6 +810,169 @@ mod tests {
             Value::Object((*converted.input_schema).clone()),
             serde_json::json!({"type": "object"})
         );
+    }
+
+    #[test]
+    fn an_unknown_resource_names_its_uri_and_other_failures_do_not() {
+        let unknown = unknown_resource_error(
+            FrontendError::unknown("resource", "test://gone"),
+            "test://gone",
+        );
+        assert_eq!(unknown.code, ErrorCode::RESOURCE_NOT_FOUND);
+        assert_eq!(
+            unknown.data,
+            Some(serde_json::json!({"uri": "test://gone"}))
+        );
+        let unavailable = unknown_resource_error(
+            FrontendError::new(FrontendErrorKind::Unavailable, "server `a` is dead"),
+            "test://a",
+        );
+        assert_eq!(unavailable.code, ErrorCode::INTERNAL_ERROR);
+        assert_eq!(unavailable.data, None);
+    }
+
+    /// A front end with nothing in it, for the requests the server answers by itself.
+    struct EmptyFrontend {
+        changes: watch::Sender<u64>,
+    }
+
+    #[async_trait::async_trait]
+    impl McpFrontend for EmptyFrontend {
+        fn tools(&self, _caller: &Caller) -> Arc<Vec<Tool>> {
+            Arc::new(Vec::new())
+        }
+
+        async fn call_tool(
+            &self,
+            _caller: &Caller,
+            name: &str,
+            _arguments: Option<serde_json::Map<String, Value>>,
+            _ctx: CallContext,
+        ) -> Result<ToolCallOutcome, FrontendError> {
+            Err(FrontendError::unknown("tool", name))
+        }
+
+        fn changes(&self) -> watch::Receiver<u64> {
+            self.changes.subscribe()
+        }
+
+        async fn prompts(&self, _caller: &Caller) -> Vec<Value> {
+            Vec::new()
+        }
+
+        async fn get_prompt(
+            &self,
+            _caller: &Caller,
+            name: &str,
+            _arguments: Option<serde_json::Map<String, Value>>,
+        ) -> Result<Value, FrontendError> {
+            Err(FrontendError::unknown("prompt", name))
+        }
+
+        async fn resources(&self, _caller: &Caller) -> Vec<Value> {
+            Vec::new()
+        }
+
+        async fn resource_templates(&self, _caller: &Caller) -> Vec<Value> {
+            Vec::new()
+        }
+
+        async fn read_resource(&self, _caller: &Caller, uri: &str) -> Result<Value, FrontendError> {
+            Err(FrontendError::unknown("resource", uri))
+        }
+    }
+
+    async fn connect(
+        lifecycle: rmcp::service::ClientLifecycleMode,
+    ) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+        use rmcp::service::ClientServiceExt as _;
+        let frontend = Arc::new(EmptyFrontend {
+            changes: watch::channel(0).0,
+        });
+        let server = GatewayMcpServer::new(frontend, McpServerSettings::default());
+        let (client_side, server_side) = tokio::io::duplex(64 * 1024);
+        let (server_reader, server_writer) = tokio::io::split(server_side);
+        tokio::spawn(serve_connection(server, server_reader, server_writer));
+        tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            ().serve_with_lifecycle(tokio::io::split(client_side), lifecycle),
+        )
+        .await
+        .expect("the handshake timed out")
+        .expect("the handshake failed")
+    }
+
+    fn completion_request() -> CompleteRequestParams {
+        serde_json::from_value(serde_json::json!({
+            "ref": {"type": "ref/prompt", "name": "srv__greet"},
+            "argument": {"name": "who", "value": "a"}
+        }))
+        .unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[allow(deprecated)]
+    async fn initialize_era_clients_get_completions_levels_and_subscriptions_answered() {
+        let client = connect(rmcp::service::ClientLifecycleMode::Initialize).await;
+        let capabilities = &client
+            .peer_info()
+            .expect("the server introduced itself")
+            .capabilities;
+        assert!(capabilities.completions.is_some());
+        // Neither is declared: the gateway relays no log messages and no resource updates.
+        assert!(capabilities.logging.is_none());
+        assert_eq!(
+            capabilities.resources.as_ref().and_then(|r| r.subscribe),
+            None
+        );
+
+        let completion = client
+            .complete(completion_request())
+            .await
+            .unwrap()
+            .completion;
+        assert!(completion.values.is_empty());
+        assert_eq!(
+            (completion.total, completion.has_more),
+            (Some(0), Some(false))
+        );
+
+        client
+            .set_level(SetLevelRequestParams::new(rmcp::model::LoggingLevel::Debug))
+            .await
+            .unwrap();
+        client
+            .subscribe(SubscribeRequestParams::new("test://watched"))
+            .await
+            .unwrap();
+        client
+            .unsubscribe(UnsubscribeRequestParams::new("test://watched"))
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[allow(deprecated)]
+    async fn logging_set_level_does_not_exist_for_2026_clients() {
+        let client = connect(rmcp::service::ClientLifecycleMode::Discover {
+            preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+        })
+        .await;
+        let completion = client
+            .complete(completion_request())
+            .await
+            .unwrap()
+            .completion;
+        assert!(completion.values.is_empty());
+        match client
+            .set_level(SetLevelRequestParams::new(rmcp::model::LoggingLevel::Info))
+            .await
+        {
+            Err(rmcp::service::ServiceError::McpError(error)) => {
+                assert_eq!(error.code, ErrorCode::METHOD_NOT_FOUND);
+            }
+            other => panic!("expected method not found, got {other:?}"),
+        }
     }
 
     #[test]

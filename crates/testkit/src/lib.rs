@@ -7,10 +7,13 @@
 //! - A fixture MCP server (the `mcpgw-fixture-server` binary, built from [`fixture`]): tools
 //!   that echo, add, fail, sleep, crash and write to stderr on demand, for end-to-end tests and
 //!   the README's demo.
+//! - The server side of the official MCP conformance suite (the `mcpgw-conformance-server`
+//!   binary, built from [`conformance`]), which the gateway fronts in the conformance test.
 //!
 //! Nothing here is meant for production use.
 
 pub mod clock;
+pub mod conformance;
 pub mod fakes;
 pub mod fixture;
 pub mod repository_suite;
