@@ -48,16 +48,20 @@ impl EventBus {
 impl EventSink for EventBus {
     fn publish(&self, occurred_at: Timestamp, event: DomainEvent) {
         let event_id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        // Events are logged as JSON so that log shippers can forward them as they are.
-        let fields = serde_json::to_string(&event).unwrap_or_default();
-        match &event {
-            DomainEvent::ToolInvocationCompleted { .. }
-            | DomainEvent::ToolInvocationFailed { .. } => {
+        // Events are logged as JSON so that log shippers can forward them as they are. Tool
+        // invocations are frequent and logged at debug level: serialize only when it is on.
+        let frequent = matches!(
+            event,
+            DomainEvent::ToolInvocationCompleted { .. } | DomainEvent::ToolInvocationFailed { .. }
+        );
+        if frequent {
+            if tracing::enabled!(tracing::Level::DEBUG) {
+                let fields = serde_json::to_string(&event).unwrap_or_default();
                 tracing::debug!(event_id, event_type = event.event_type(), event = %fields, "domain event");
             }
-            _ => {
-                tracing::info!(event_id, event_type = event.event_type(), event = %fields, "domain event");
-            }
+        } else if tracing::enabled!(tracing::Level::INFO) {
+            let fields = serde_json::to_string(&event).unwrap_or_default();
+            tracing::info!(event_id, event_type = event.event_type(), event = %fields, "domain event");
         }
         let published = Arc::new(PublishedEvent {
             event_id,

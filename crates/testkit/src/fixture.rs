@@ -269,6 +269,8 @@ pub async fn serve_http(options: FixtureOptions) -> std::io::Result<()> {
                 continue;
             }
         };
+        // Without it, small answers wait for the peer's delayed acknowledgement (~40 ms).
+        let _ = stream.set_nodelay(true);
         let gate = Arc::clone(&gate);
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |request| {
