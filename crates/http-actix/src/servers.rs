@@ -200,9 +200,7 @@ pub(crate) async fn start_server(
     state: web::Data<ApiState>,
     id: web::Path<String>,
 ) -> Result<web::Json<ServerDetails>, ApiError> {
-    let id = path_id(&id)?;
-    state.gateway().servers().start(&id).await?;
-    Ok(web::Json(details(&state, &id)?))
+    change_run_state(&state, &id, RunStateChange::Start).await
 }
 
 /// Stop a server; a server that is not running stays as it is.
@@ -221,9 +219,28 @@ pub(crate) async fn stop_server(
     state: web::Data<ApiState>,
     id: web::Path<String>,
 ) -> Result<web::Json<ServerDetails>, ApiError> {
-    let id = path_id(&id)?;
-    state.gateway().servers().stop(&id).await?;
-    Ok(web::Json(details(&state, &id)?))
+    change_run_state(&state, &id, RunStateChange::Stop).await
+}
+
+/// What the start and stop endpoints ask of a server; both answer with its details afterwards.
+#[derive(Clone, Copy)]
+enum RunStateChange {
+    Start,
+    Stop,
+}
+
+async fn change_run_state(
+    state: &ApiState,
+    raw_id: &str,
+    change: RunStateChange,
+) -> Result<web::Json<ServerDetails>, ApiError> {
+    let id = path_id(raw_id)?;
+    let manager = state.gateway().servers();
+    match change {
+        RunStateChange::Start => manager.start(&id).await?,
+        RunStateChange::Stop => manager.stop(&id).await?,
+    };
+    Ok(web::Json(details(state, &id)?))
 }
 
 /// The server's tools, without starting it: the live list once it has run, else its

@@ -48,10 +48,9 @@ use rmcp::model::{
     CompletionInfo, ErrorCode, ErrorData, Extensions, GetPromptRequestParams, GetPromptResponse,
     GetPromptResult, Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ProgressToken, Prompt, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, Resource, ResourceTemplate, ResultType,
-    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
-    UnsubscribeRequestParams,
+    ProgressNotificationParam, ProgressToken, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, ResultType, ServerCapabilities, ServerConfig, SubscribeRequestParams,
+    SubscriptionFilter, UnsubscribeRequestParams,
 };
 // The `initialize` era's logging, which rmcp marks deprecated (SEP-2577), is still part of the
 // protocol the gateway serves to those clients.
@@ -381,6 +380,20 @@ fn convert_items<T: serde::de::DeserializeOwned>(items: Vec<Value>, what: &str) 
         .collect()
 }
 
+/// The requested page of pass-through items (prompts, resources, templates) converted to rmcp's
+/// type, with the cursor of the next page; items that are not valid MCP are skipped before
+/// paging so pages stay full.
+fn converted_page<T: serde::de::DeserializeOwned>(
+    items: Vec<Value>,
+    what: &str,
+    request: Option<PaginatedRequestParams>,
+    page_size: usize,
+) -> Result<(Vec<T>, Option<String>), ErrorData> {
+    let mut converted: Vec<T> = convert_items(items, what);
+    let (range, next_cursor) = page(request, converted.len(), page_size)?;
+    Ok((converted.drain(range).collect(), next_cursor))
+}
+
 fn relay_error(what: &str, error: &serde_json::Error) -> ErrorData {
     ErrorData::internal_error(
         format!(
@@ -580,12 +593,16 @@ impl ServerHandler for GatewayMcpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         let caller = caller_from_extensions(&context.extensions);
-        let mut prompts: Vec<Prompt> =
-            convert_items(self.frontend().prompts(&caller).await, "prompt");
-        let (range, next_cursor) = page(request, prompts.len(), self.page_size())?;
-        let mut result = ListPromptsResult::with_all_items(prompts.drain(range).collect());
-        result.next_cursor = next_cursor;
-        Ok(result)
+        let (prompts, next_cursor) = converted_page(
+            self.frontend().prompts(&caller).await,
+            "prompt",
+            request,
+            self.page_size(),
+        )?;
+        Ok(ListPromptsResult {
+            next_cursor,
+            ..ListPromptsResult::with_all_items(prompts)
+        })
     }
 
     async fn get_prompt(
@@ -611,12 +628,16 @@ impl ServerHandler for GatewayMcpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let caller = caller_from_extensions(&context.extensions);
-        let mut resources: Vec<Resource> =
-            convert_items(self.frontend().resources(&caller).await, "resource");
-        let (range, next_cursor) = page(request, resources.len(), self.page_size())?;
-        let mut result = ListResourcesResult::with_all_items(resources.drain(range).collect());
-        result.next_cursor = next_cursor;
-        Ok(result)
+        let (resources, next_cursor) = converted_page(
+            self.frontend().resources(&caller).await,
+            "resource",
+            request,
+            self.page_size(),
+        )?;
+        Ok(ListResourcesResult {
+            next_cursor,
+            ..ListResourcesResult::with_all_items(resources)
+        })
     }
 
     async fn list_resource_templates(
@@ -625,15 +646,16 @@ impl ServerHandler for GatewayMcpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         let caller = caller_from_extensions(&context.extensions);
-        let mut templates: Vec<ResourceTemplate> = convert_items(
+        let (templates, next_cursor) = converted_page(
             self.frontend().resource_templates(&caller).await,
             "resource template",
-        );
-        let (range, next_cursor) = page(request, templates.len(), self.page_size())?;
-        let mut result =
-            ListResourceTemplatesResult::with_all_items(templates.drain(range).collect());
-        result.next_cursor = next_cursor;
-        Ok(result)
+            request,
+            self.page_size(),
+        )?;
+        Ok(ListResourceTemplatesResult {
+            next_cursor,
+            ..ListResourceTemplatesResult::with_all_items(templates)
+        })
     }
 
     async fn read_resource(

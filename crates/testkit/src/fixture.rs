@@ -45,7 +45,7 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::io::Write as _;
 use std::net::Ipv4Addr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
@@ -978,96 +978,15 @@ fn optional_i64(arguments: &JsonObject, name: &str) -> Result<Option<i64>, Error
 /// loudly rather than skip.
 pub fn fixture_server_binary() -> PathBuf {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(locate_or_build_fixture_binary).clone()
-}
-
-fn locate_or_build_fixture_binary() -> PathBuf {
-    if let Some(path) = std::env::var_os(FIXTURE_BINARY_ENV) {
-        let path = PathBuf::from(path);
-        assert!(
-            path.is_file(),
-            "{FIXTURE_BINARY_ENV} names `{}`, which is not a file",
-            path.display()
-        );
-        return path;
-    }
-    let test_executable = std::env::current_exe()
-        .unwrap_or_else(|error| panic!("cannot find the running test executable: {error}"));
-    let executable_dir = test_executable.parent().unwrap_or_else(|| Path::new("."));
-    let profile_dir = if executable_dir
-        .file_name()
-        .is_some_and(|name| name == "deps")
-    {
-        executable_dir.parent().unwrap_or(executable_dir)
-    } else {
-        executable_dir
-    };
-    let binary = profile_dir.join(format!(
-        "{FIXTURE_BINARY_NAME}{}",
-        std::env::consts::EXE_SUFFIX
-    ));
-    if is_newer_than_sources(&binary) {
-        return binary;
-    }
-
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut command = std::process::Command::new(&cargo);
-    command.args([
-        "build",
-        "--quiet",
-        "-p",
-        "mcpgw-testkit",
-        "--bin",
-        FIXTURE_BINARY_NAME,
-    ]);
-    match profile_dir.file_name().and_then(|name| name.to_str()) {
-        Some("debug") | None => {}
-        Some("release") => {
-            command.arg("--release");
-        }
-        Some(profile) => {
-            command.args(["--profile", profile]);
-        }
-    }
-    if let Some(target_dir) = profile_dir.parent() {
-        command.arg("--target-dir").arg(target_dir);
-    }
-    command.current_dir(env!("CARGO_MANIFEST_DIR"));
-    let status = command.status().unwrap_or_else(|error| {
-        panic!(
-            "cannot run `{}` to build the fixture server: {error}",
-            cargo.to_string_lossy()
-        )
-    });
-    assert!(
-        status.success(),
-        "`cargo build -p mcpgw-testkit --bin {FIXTURE_BINARY_NAME}` failed ({status}); \
-         fix the build error above"
-    );
-    assert!(
-        binary.is_file(),
-        "cargo built the fixture server but it is not at `{}`; set {FIXTURE_BINARY_ENV} to \
-         its path",
-        binary.display()
-    );
-    binary
-}
-
-/// Whether `binary` exists and is at least as new as every source file it is built from, so a
-/// change to the fixture is never tested against a stale build.
-fn is_newer_than_sources(binary: &Path) -> bool {
-    let modified = |path: &Path| std::fs::metadata(path).and_then(|metadata| metadata.modified());
-    let Ok(built_at) = modified(binary) else {
-        return false;
-    };
-    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    [
-        "Cargo.toml",
-        "src/fixture.rs",
-        "src/bin/mcpgw-fixture-server.rs",
-    ]
-    .iter()
-    .all(|source| modified(&manifest_dir.join(source)).is_ok_and(|changed| changed <= built_at))
+    BINARY
+        .get_or_init(|| {
+            crate::binaries::workspace_binary(
+                FIXTURE_BINARY_NAME,
+                FIXTURE_BINARY_ENV,
+                &["src/fixture.rs", "src/bin/mcpgw-fixture-server.rs"],
+            )
+        })
+        .clone()
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 //!
 //! Nothing here is meant for production use.
 
+mod binaries;
 pub mod clock;
 pub mod conformance;
 pub mod fakes;
