@@ -37,7 +37,7 @@ pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
     // The domain's background work (starts, health checks, upstream I/O) runs on its own
     // runtime, so request handling on the HTTP workers never competes with it for a thread.
     let core_runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(thread_count("MCP_CORE_THREADS", 2))
         .thread_name("mcpgw-core")
         .enable_all()
         .build()
@@ -200,7 +200,13 @@ fn serve_http(cli: &Cli, config: &GatewayConfig, assembled: &Assembled) -> anyho
 
     let metrics = mcpgw_http_actix::install_metrics_recorder()
         .map_err(|error| anyhow::anyhow!("cannot install the metrics recorder: {error}"))?;
-    let http_settings = mcpgw_http_actix::HttpSettings::default();
+    let http_settings = mcpgw_http_actix::HttpSettings {
+        workers: thread_count(
+            "MCP_HTTP_WORKERS",
+            mcpgw_http_actix::HttpSettings::DEFAULT_WORKERS,
+        ),
+        ..mcpgw_http_actix::HttpSettings::default()
+    };
     let state =
         mcpgw_http_actix::ApiState::new(gateway.clone(), metrics.clone(), http_settings.clone())
             .with_mcp_handler(mcp_http_handler(config, assembled.frontend.clone()));
@@ -259,6 +265,20 @@ async fn serve_stdio(assembled: &Assembled) -> anyhow::Result<()> {
     }
     assembled.gateway.mark_shutting_down();
     Ok(())
+}
+
+/// A thread count from the environment (a positive integer), else `default`.
+fn thread_count(variable: &str, default: usize) -> usize {
+    match std::env::var(variable) {
+        Ok(raw) => match raw.trim().parse::<usize>() {
+            Ok(count) if count > 0 => count,
+            _ => {
+                tracing::warn!(variable, value = %raw, default, "not a positive integer; using the default");
+                default
+            }
+        },
+        Err(_) => default,
+    }
 }
 
 async fn wait_for_shutdown_signal() -> &'static str {
