@@ -1111,8 +1111,14 @@ impl ServerManager {
             match due {
                 Due::Nothing => {}
                 Due::Reap => {
+                    // A stop can take the whole grace period; the other servers' upkeep must not
+                    // wait for it.
                     tracing::info!(server = %spec.id, "stopping idle mcp server");
-                    self.stop_server(&server, "idle").await;
+                    let manager = self.clone();
+                    let server = Arc::clone(&server);
+                    self.inner
+                        .spawner
+                        .spawn(async move { manager.stop_if_still_idle(&server).await }.boxed());
                 }
                 Due::HealthCheck(session, generation) => {
                     let manager = self.clone();
@@ -1135,6 +1141,19 @@ impl ServerManager {
                     );
                 }
             }
+        }
+    }
+
+    /// Stops a server for idleness, unless a call arrived since the decision was made.
+    async fn stop_if_still_idle(&self, server: &Arc<ManagedServer>) {
+        let spec = server.spec();
+        let still_idle = {
+            let status = server.status();
+            server.in_flight.load(Ordering::Acquire) == 0
+                && self.inner.clock.now().saturating_since(status.last_used) >= spec.idle_ttl
+        };
+        if still_idle {
+            self.stop_server(server, "idle").await;
         }
     }
 
