@@ -32,6 +32,22 @@ fn text_of(call: &Value) -> String {
         .to_owned()
 }
 
+/// Waits until the fixture server `id` wrote on stderr that a `sleep` was cancelled, which
+/// proves the cancellation reached the upstream.
+fn wait_until_the_fixture_saw_a_cancel(gw: &support::RunningGateway, id: &str) {
+    gw.wait_for(
+        &format!("/api/mcp_servers/{id}/logs"),
+        Duration::from_secs(10),
+        |logs| {
+            logs["logs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|l| l["line"] == "fixture sleep cancelled")
+        },
+    );
+}
+
 fn two_fixtures() -> String {
     format!(
         "mcp_servers:\n{}{}",
@@ -188,17 +204,7 @@ fn a_cancelled_call_is_cancelled_upstream() {
     let cancelled = call(&run, "fx__sleep");
     assert_eq!(cancelled["ended_promptly"], true, "{cancelled}");
     assert_eq!(text_of(call(&run, "fx__echo")), "still here");
-    gw.wait_for(
-        "/api/mcp_servers/fx/logs",
-        Duration::from_secs(10),
-        |logs| {
-            logs["logs"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|l| l["line"] == "fixture sleep cancelled")
-        },
-    );
+    wait_until_the_fixture_saw_a_cancel(&gw, "fx");
 }
 
 #[test]
@@ -256,17 +262,7 @@ fn a_hung_upstream_is_cut_off_by_the_timeout() {
     assert!(elapsed < Duration::from_secs(20), "{elapsed:?}");
     assert_eq!(text_of(call(&run, "fx__echo")), "after the timeout");
     // The upstream request was cancelled, not left running.
-    gw.wait_for(
-        "/api/mcp_servers/fx/logs",
-        Duration::from_secs(10),
-        |logs| {
-            logs["logs"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|l| l["line"] == "fixture sleep cancelled")
-        },
-    );
+    wait_until_the_fixture_saw_a_cancel(&gw, "fx");
     let history = gw.get("/api/mcp_servers/fx/tools/history").json();
     let failed = history["history"]
         .as_array()
