@@ -283,7 +283,8 @@ fn frontend_error(error: CoreError) -> FrontendError {
         CoreError::ServerNotFound(_) => FrontendErrorKind::UnknownName,
         CoreError::Session { source, .. } => match source.kind {
             SessionErrorKind::Protocol { code } => {
-                return FrontendError::new(FrontendErrorKind::Upstream { code }, &source.message);
+                return FrontendError::new(FrontendErrorKind::Upstream { code }, &source.message)
+                    .with_data(source.data.clone());
             }
             SessionErrorKind::Timeout => FrontendErrorKind::Timeout,
             SessionErrorKind::Cancelled => FrontendErrorKind::Cancelled,

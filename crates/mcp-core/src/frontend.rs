@@ -40,11 +40,13 @@ pub enum FrontendErrorKind {
     RateLimited { retry_after_ms: u64 },
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{message}")]
 pub struct FrontendError {
     pub kind: FrontendErrorKind,
     pub message: String,
+    /// The `data` of an upstream's JSON-RPC error, for [`FrontendErrorKind::Upstream`].
+    pub data: Option<Value>,
 }
 
 impl FrontendError {
@@ -52,7 +54,14 @@ impl FrontendError {
         Self {
             kind,
             message: message.into(),
+            data: None,
         }
+    }
+
+    #[must_use]
+    pub fn with_data(mut self, data: Option<Value>) -> Self {
+        self.data = data;
+        self
     }
 
     pub fn unknown(what: &str, name: &str) -> Self {

@@ -70,6 +70,8 @@ impl SessionErrorKind {
 pub struct SessionError {
     pub kind: SessionErrorKind,
     pub message: String,
+    /// The `data` of an upstream's JSON-RPC error, passed on to the client as it was.
+    pub data: Option<Value>,
 }
 
 impl SessionError {
@@ -77,7 +79,14 @@ impl SessionError {
         Self {
             kind,
             message: message.into(),
+            data: None,
         }
+    }
+
+    #[must_use]
+    pub fn with_data(mut self, data: Option<Value>) -> Self {
+        self.data = data;
+        self
     }
 
     pub fn transport(message: impl Into<String>) -> Self {

@@ -151,12 +151,16 @@ pub fn caller_from_extensions(extensions: &Extensions) -> Caller {
 /// documentation. `unknown_code` is the code for [`FrontendErrorKind::UnknownName`], which
 /// depends on what was looked up (-32602 for tools and prompts, -32002 for resources).
 pub fn jsonrpc_error(error: FrontendError, unknown_code: ErrorCode) -> ErrorData {
-    let FrontendError { kind, message } = error;
+    let FrontendError {
+        kind,
+        message,
+        data,
+    } = error;
     match kind {
         FrontendErrorKind::UnknownName => ErrorData::new(unknown_code, message, None),
         FrontendErrorKind::InvalidArguments => ErrorData::invalid_params(message, None),
         FrontendErrorKind::Timeout => ErrorData::new(ErrorCode(TIMEOUT_ERROR_CODE), message, None),
-        FrontendErrorKind::Upstream { code } => ErrorData::new(ErrorCode(code), message, None),
+        FrontendErrorKind::Upstream { code } => ErrorData::new(ErrorCode(code), message, data),
         FrontendErrorKind::Cancelled => {
             ErrorData::new(ErrorCode(CANCELLED_ERROR_CODE), message, None)
         }

@@ -218,7 +218,8 @@ impl RmcpSession {
                     "the server answered `{method}` with JSON-RPC error {}: {}",
                     data.code.0, data.message
                 ),
-            ),
+            )
+            .with_data(data.data),
             ServiceError::Timeout { timeout } => SessionError::timeout(format!(
                 "the server did not answer `{method}` within {timeout:?}; the request was \
                  cancelled"
