@@ -39,7 +39,7 @@ impl GroupStrategy {
         Self::ALL
             .into_iter()
             .find(|strategy| strategy.as_str() == raw)
-            .ok_or_else(|| GroupError::UnknownStrategy(shorten(raw)))
+            .ok_or_else(|| GroupError::UnknownStrategy(mcpgw_core::bounded_for_message(raw)))
     }
 
     pub fn as_str(self) -> &'static str {
@@ -65,15 +65,6 @@ impl FromStr for GroupStrategy {
     fn from_str(raw: &str) -> Result<Self, Self::Err> {
         Self::parse(raw)
     }
-}
-
-/// Keeps hostile input out of error messages at a bounded length.
-fn shorten(raw: &str) -> String {
-    let mut shortened: String = raw.chars().take(64).collect();
-    if shortened.len() < raw.len() {
-        shortened.push_str("...");
-    }
-    shortened
 }
 
 /// Whether a group can take calls, judged by how many members are in rotation.

@@ -207,15 +207,7 @@ impl ResponseError for ApiError {
     }
 }
 
-/// Keeps caller input out of messages beyond a bounded length.
-pub(crate) fn bounded_for_message(raw: &str) -> String {
-    const LIMIT: usize = 80;
-    let mut bounded: String = raw.chars().take(LIMIT).collect();
-    if bounded.len() < raw.len() {
-        bounded.push_str("...");
-    }
-    bounded
-}
+pub(crate) use mcpgw_core::bounded_for_message;
 
 /// The application's fallback service: the envelope for a path no route matches.
 pub async fn route_not_found(request: HttpRequest) -> ApiError {

@@ -32,13 +32,13 @@ impl ServerId {
             return Err(IdError::Empty);
         }
         if raw.len() > Self::MAX_LEN {
-            return Err(IdError::TooLong(shorten(raw)));
+            return Err(IdError::TooLong(bounded_for_message(raw)));
         }
         if !raw
             .bytes()
             .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-')
         {
-            return Err(IdError::InvalidCharacter(shorten(raw)));
+            return Err(IdError::InvalidCharacter(bounded_for_message(raw)));
         }
         if raw.contains("__") {
             return Err(IdError::DoubleUnderscore(raw.to_owned()));
@@ -51,13 +51,14 @@ impl ServerId {
     }
 }
 
-/// Keeps hostile input out of error messages at a bounded length.
-fn shorten(raw: &str) -> String {
-    let mut shortened: String = raw.chars().take(80).collect();
-    if shortened.len() < raw.len() {
-        shortened.push_str("...");
+/// Caller input as it may appear in an error message: at most 80 characters, with `...` when
+/// cut, so hostile input cannot blow up messages or logs.
+pub fn bounded_for_message(raw: &str) -> String {
+    let mut bounded: String = raw.chars().take(80).collect();
+    if bounded.len() < raw.len() {
+        bounded.push_str("...");
     }
-    shortened
+    bounded
 }
 
 impl fmt::Display for ServerId {

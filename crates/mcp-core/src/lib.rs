@@ -30,7 +30,7 @@ pub use events::{DomainEvent, EventObserver, EventSink, NullEventSink, Published
 pub use frontend::{Caller, FrontendError, FrontendErrorKind, McpFrontend};
 pub use health::{BackoffPolicy, FailureTracker};
 pub use history::{HistoryPage, InMemoryInvocationHistory, InvocationHistory, InvocationRecord};
-pub use id::{IdError, ServerId};
+pub use id::{IdError, ServerId, bounded_for_message};
 pub use logs::{LOG_LINE_MAX_BYTES, LOG_RING_CAPACITY, LogBuffer, LogLine, sanitize_log_line};
 pub use manager::{ManagerSettings, ServerManager, ServerSnapshot, ToolSource};
 pub use ports::{
