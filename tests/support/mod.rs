@@ -6,7 +6,7 @@
 pub mod peers;
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -348,8 +348,4 @@ pub fn fixture_server_yaml(id: &str, extra_args: &[&str]) -> String {
         "  {id}:\n    mode: subprocess\n    command: [{}]\n",
         command.join(", ")
     )
-}
-
-pub fn path_of(path: &Path) -> String {
-    path.display().to_string()
 }

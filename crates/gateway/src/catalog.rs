@@ -7,11 +7,12 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::future::BoxFuture;
 use mcpgw_config::ToolNaming;
 use mcpgw_core::{
     CallContext, Caller, CoreError, DomainEvent, EventObserver, FrontendError, FrontendErrorKind,
-    McpFrontend, McpSession, PublishedEvent, ServerId, ServerManager, SessionErrorKind, Tool,
-    ToolCall, ToolCallOutcome,
+    McpFrontend, McpSession, PublishedEvent, ServerId, ServerManager, SessionError,
+    SessionErrorKind, Tool, ToolCall, ToolCallOutcome,
 };
 use serde_json::{Map, Value};
 use tokio::sync::{Notify, watch};
@@ -241,14 +242,33 @@ impl ToolCatalog {
         Some((ServerId::parse(server).ok()?, rest))
     }
 
+    /// Asks every running server for one of its lists, all at once, each bounded by
+    /// [`FAN_OUT_TIMEOUT`]; a server that fails or is slow contributes nothing. In id order.
+    async fn ask_running_servers(
+        &self,
+        ask: impl Fn(Arc<dyn McpSession>) -> BoxFuture<'static, Result<Vec<Value>, SessionError>>,
+    ) -> Vec<(ServerId, Vec<Value>)> {
+        let sessions = self.running_sessions().await;
+        futures::future::join_all(sessions.into_iter().map(|(id, session)| {
+            let listing = tokio::time::timeout(FAN_OUT_TIMEOUT, ask(session));
+            async move {
+                match listing.await {
+                    Ok(Ok(items)) => (id, items),
+                    _ => (id, Vec::new()),
+                }
+            }
+        }))
+        .await
+    }
+
     /// The first running server (in id order) with a resource template that `uri` matches.
     async fn template_owner(&self, uri: &str) -> Option<ServerId> {
-        for (id, session) in self.running_sessions().await {
-            let templates =
-                tokio::time::timeout(FAN_OUT_TIMEOUT, session.list_resource_templates()).await;
-            let Ok(Ok(templates)) = templates else {
-                continue;
-            };
+        let listed = self
+            .ask_running_servers(|session| {
+                Box::pin(async move { session.list_resource_templates().await })
+            })
+            .await;
+        for (id, templates) in listed {
             let matches = templates.iter().any(|template| {
                 template
                     .get("uriTemplate")
@@ -387,15 +407,9 @@ impl McpFrontend for ToolCatalog {
     }
 
     async fn prompts(&self, _caller: &Caller) -> Vec<Value> {
-        let sessions = self.running_sessions().await;
-        let listed = futures::future::join_all(sessions.iter().map(|(id, session)| async move {
-            let listed = tokio::time::timeout(FAN_OUT_TIMEOUT, session.list_prompts()).await;
-            match listed {
-                Ok(Ok(prompts)) => (id.clone(), prompts),
-                _ => (id.clone(), Vec::new()),
-            }
-        }))
-        .await;
+        let listed = self
+            .ask_running_servers(|session| Box::pin(async move { session.list_prompts().await }))
+            .await;
         // Prompts follow the same naming rule as tools.
         let mut name_counts: HashMap<String, usize> = HashMap::new();
         for (_, prompts) in &listed {
@@ -480,15 +494,9 @@ impl McpFrontend for ToolCatalog {
     }
 
     async fn resources(&self, _caller: &Caller) -> Vec<Value> {
-        let sessions = self.running_sessions().await;
-        let listed = futures::future::join_all(sessions.iter().map(|(id, session)| async move {
-            let listed = tokio::time::timeout(FAN_OUT_TIMEOUT, session.list_resources()).await;
-            match listed {
-                Ok(Ok(resources)) => (id.clone(), resources),
-                _ => (id.clone(), Vec::new()),
-            }
-        }))
-        .await;
+        let listed = self
+            .ask_running_servers(|session| Box::pin(async move { session.list_resources().await }))
+            .await;
         let mut routes = self
             .resource_routes
             .write()
@@ -507,17 +515,15 @@ impl McpFrontend for ToolCatalog {
     }
 
     async fn resource_templates(&self, _caller: &Caller) -> Vec<Value> {
-        let sessions = self.running_sessions().await;
-        let listed = futures::future::join_all(sessions.iter().map(|(id, session)| async move {
-            let listed =
-                tokio::time::timeout(FAN_OUT_TIMEOUT, session.list_resource_templates()).await;
-            match listed {
-                Ok(Ok(templates)) => templates.into_iter().map(|t| rename(t, id)).collect(),
-                _ => Vec::new(),
-            }
-        }))
-        .await;
-        listed.into_iter().flatten().collect()
+        let listed = self
+            .ask_running_servers(|session| {
+                Box::pin(async move { session.list_resource_templates().await })
+            })
+            .await;
+        listed
+            .into_iter()
+            .flat_map(|(id, templates)| templates.into_iter().map(move |t| rename(t, &id)))
+            .collect()
     }
 
     async fn read_resource(&self, caller: &Caller, uri: &str) -> Result<Value, FrontendError> {

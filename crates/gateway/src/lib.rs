@@ -21,7 +21,7 @@ pub use events::EventBus;
 pub use gateway::{DEFAULT_HISTORY_PER_SERVER, Gateway, GatewayInfo};
 pub use history::HistoryRecorder;
 pub use launcher::{CompositeLauncher, LaunchFilter, StdioLauncher};
-pub use runtime::{TokioClock, TokioSpawner, spawn_maintenance, system_clock};
+pub use runtime::{TokioClock, TokioSpawner, spawn_maintenance};
 
 pub use mcpgw_config as config;
 pub use mcpgw_core as core;

@@ -1,6 +1,5 @@
 //! The production clock and task spawner, on tokio.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
@@ -77,9 +76,4 @@ pub fn spawn_maintenance(manager: ServerManager, period: Duration) -> tokio::tas
             manager.run_maintenance().await;
         }
     })
-}
-
-/// A shared clock, for places that want a concrete type.
-pub fn system_clock() -> Arc<dyn Clock> {
-    Arc::new(TokioClock::default())
 }
