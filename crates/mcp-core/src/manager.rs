@@ -939,8 +939,9 @@ impl ServerManager {
     /// are already known are left alone. Returns the tools it learned.
     pub async fn probe_tools(&self, id: &ServerId) -> Result<Vec<Tool>, CoreError> {
         let server = self.lookup(id)?;
-        if self.tools(id)?.1 != ToolSource::Unknown {
-            return Ok(self.tools(id)?.0);
+        let (tools, source) = self.tools(id)?;
+        if source != ToolSource::Unknown {
+            return Ok(tools);
         }
         let was_running = server.status().state.is_running();
         self.start_server(&server, false)
