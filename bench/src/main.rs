@@ -8,6 +8,10 @@
 //!   to the same upstream (the fixture server over Streamable HTTP) in the same run: p50/p99 at
 //!   concurrency 1, calls/s at concurrency 16, and `tools/list` latency with 100 servers.
 //!
+//! - `load [SECONDS]`: calls through the gateway at concurrency 16 for SECONDS (default 20),
+//!   printing the gateway's pid first, so that a profiler can be attached to it
+//!   (`perf record -g -p PID`).
+//!
 //! It measures, it never asserts: targets live in the issues and the figures go in the notes.
 //! The machines are noisy, so every figure is a median over several rounds or a percentile over
 //! many requests, and the harness says how many.
@@ -32,7 +36,10 @@ fn main() -> anyhow::Result<()> {
     match scenario.as_str() {
         "control-plane" => control_plane(),
         "data-plane" => data_plane(),
-        other => bail!("unknown scenario `{other}`; the scenarios are: control-plane, data-plane"),
+        "load" => load(),
+        other => bail!(
+            "unknown scenario `{other}`; the scenarios are: control-plane, data-plane, load"
+        ),
     }
 }
 
@@ -205,6 +212,57 @@ fn control_plane() -> anyhow::Result<()> {
     println!("RSS after load: {:.1} MiB", loaded_rss as f64 / 1024.0);
     Ok(())
 }
+
+fn load() -> anyhow::Result<()> {
+    let seconds: u64 = match std::env::args().nth(2) {
+        Some(text) => text.parse().context("SECONDS must be a whole number")?,
+        None => 20,
+    };
+    let gateway_binary = sibling_binary("mcp-gateway")?;
+    let fixture = sibling_binary("mcpgw-fixture-server")?;
+    let work = tempfile::tempdir()?;
+    let config = work.path().join("gateway.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "mcp_servers:\n  fx:\n    mode: subprocess\n    command: [\"{}\"]\n",
+            fixture.display()
+        ),
+    )?;
+    let gateway = start_gateway(&gateway_binary, &config, &work.path().join("data"))?;
+    let url = format!("http://{}/mcp", gateway.address);
+    // One call first, so that the upstream is running before the profiler attaches.
+    mcp::McpClient::connect(&url)?.request("tools/call", ECHO_PARAMS)?;
+    println!("gateway pid {}", gateway.child.id());
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let workers: Vec<_> = (0..16)
+        .map(|_| {
+            let url = url.clone();
+            std::thread::spawn(move || -> anyhow::Result<u64> {
+                let mut client = mcp::McpClient::connect(&url)?;
+                let mut calls = 0;
+                while Instant::now() < deadline {
+                    client.request("tools/call", ECHO_PARAMS)?;
+                    calls += 1;
+                }
+                Ok(calls)
+            })
+        })
+        .collect();
+    let mut calls = 0;
+    for worker in workers {
+        calls += worker
+            .join()
+            .map_err(|_| anyhow::anyhow!("a load worker panicked"))??;
+    }
+    println!(
+        "{calls} calls in {seconds} s: {:.0} calls/s",
+        calls as f64 / seconds as f64
+    );
+    Ok(())
+}
+
+const ECHO_PARAMS: &str = r#"{"name":"fx__echo","arguments":{"text":"hello"}}"#;
 
 /// Starts the fixture server in HTTP mode and returns it with its MCP URL.
 fn start_fixture_http(fixture: &Path) -> anyhow::Result<(Child, String)> {

@@ -27,6 +27,7 @@ pub struct Gateway {
     shutting_down: Arc<AtomicBool>,
     history: Arc<dyn InvocationHistory>,
     frontend: Option<Arc<dyn McpFrontend>>,
+    groups: Option<Arc<crate::GroupService>>,
 }
 
 /// How many invocations per server the default in-memory history keeps.
@@ -53,6 +54,7 @@ impl Gateway {
             shutting_down: Arc::new(AtomicBool::new(false)),
             history: Arc::new(InMemoryInvocationHistory::new(DEFAULT_HISTORY_PER_SERVER)),
             frontend: None,
+            groups: None,
         }
     }
 
@@ -69,6 +71,18 @@ impl Gateway {
     pub fn with_frontend(mut self, frontend: Arc<dyn McpFrontend>) -> Self {
         self.frontend = Some(frontend);
         self
+    }
+
+    /// Sets the groups (load-balanced groups of servers) that the API manages.
+    #[must_use]
+    pub fn with_groups(mut self, groups: Arc<crate::GroupService>) -> Self {
+        self.groups = Some(groups);
+        self
+    }
+
+    /// The groups, when the composition enabled them.
+    pub fn groups(&self) -> Option<&Arc<crate::GroupService>> {
+        self.groups.as_ref()
     }
 
     pub fn history(&self) -> &Arc<dyn InvocationHistory> {

@@ -12,6 +12,7 @@
 mod catalog;
 mod events;
 mod gateway;
+mod groups;
 mod history;
 mod launcher;
 mod runtime;
@@ -19,9 +20,13 @@ mod runtime;
 pub use catalog::{NAME_SEPARATOR, ToolCatalog};
 pub use events::EventBus;
 pub use gateway::{DEFAULT_HISTORY_PER_SERVER, Gateway, GatewayInfo};
+pub use groups::{
+    GroupService, GroupServiceError, GroupUpdate, GroupView, MemberView, SeededRandom,
+};
 pub use history::HistoryRecorder;
 pub use launcher::{CompositeLauncher, LaunchFilter, StdioLauncher};
 pub use runtime::{TokioClock, TokioSpawner, spawn_maintenance};
 
 pub use mcpgw_config as config;
 pub use mcpgw_core as core;
+pub use mcpgw_groups as groups_domain;

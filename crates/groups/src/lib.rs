@@ -18,6 +18,7 @@ mod call;
 mod error;
 mod group;
 mod random;
+mod repository;
 mod strategy;
 
 #[cfg(test)]
@@ -27,4 +28,5 @@ pub use call::{CallPlan, MAX_ATTEMPTS_PER_CALL};
 pub use error::GroupError;
 pub use group::{CallOutcome, Group, GroupEvent, GroupMember, LeaveReason, MemberSpec};
 pub use random::RandomSource;
+pub use repository::{GroupRepository, GroupSpec};
 pub use strategy::{GroupState, GroupStrategy};
