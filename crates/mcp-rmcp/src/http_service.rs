@@ -19,6 +19,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
+use crate::direct::{DirectCalls, HostPolicy};
 use crate::server::{GatewayMcpServer, McpServerSettings};
 
 /// The body of every answer: a complete body for JSON answers and errors, an unending stream of
@@ -150,6 +151,18 @@ impl McpHttpSettings {
         self
     }
 
+    /// The `Host` values accepted: the loopback names, the public hosts, or `*` for any.
+    fn accepted_hosts(&self) -> Vec<String> {
+        if self.public_hosts.iter().any(|host| host.trim() == "*") {
+            return vec!["*".to_owned()];
+        }
+        LOOPBACK_HOSTS
+            .iter()
+            .map(|host| (*host).to_owned())
+            .chain(self.public_hosts.iter().cloned())
+            .collect()
+    }
+
     fn rmcp_config(&self) -> StreamableHttpServerConfig {
         let config = StreamableHttpServerConfig::default()
             .with_sse_keep_alive(self.sse_keep_alive)
@@ -159,16 +172,12 @@ impl McpHttpSettings {
             .with_cancellation_token(self.shutdown.clone())
             // Origins are checked by `OriginPolicy`, which also knows the same origin.
             .disable_allowed_origins();
-        if self.public_hosts.iter().any(|host| host.trim() == "*") {
+        let hosts = self.accepted_hosts();
+        if hosts.iter().any(|host| host == "*") {
             config.disable_allowed_hosts()
         } else {
             // Never empty: rmcp reads an empty list as "any host".
-            config.with_allowed_hosts(
-                LOOPBACK_HOSTS
-                    .iter()
-                    .map(|host| (*host).to_owned())
-                    .chain(self.public_hosts.iter().cloned()),
-            )
+            config.with_allowed_hosts(hosts)
         }
     }
 }
@@ -182,19 +191,32 @@ pub fn streamable_http_handler(
     frontend: Arc<dyn McpFrontend>,
     settings: McpHttpSettings,
 ) -> McpHttpHandler {
-    let prototype = GatewayMcpServer::new(frontend, settings.server.clone());
+    let prototype = GatewayMcpServer::new(Arc::clone(&frontend), settings.server.clone());
     let mut sessions = LocalSessionManager::default();
-    sessions.session_config.keep_alive = settings.session_idle_timeout;
+    // Idle sessions are closed by `DirectCalls`, which sees every request of a session; rmcp
+    // does not see the calls answered on the direct path.
+    sessions.session_config.keep_alive = None;
+    let sessions = Arc::new(sessions);
     let service = StreamableHttpService::new(
         move || Ok(prototype.for_new_connection()),
-        Arc::new(sessions),
+        Arc::clone(&sessions),
         settings.rmcp_config(),
+    );
+    let direct = DirectCalls::new(
+        frontend,
+        sessions,
+        HostPolicy::new(settings.accepted_hosts().iter().map(String::as_str)),
+        settings.shutdown.clone(),
+        settings.session_idle_timeout,
+        settings.max_request_body_bytes,
     );
     let origins = Arc::new(OriginPolicy::new(&settings.allowed_origins));
     Arc::new(move |request: http::Request<Bytes>| {
         let service = service.clone();
         let origins = Arc::clone(&origins);
+        let direct = Arc::clone(&direct);
         Box::pin(async move {
+            direct.ensure_idle_sweeper();
             if !origins.admits(request.headers()) {
                 tracing::warn!(
                     origin = ?request.headers().get(http::header::ORIGIN),
@@ -205,7 +227,18 @@ pub fn streamable_http_handler(
                      allowed origins",
                 );
             }
-            service.handle(request.map(Full::new)).await
+            if let Some(response) = direct.try_answer(&request).await {
+                return response;
+            }
+            let method = request.method().clone();
+            let session = request
+                .headers()
+                .get("mcp-session-id")
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_owned);
+            let response = service.handle(request.map(Full::new)).await;
+            direct.after_forwarded(&method, session.as_deref(), &response);
+            response
         })
     })
 }

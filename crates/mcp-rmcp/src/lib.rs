@@ -14,6 +14,7 @@
 //! [`ProcessSpawner`]: mcpgw_core::ProcessSpawner
 //! [`McpSession`]: mcpgw_core::McpSession
 
+mod direct;
 mod http_service;
 mod progress;
 mod remote;

@@ -433,3 +433,247 @@ async fn oversized_bodies_are_refused() {
     .await;
     assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
 }
+
+fn call(id: Value, name: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+           "params": {"name": name, "arguments": {"text": "hi"}}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_in_a_session_are_answered_as_json_with_the_callers_id() {
+    let (_frontend, handler) = handler(McpHttpSettings::default());
+    let session = open_session(&handler).await;
+
+    let response = send(
+        &handler,
+        post(&in_session(&session), call(json!("call-a"), "srv__echo")),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(content_type(&response), "application/json");
+    let answered: Value = serde_json::from_str(&text(response).await).unwrap();
+    assert_eq!(answered["jsonrpc"], "2.0");
+    assert_eq!(answered["id"], "call-a");
+    assert_eq!(
+        answered["result"]["structuredContent"],
+        json!({"text": "hi"})
+    );
+
+    // Tool errors are answers; failures are JSON-RPC errors with the documented codes.
+    let cases = [
+        ("srv__tool_error", None),
+        ("srv__unknown_name", Some(-32602)),
+        ("srv__invalid_arguments", Some(-32602)),
+        ("srv__timeout", Some(-32001)),
+        ("srv__upstream", Some(-32042)),
+        ("srv__rate_limited", Some(-32029)),
+        ("srv__unavailable", Some(-32603)),
+    ];
+    for (index, (name, code)) in cases.into_iter().enumerate() {
+        let id = json!(100 + index);
+        let answered = answer(
+            send(
+                &handler,
+                post(&in_session(&session), call(id.clone(), name)),
+            )
+            .await,
+        )
+        .await;
+        assert_eq!(answered["id"], id, "{name}: {answered}");
+        match code {
+            None => assert_eq!(answered["result"]["isError"], true, "{name}: {answered}"),
+            Some(code) => assert_eq!(answered["error"]["code"], code, "{name}: {answered}"),
+        }
+    }
+
+    // A content block newer than the gateway's protocol model passes through untouched.
+    let answered = answer(
+        send(
+            &handler,
+            post(
+                &in_session(&session),
+                call(json!(200), "srv__invalid_result"),
+            ),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        answered["result"]["content"][0]["type"], "hologram",
+        "{answered}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_or_unusual_calls_still_get_rmcps_answers() {
+    let (_frontend, handler) = handler(McpHttpSettings::default());
+    let session = open_session(&handler).await;
+
+    // A session the endpoint does not know: 404, so the client initializes again.
+    let response = send(
+        &handler,
+        post(&in_session("no-such-session"), call(json!(1), "srv__echo")),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+
+    // A forbidden Host is refused even for a valid session's call.
+    let mut rebinding = post(&in_session(&session), call(json!(2), "srv__echo"));
+    rebinding
+        .headers_mut()
+        .insert(http::header::HOST, "evil.example:8000".parse().unwrap());
+    assert_eq!(
+        send(&handler, rebinding).await.status(),
+        StatusCode::FORBIDDEN
+    );
+
+    // A call without a name is invalid params, not a crash or a hang.
+    let nameless = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {}});
+    let answered = answer(send(&handler, post(&in_session(&session), nameless)).await).await;
+    assert_eq!(answered["error"]["code"], -32602, "{answered}");
+    assert!(
+        answered["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("name"),
+        "{answered}"
+    );
+
+    // Not JSON at all.
+    let mut garbage = post(&in_session(&session), json!(null));
+    *garbage.body_mut() = Bytes::from_static(b"{\"jsonrpc\": \"2.0\", \"id\": 4, \"meth");
+    assert!(send(&handler, garbage).await.status().is_client_error());
+
+    // A call that asks for progress is streamed, as before.
+    let progress = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+        "name": "srv__progress", "_meta": {"progressToken": 5}}});
+    let response = send(&handler, post(&in_session(&session), progress)).await;
+    assert!(content_type(&response).starts_with("text/event-stream"));
+    assert_eq!(
+        answer(response).await["result"]["content"][0]["text"],
+        "finished"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancellation_notification_cancels_a_running_call() {
+    let (frontend, handler) = handler(McpHttpSettings::default());
+    let session = open_session(&handler).await;
+    let pending = tokio::spawn(handler(post(
+        &in_session(&session),
+        call(json!("slow-1"), "srv__slow"),
+    )));
+    frontend.wait_until_slow_call_started().await;
+
+    // A cancellation for another id changes nothing for this call.
+    let other = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                       "params": {"requestId": "slow-2"}});
+    assert_eq!(
+        send(&handler, post(&in_session(&session), other))
+            .await
+            .status(),
+        StatusCode::ACCEPTED
+    );
+    assert!(!*frontend.slow_call_cancelled.borrow());
+
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": "slow-1", "reason": "user gave up"}});
+    assert_eq!(
+        send(&handler, post(&in_session(&session), cancel))
+            .await
+            .status(),
+        StatusCode::ACCEPTED
+    );
+    frontend.wait_until_slow_call_cancelled().await;
+    let response = tokio::time::timeout(DEADLINE, pending)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(answer(response).await["error"]["code"], -32800);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_session_cancels_its_running_calls() {
+    let (frontend, handler) = handler(McpHttpSettings::default());
+    let session = open_session(&handler).await;
+    let pending = tokio::spawn(handler(post(
+        &in_session(&session),
+        call(json!(9), "srv__slow"),
+    )));
+    frontend.wait_until_slow_call_started().await;
+    let delete = request(Method::DELETE, &in_session(&session), None);
+    assert_eq!(send(&handler, delete).await.status(), StatusCode::ACCEPTED);
+    frontend.wait_until_slow_call_cancelled().await;
+    let response = tokio::time::timeout(DEADLINE, pending)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(answer(response).await["error"]["code"], -32800);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_hangs_up_cancels_its_session_call() {
+    let (frontend, handler) = handler(McpHttpSettings::default());
+    let session = open_session(&handler).await;
+    let pending = tokio::spawn(handler(post(
+        &in_session(&session),
+        call(json!(9), "srv__slow"),
+    )));
+    frontend.wait_until_slow_call_started().await;
+    // The HTTP adapter drops the answer's future when the connection closes.
+    pending.abort();
+    frontend.wait_until_slow_call_cancelled().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_without_requests_for_the_idle_time_are_closed() {
+    let idle = std::time::Duration::from_millis(400);
+    let (_frontend, handler) =
+        handler(McpHttpSettings::default().with_session_idle_timeout(Some(idle)));
+    let session = open_session(&handler).await;
+    let busy = open_session(&handler).await;
+
+    // Calls keep a session alive, well past the idle time.
+    let started = tokio::time::Instant::now();
+    let mut id = 0;
+    while started.elapsed() < idle * 3 {
+        id += 1;
+        let answered = answer(
+            send(
+                &handler,
+                post(&in_session(&busy), call(json!(id), "srv__echo")),
+            )
+            .await,
+        )
+        .await;
+        assert!(answered.get("result").is_some(), "{answered}");
+        tokio::time::sleep(idle / 8).await;
+    }
+    let answered = answer(
+        send(
+            &handler,
+            post(&in_session(&busy), call(json!(0), "srv__echo")),
+        )
+        .await,
+    )
+    .await;
+    assert!(answered.get("result").is_some(), "{answered}");
+
+    // The other one saw nothing for longer than that and is gone.
+    let response = send(
+        &handler,
+        post(&in_session(&session), call(json!(1), "srv__echo")),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_session_calls_are_refused() {
+    let (_frontend, handler) = handler(McpHttpSettings::default().with_max_request_body_bytes(512));
+    let session = open_session(&handler).await;
+    let mut big = call(json!(1), "srv__echo");
+    big["params"]["arguments"] = json!({"text": "x".repeat(1024)});
+    let response = send(&handler, post(&in_session(&session), big)).await;
+    assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+}
