@@ -12,9 +12,10 @@ use mcpgw_core::{
     Clock, EventSink, InMemoryInvocationHistory, LaunchSpec, ManagerSettings, McpFrontend,
     ServerLauncher, ServerManager, ServerRepository, ServerSpec,
 };
+use mcpgw_gateway::groups_domain::GroupRepository;
 use mcpgw_gateway::{
-    CompositeLauncher, DEFAULT_HISTORY_PER_SERVER, EventBus, Gateway, GatewayInfo, HistoryRecorder,
-    StdioLauncher, TokioClock, TokioSpawner, ToolCatalog,
+    CompositeLauncher, DEFAULT_HISTORY_PER_SERVER, EventBus, Gateway, GatewayInfo, GroupService,
+    HistoryRecorder, StdioLauncher, TokioClock, TokioSpawner, ToolCatalog,
 };
 
 use crate::cli::Cli;
@@ -29,6 +30,7 @@ struct Assembled {
     gateway: Gateway,
     catalog: Arc<ToolCatalog>,
     frontend: Arc<dyn McpFrontend>,
+    groups: Arc<GroupService>,
 }
 
 pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
@@ -46,13 +48,20 @@ pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
     let assembled = assemble(cli, &config, config_path, core_runtime.handle())?;
     core_runtime.block_on(async {
         register_servers(&assembled.gateway, &config).await?;
+        register_groups(&assembled.groups, &config).await?;
         // Servers that declare no tools are started once, in the background, to learn them.
         assembled.catalog.probe_unknown_tools();
         anyhow::Ok(())
     })?;
-    let maintenance = {
+    let (maintenance, group_recovery) = {
         let _entered = core_runtime.enter();
-        mcpgw_gateway::spawn_maintenance(assembled.gateway.servers().clone(), MAINTENANCE_PERIOD)
+        (
+            mcpgw_gateway::spawn_maintenance(
+                assembled.gateway.servers().clone(),
+                MAINTENANCE_PERIOD,
+            ),
+            assembled.groups.spawn_recovery(MAINTENANCE_PERIOD),
+        )
     };
 
     let outcome = if cli.http {
@@ -62,6 +71,7 @@ pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
     };
 
     maintenance.abort();
+    group_recovery.abort();
     // Every managed server is stopped before the process ends, so nothing is left behind.
     core_runtime.block_on(assembled.gateway.shutdown());
     core_runtime.shutdown_timeout(Duration::from_secs(1));
@@ -98,11 +108,17 @@ fn assemble(
         clock,
         events.clone() as Arc<dyn EventSink>,
         Arc::new(TokioSpawner::new(runtime.clone())),
-        Some(store as Arc<dyn ServerRepository>),
+        Some(store.clone() as Arc<dyn ServerRepository>),
         settings,
     );
 
-    let catalog = ToolCatalog::new(manager.clone(), config.tool_names);
+    let groups = Arc::new(
+        GroupService::new(manager.clone(), events.clone() as Arc<dyn EventSink>)
+            .with_repository(store as Arc<dyn GroupRepository>),
+    );
+    events.add_observer(groups.observer());
+
+    let catalog = ToolCatalog::with_groups(manager.clone(), config.tool_names, groups.clone());
     catalog.set_probing(config.probe_tools);
     events.add_observer(catalog.observer());
     runtime.spawn(catalog.clone().run_change_notifier());
@@ -118,11 +134,13 @@ fn assemble(
         },
     )
     .with_history(history)
-    .with_frontend(frontend.clone());
+    .with_frontend(frontend.clone())
+    .with_groups(groups.clone());
     Ok(Assembled {
         gateway,
         catalog,
         frontend,
+        groups,
     })
 }
 
@@ -142,6 +160,29 @@ async fn register_servers(gateway: &Gateway, config: &GatewayConfig) -> anyhow::
         configured = config.mcp_servers.len(),
         restored,
         "mcp servers registered"
+    );
+    Ok(())
+}
+
+/// The groups of the configuration file, then those created over the API before a restart.
+/// Runs after the servers are registered, since groups name servers as members.
+async fn register_groups(groups: &GroupService, config: &GatewayConfig) -> anyhow::Result<()> {
+    for definition in config.groups() {
+        let spec = mcpgw_gateway::group_spec_from_config(&definition)
+            .with_context(|| format!("cannot register the configured group `{}`", definition.id))?;
+        groups
+            .create(spec, mcpgw_core::ServerOrigin::Config)
+            .await
+            .with_context(|| format!("cannot register the configured group `{}`", definition.id))?;
+    }
+    let restored = groups
+        .restore_from_repository()
+        .await
+        .context("cannot load the groups saved in the store")?;
+    tracing::info!(
+        configured = config.groups().len(),
+        restored,
+        "groups registered"
     );
     Ok(())
 }

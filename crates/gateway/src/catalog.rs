@@ -1,5 +1,7 @@
-//! The aggregated catalogue: every managed server's tools under one namespace, and the routing
-//! of calls back to the server that owns each tool.
+//! The aggregated catalogue: every managed server's and group's tools under one namespace, and
+//! the routing of calls back to the server (or through the group) that owns each tool. Servers
+//! that are members of a group are not listed on their own: their tools are reached through
+//! the group.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,6 +19,8 @@ use mcpgw_core::{
 use serde_json::{Map, Value};
 use tokio::sync::{Notify, watch};
 
+use crate::groups::GroupService;
+
 /// Separates the server (or group) id from the upstream's own name. Server ids never contain
 /// it, so the first occurrence is always the boundary.
 pub const NAME_SEPARATOR: &str = "__";
@@ -28,22 +32,38 @@ const SETTLE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How many servers are probed for their tools at once.
 const PROBE_CONCURRENCY: usize = 4;
 
+/// Who answers an exposed tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Owner {
+    Server(ServerId),
+    Group(ServerId),
+}
+
+impl Owner {
+    fn id(&self) -> &ServerId {
+        match self {
+            Owner::Server(id) | Owner::Group(id) => id,
+        }
+    }
+}
+
 #[derive(Default)]
 struct Snapshot {
     /// The `dirty` counter value this snapshot was built at.
     built_at: u64,
     tools: Arc<Vec<Tool>>,
-    /// Exposed tool name -> (server, the upstream's own name).
-    routes: HashMap<String, (ServerId, String)>,
+    /// Exposed tool name -> (owner, the upstream's own name).
+    routes: HashMap<String, (Owner, String)>,
 }
 
-/// The [`McpFrontend`] over a [`ServerManager`].
+/// The [`McpFrontend`] over a [`ServerManager`] (and, when given, a [`GroupService`]).
 ///
 /// The tool list is built from what the manager already knows (live tools of servers that ran,
 /// predefined tools of the others) and cached; it is rebuilt only after an event that can change
 /// it, so listing never starts a server and never fans out to upstreams.
 pub struct ToolCatalog {
     manager: ServerManager,
+    groups: Option<Arc<GroupService>>,
     naming: ToolNaming,
     dirty: AtomicU64,
     snapshot: RwLock<Snapshot>,
@@ -72,8 +92,28 @@ impl ToolCatalog {
     /// Builds the catalogue. Register [`ToolCatalog::observer`] on the event bus, and run
     /// [`ToolCatalog::run_change_notifier`] in a task, so that changes reach clients.
     pub fn new(manager: ServerManager, naming: ToolNaming) -> Arc<Self> {
+        Self::assemble(manager, None, naming)
+    }
+
+    /// Builds the catalogue with groups: each group's tools are listed as `{group}__{tool}` and
+    /// routed through [`GroupService::call_tool`], and the members' own tools are not listed.
+    /// Group events reach the catalogue through [`ToolCatalog::observer`] like server events.
+    pub fn with_groups(
+        manager: ServerManager,
+        naming: ToolNaming,
+        groups: Arc<GroupService>,
+    ) -> Arc<Self> {
+        Self::assemble(manager, Some(groups), naming)
+    }
+
+    fn assemble(
+        manager: ServerManager,
+        groups: Option<Arc<GroupService>>,
+        naming: ToolNaming,
+    ) -> Arc<Self> {
         Arc::new(Self {
             manager,
+            groups,
             naming,
             // Start dirty, so the first read builds.
             dirty: AtomicU64::new(1),
@@ -147,13 +187,18 @@ impl ToolCatalog {
     /// Rebuilds after changes and moves [`McpFrontend::changes`] when the list really changed;
     /// probes servers whose tools are unknown. Runs until the catalogue is dropped.
     pub async fn run_change_notifier(self: Arc<Self>) {
+        // Compared with the list last announced, not with the cached one: a listing between
+        // the event and this task's turn rebuilds the cache, and the change must still be
+        // announced to the clients that did not list. The first baseline is the empty list, so
+        // the first tools ever known are announced even if this task starts late.
+        let mut announced: Arc<Vec<Tool>> = Arc::default();
         loop {
             self.probe_unknown_tools();
             self.rebuild_wanted.notified().await;
-            let before = Arc::clone(&self.snapshot().tools);
-            let after = self.current_tools();
-            if *before != *after {
+            let current = self.current_tools();
+            if *current != *announced {
                 self.changes.send_modify(|version| *version += 1);
+                announced = current;
             }
         }
     }
@@ -192,12 +237,29 @@ impl ToolCatalog {
     }
 
     fn build(&self, built_at: u64) -> Snapshot {
-        let mut per_server: Vec<(ServerId, Vec<Tool>)> = Vec::new();
+        let members = self
+            .groups
+            .as_ref()
+            .map(|groups| groups.member_ids())
+            .unwrap_or_default();
+        let mut per_server: Vec<(Owner, Vec<Tool>)> = Vec::new();
         for server in self.manager.list(None) {
             let id = server.id().clone();
-            if let Ok((tools, _)) = self.manager.tools(&id) {
-                per_server.push((id, tools));
+            if members.contains(&id) {
+                continue;
             }
+            if let Ok((tools, _)) = self.manager.tools(&id) {
+                per_server.push((Owner::Server(id), tools));
+            }
+        }
+        if let Some(groups) = &self.groups {
+            for id in groups.ids() {
+                if let Some(tools) = groups.tools(&id) {
+                    per_server.push((Owner::Group(id), tools));
+                }
+            }
+            // Servers and groups share one namespace: list them in one id order.
+            per_server.sort_by(|(left, _), (right, _)| left.id().cmp(right.id()));
         }
         let mut name_counts: HashMap<&str, usize> = HashMap::new();
         if self.naming == ToolNaming::Bare {
@@ -209,15 +271,15 @@ impl ToolCatalog {
         }
         let mut exposed = Vec::new();
         let mut routes = HashMap::new();
-        for (id, tools) in &per_server {
+        for (owner, tools) in &per_server {
             for tool in tools {
                 let unique = name_counts.get(tool.name.as_str()) == Some(&1);
                 let name = if self.naming == ToolNaming::Bare && unique {
                     tool.name.clone()
                 } else {
-                    format!("{id}{NAME_SEPARATOR}{}", tool.name)
+                    format!("{}{NAME_SEPARATOR}{}", owner.id(), tool.name)
                 };
-                routes.insert(name.clone(), (id.clone(), tool.name.clone()));
+                routes.insert(name.clone(), (owner.clone(), tool.name.clone()));
                 exposed.push(Tool {
                     name,
                     ..tool.clone()
@@ -231,7 +293,7 @@ impl ToolCatalog {
         }
     }
 
-    fn route(&self, name: &str) -> Option<(ServerId, String)> {
+    fn route(&self, name: &str) -> Option<(Owner, String)> {
         self.current_tools();
         self.snapshot().routes.get(name).cloned()
     }
@@ -300,7 +362,10 @@ impl ToolCatalog {
 fn frontend_error(error: CoreError) -> FrontendError {
     let message = error.to_string();
     let kind = match &error {
-        CoreError::ServerNotFound(_) => FrontendErrorKind::UnknownName,
+        CoreError::ServerNotFound(_) | CoreError::GroupNotFound(_) => {
+            FrontendErrorKind::UnknownName
+        }
+        CoreError::GroupUnavailable(_) => FrontendErrorKind::Unavailable,
         CoreError::Session { source, .. } => match source.kind {
             SessionErrorKind::Protocol { code } => {
                 return FrontendError::new(FrontendErrorKind::Upstream { code }, &source.message)
@@ -378,23 +443,23 @@ impl McpFrontend for ToolCatalog {
         arguments: Option<Map<String, Value>>,
         mut ctx: CallContext,
     ) -> Result<ToolCallOutcome, FrontendError> {
-        let Some((server, tool)) = self.route(name) else {
+        let Some((owner, tool)) = self.route(name) else {
             return Err(FrontendError::unknown("tool", name));
         };
         if ctx.principal.is_none() {
             ctx.principal.clone_from(&caller.principal);
         }
-        self.manager
-            .call_tool(
-                &server,
-                ToolCall {
-                    name: tool,
-                    arguments,
-                },
-                ctx,
-            )
-            .await
-            .map_err(frontend_error)
+        let call = ToolCall {
+            name: tool,
+            arguments,
+        };
+        let result = match (&owner, &self.groups) {
+            (Owner::Server(server), _) => self.manager.call_tool(server, call, ctx).await,
+            (Owner::Group(group), Some(groups)) => groups.call_tool(group, call, ctx).await,
+            // Group routes exist only when the catalogue has groups.
+            (Owner::Group(group), None) => Err(CoreError::GroupNotFound(group.clone())),
+        };
+        result.map_err(frontend_error)
     }
 
     fn changes(&self) -> watch::Receiver<u64> {
@@ -568,6 +633,7 @@ struct CatalogObserver {
 
 impl EventObserver for CatalogObserver {
     fn observe(&self, published: &PublishedEvent) {
+        // Rotation and group state do not change which tools are listed; membership does.
         let relevant = matches!(
             published.event,
             DomainEvent::McpServerRegistered { .. }
@@ -575,6 +641,11 @@ impl EventObserver for CatalogObserver {
                 | DomainEvent::McpServerUpdated { .. }
                 | DomainEvent::McpServerStarted { .. }
                 | DomainEvent::McpServerToolsChanged { .. }
+                | DomainEvent::GroupCreated { .. }
+                | DomainEvent::GroupUpdated { .. }
+                | DomainEvent::GroupDeleted { .. }
+                | DomainEvent::GroupMemberAdded { .. }
+                | DomainEvent::GroupMemberRemoved { .. }
         );
         let Some(catalog) = self.catalog.upgrade() else {
             return;

@@ -4,7 +4,9 @@
 //! what the whole gateway knows about itself (uptime, readiness); [`StdioLauncher`] turns a
 //! process spawner plus an MCP connector into a launcher; [`TokioClock`] and [`TokioSpawner`]
 //! are the production clock and task spawner; [`spawn_maintenance`] drives health checks,
-//! idle reaping and restarts.
+//! idle reaping and restarts. [`GroupService`] runs the load-balanced groups: their
+//! definitions, the routing of calls through a group's strategy, and the rotation that
+//! follows the members' health; [`ToolCatalog`] lists a group's tools in place of its members'.
 //!
 //! It must never know a concrete adapter: no HTTP framework, no database, no process or
 //! protocol library. Adapters are handed in as `Arc<dyn Port>` by whoever composes the gateway.
@@ -22,6 +24,7 @@ pub use events::EventBus;
 pub use gateway::{DEFAULT_HISTORY_PER_SERVER, Gateway, GatewayInfo};
 pub use groups::{
     GroupService, GroupServiceError, GroupUpdate, GroupView, MemberView, SeededRandom,
+    group_spec_from_config,
 };
 pub use history::HistoryRecorder;
 pub use launcher::{CompositeLauncher, LaunchFilter, StdioLauncher};

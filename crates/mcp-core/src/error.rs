@@ -55,18 +55,28 @@ pub enum CoreError {
     },
     #[error("the server store failed: {0}")]
     Repository(#[from] RepositoryError),
+    #[error("group `{0}` does not exist; list the groups with GET /api/groups")]
+    GroupNotFound(ServerId),
+    /// A call to a group none of whose members is in rotation.
+    #[error(
+        "group `{0}` has no member in rotation; its members are unhealthy or it has none (GET \
+         /api/groups/{0} shows them; POST /api/groups/{0}/rebalance re-reads their health)"
+    )]
+    GroupUnavailable(ServerId),
 }
 
 impl CoreError {
     pub fn kind(&self) -> ErrorKind {
         match self {
-            CoreError::ServerNotFound(_) => ErrorKind::NotFound,
+            CoreError::ServerNotFound(_) | CoreError::GroupNotFound(_) => ErrorKind::NotFound,
             CoreError::ServerAlreadyExists(_) | CoreError::DeclaredInConfig(_) => {
                 ErrorKind::Conflict
             }
             CoreError::Invalid(_) => ErrorKind::Invalid,
             CoreError::Transition(_) => ErrorKind::Conflict,
-            CoreError::StartFailed { .. } | CoreError::BackingOff { .. } => ErrorKind::Unavailable,
+            CoreError::StartFailed { .. }
+            | CoreError::BackingOff { .. }
+            | CoreError::GroupUnavailable(_) => ErrorKind::Unavailable,
             CoreError::Session { source, .. } => source.kind.error_kind(),
             CoreError::Repository(_) => ErrorKind::Internal,
         }

@@ -74,6 +74,44 @@ pub enum DomainEvent {
         error: String,
         principal: Option<String>,
     },
+    /// A group was created (from the configuration file or over the API).
+    GroupCreated {
+        group_id: ServerId,
+        /// The strategy's name (`round_robin`, ...).
+        strategy: &'static str,
+        /// `config` or `api`.
+        origin: &'static str,
+    },
+    /// A group's strategy, `min_healthy`, description or member list changed.
+    GroupUpdated {
+        group_id: ServerId,
+    },
+    GroupDeleted {
+        group_id: ServerId,
+    },
+    GroupMemberAdded {
+        group_id: ServerId,
+        mcp_server_id: ServerId,
+    },
+    /// A member left the group (removed over the API, or its server was removed).
+    GroupMemberRemoved {
+        group_id: ServerId,
+        mcp_server_id: ServerId,
+    },
+    /// A member entered or left rotation (whether calls may be routed to it).
+    GroupMemberHealthChanged {
+        group_id: ServerId,
+        mcp_server_id: ServerId,
+        in_rotation: bool,
+        /// Why, in snake case: `transport_failure`, `server_degraded`, `server_ready`, ...
+        reason: &'static str,
+    },
+    /// The group's state moved between `healthy`, `partial` and `unavailable`.
+    GroupStateChanged {
+        group_id: ServerId,
+        from: &'static str,
+        to: &'static str,
+    },
 }
 
 impl DomainEvent {
@@ -91,10 +129,18 @@ impl DomainEvent {
             DomainEvent::HealthCheckFailed { .. } => "HealthCheckFailed",
             DomainEvent::ToolInvocationCompleted { .. } => "ToolInvocationCompleted",
             DomainEvent::ToolInvocationFailed { .. } => "ToolInvocationFailed",
+            DomainEvent::GroupCreated { .. } => "GroupCreated",
+            DomainEvent::GroupUpdated { .. } => "GroupUpdated",
+            DomainEvent::GroupDeleted { .. } => "GroupDeleted",
+            DomainEvent::GroupMemberAdded { .. } => "GroupMemberAdded",
+            DomainEvent::GroupMemberRemoved { .. } => "GroupMemberRemoved",
+            DomainEvent::GroupMemberHealthChanged { .. } => "GroupMemberHealthChanged",
+            DomainEvent::GroupStateChanged { .. } => "GroupStateChanged",
         }
     }
 
-    /// The server the event concerns.
+    /// The server the event concerns: for a group member's event the member; `None` for an
+    /// event about a whole group.
     pub fn mcp_server_id(&self) -> Option<&ServerId> {
         match self {
             DomainEvent::McpServerRegistered { mcp_server_id, .. }
@@ -108,7 +154,28 @@ impl DomainEvent {
             | DomainEvent::McpServerToolsChanged { mcp_server_id, .. }
             | DomainEvent::HealthCheckFailed { mcp_server_id, .. }
             | DomainEvent::ToolInvocationCompleted { mcp_server_id, .. }
-            | DomainEvent::ToolInvocationFailed { mcp_server_id, .. } => Some(mcp_server_id),
+            | DomainEvent::ToolInvocationFailed { mcp_server_id, .. }
+            | DomainEvent::GroupMemberAdded { mcp_server_id, .. }
+            | DomainEvent::GroupMemberRemoved { mcp_server_id, .. }
+            | DomainEvent::GroupMemberHealthChanged { mcp_server_id, .. } => Some(mcp_server_id),
+            DomainEvent::GroupCreated { .. }
+            | DomainEvent::GroupUpdated { .. }
+            | DomainEvent::GroupDeleted { .. }
+            | DomainEvent::GroupStateChanged { .. } => None,
+        }
+    }
+
+    /// The group the event concerns, for group events.
+    pub fn group_id(&self) -> Option<&ServerId> {
+        match self {
+            DomainEvent::GroupCreated { group_id, .. }
+            | DomainEvent::GroupUpdated { group_id }
+            | DomainEvent::GroupDeleted { group_id }
+            | DomainEvent::GroupMemberAdded { group_id, .. }
+            | DomainEvent::GroupMemberRemoved { group_id, .. }
+            | DomainEvent::GroupMemberHealthChanged { group_id, .. }
+            | DomainEvent::GroupStateChanged { group_id, .. } => Some(group_id),
+            _ => None,
         }
     }
 }
@@ -140,4 +207,68 @@ pub struct NullEventSink;
 
 impl EventSink for NullEventSink {
     fn publish(&self, _occurred_at: Timestamp, _event: DomainEvent) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(raw: &str) -> ServerId {
+        ServerId::parse(raw).unwrap()
+    }
+
+    #[test]
+    fn group_events_serialize_with_their_type_and_plain_fields() {
+        let event = DomainEvent::GroupMemberHealthChanged {
+            group_id: id("pool"),
+            mcp_server_id: id("math"),
+            in_rotation: false,
+            reason: "transport_failure",
+        };
+        assert_eq!(
+            serde_json::to_value(&event).unwrap(),
+            serde_json::json!({
+                "event_type": "GroupMemberHealthChanged",
+                "group_id": "pool",
+                "mcp_server_id": "math",
+                "in_rotation": false,
+                "reason": "transport_failure",
+            })
+        );
+        let state = DomainEvent::GroupStateChanged {
+            group_id: id("pool"),
+            from: "healthy",
+            to: "partial",
+        };
+        assert_eq!(
+            serde_json::to_value(&state).unwrap(),
+            serde_json::json!({"event_type": "GroupStateChanged", "group_id": "pool",
+                               "from": "healthy", "to": "partial"})
+        );
+    }
+
+    #[test]
+    fn member_events_name_the_member_and_group_events_the_group() {
+        let member = DomainEvent::GroupMemberAdded {
+            group_id: id("pool"),
+            mcp_server_id: id("math"),
+        };
+        assert_eq!(member.event_type(), "GroupMemberAdded");
+        assert_eq!(member.mcp_server_id(), Some(&id("math")));
+        assert_eq!(member.group_id(), Some(&id("pool")));
+
+        let whole = DomainEvent::GroupCreated {
+            group_id: id("pool"),
+            strategy: "round_robin",
+            origin: "api",
+        };
+        assert_eq!(whole.event_type(), "GroupCreated");
+        assert_eq!(whole.mcp_server_id(), None);
+        assert_eq!(whole.group_id(), Some(&id("pool")));
+
+        let server = DomainEvent::McpServerRemoved {
+            mcp_server_id: id("math"),
+        };
+        assert_eq!(server.group_id(), None);
+    }
 }

@@ -21,6 +21,15 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         created_at TEXT NOT NULL,
         updated_at TEXT NOT NULL
     ) STRICT;",
+    // 2: groups created at run time. `definition` is the JSON of `groups::StoredGroup` (the
+    // members, in order, are part of it: a group is always read and written whole).
+    "CREATE TABLE groups (
+        id TEXT PRIMARY KEY NOT NULL,
+        strategy TEXT NOT NULL,
+        definition TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    ) STRICT;",
 ];
 
 /// Brings the database up to `migrations.len()`, all pending migrations in one transaction: a
@@ -143,6 +152,29 @@ mod tests {
         let mut connection = Connection::open_in_memory().unwrap();
         migrate(&mut connection, Path::new(":memory:"), MIGRATIONS).unwrap();
         assert_eq!(user_version(&connection) as usize, MIGRATIONS.len());
-        assert!(table_names(&connection).contains(&"mcp_servers".to_owned()));
+        let tables = table_names(&connection);
+        assert!(tables.contains(&"mcp_servers".to_owned()), "{tables:?}");
+        assert!(tables.contains(&"groups".to_owned()), "{tables:?}");
+    }
+
+    #[test]
+    fn a_database_of_the_first_schema_gains_the_groups_table_and_keeps_its_servers() {
+        let mut connection = Connection::open_in_memory().unwrap();
+        let path = Path::new(":memory:");
+        migrate(&mut connection, path, &MIGRATIONS[..1]).unwrap();
+        connection
+            .execute(
+                "INSERT INTO mcp_servers (id, mode, definition, created_at, updated_at)
+                 VALUES ('math', 'subprocess', '{}', 'then', 'then')",
+                [],
+            )
+            .unwrap();
+        migrate(&mut connection, path, MIGRATIONS).unwrap();
+        assert_eq!(user_version(&connection) as usize, MIGRATIONS.len());
+        assert!(table_names(&connection).contains(&"groups".to_owned()));
+        let servers: i64 = connection
+            .query_row("SELECT count(*) FROM mcp_servers", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(servers, 1);
     }
 }

@@ -1,0 +1,237 @@
+//! [`GroupRepository`] on the `groups` table.
+//!
+//! As for servers, the stored JSON has its own shape ([`StoredGroup`]), independent of the
+//! domain types: it is a file format. Fields may be added with a serde default, never renamed
+//! or removed. The members are part of the group's row, in their order (the round-robin
+//! order), because a group is always read and written whole.
+
+use async_trait::async_trait;
+use mcpgw_core::{RepositoryError, ServerId};
+use mcpgw_groups::{GroupRepository, GroupSpec, GroupStrategy, MemberSpec};
+use rusqlite::params;
+use serde::{Deserialize, Serialize};
+
+use crate::error::StoreError;
+use crate::store::SqliteStore;
+
+const TABLE: &str = "groups";
+
+const UPSERT_SQL: &str = "INSERT INTO groups (id, strategy, definition, created_at, updated_at)
+     VALUES (?1, ?2, ?3, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+     ON CONFLICT (id) DO UPDATE SET
+         strategy = excluded.strategy, definition = excluded.definition,
+         updated_at = excluded.updated_at";
+
+#[derive(Serialize, Deserialize)]
+struct StoredGroup {
+    #[serde(default)]
+    description: Option<String>,
+    /// The strategy's name (`round_robin`, ...), as the API and the configuration spell it.
+    strategy: String,
+    min_healthy: u32,
+    #[serde(default)]
+    members: Vec<StoredMember>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct StoredMember {
+    id: String,
+    weight: u32,
+    #[serde(default)]
+    priority: u32,
+}
+
+impl StoredGroup {
+    fn from_spec(spec: &GroupSpec) -> Self {
+        Self {
+            description: spec.description.clone(),
+            strategy: spec.strategy.as_str().to_owned(),
+            min_healthy: spec.min_healthy,
+            members: spec
+                .members
+                .iter()
+                .map(|member| StoredMember {
+                    id: member.id.as_str().to_owned(),
+                    weight: member.weight,
+                    priority: member.priority,
+                })
+                .collect(),
+        }
+    }
+}
+
+fn decode_row(id: String, definition: &str) -> Result<GroupSpec, StoreError> {
+    let corrupt = |reason: String| StoreError::CorruptRecord {
+        table: TABLE,
+        key: id.clone(),
+        reason,
+    };
+    let group_id = ServerId::parse(&id).map_err(|error| corrupt(error.to_string()))?;
+    let stored: StoredGroup =
+        serde_json::from_str(definition).map_err(|error| corrupt(error.to_string()))?;
+    let strategy =
+        GroupStrategy::parse(&stored.strategy).map_err(|error| corrupt(error.to_string()))?;
+    let members = stored
+        .members
+        .into_iter()
+        .map(|member| {
+            let member_id =
+                ServerId::parse(&member.id).map_err(|error| corrupt(format!("member: {error}")))?;
+            Ok(MemberSpec {
+                id: member_id,
+                weight: member.weight,
+                priority: member.priority,
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    Ok(GroupSpec {
+        id: group_id,
+        description: stored.description,
+        strategy,
+        min_healthy: stored.min_healthy,
+        members,
+    })
+}
+
+impl SqliteStore {
+    async fn save_group(&self, spec: &GroupSpec) -> Result<(), StoreError> {
+        let definition = serde_json::to_string(&StoredGroup::from_spec(spec)).map_err(|error| {
+            StoreError::CorruptRecord {
+                table: TABLE,
+                key: spec.id.to_string(),
+                reason: error.to_string(),
+            }
+        })?;
+        let id = spec.id.as_str().to_owned();
+        let strategy = spec.strategy.as_str();
+        self.run_blocking(move |connection| {
+            connection
+                .execute(UPSERT_SQL, params![id, strategy, definition])
+                .map_err(StoreError::sqlite("save the group"))?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn delete_group(&self, id: &ServerId) -> Result<(), StoreError> {
+        let id = id.as_str().to_owned();
+        self.run_blocking(move |connection| {
+            connection
+                .execute("DELETE FROM groups WHERE id = ?1", params![id])
+                .map_err(StoreError::sqlite("delete the group"))?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn load_groups(&self) -> Result<Vec<GroupSpec>, StoreError> {
+        self.run_blocking(|connection| {
+            let mut statement = connection
+                .prepare("SELECT id, definition FROM groups ORDER BY id")
+                .map_err(StoreError::sqlite("list the groups"))?;
+            let rows = statement
+                .query_map([], |row| {
+                    Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+                })
+                .map_err(StoreError::sqlite("list the groups"))?;
+            let mut specs = Vec::new();
+            for row in rows {
+                let (id, definition) = row.map_err(StoreError::sqlite("read a group row"))?;
+                specs.push(decode_row(id, &definition)?);
+            }
+            Ok(specs)
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl GroupRepository for SqliteStore {
+    async fn save(&self, spec: &GroupSpec) -> Result<(), RepositoryError> {
+        Ok(self.save_group(spec).await?)
+    }
+
+    async fn delete(&self, id: &ServerId) -> Result<(), RepositoryError> {
+        Ok(self.delete_group(id).await?)
+    }
+
+    async fn load_all(&self) -> Result<Vec<GroupSpec>, RepositoryError> {
+        Ok(self.load_groups().await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(raw: &str) -> ServerId {
+        ServerId::parse(raw).unwrap()
+    }
+
+    #[test]
+    fn the_stored_json_keeps_its_documented_shape() {
+        let spec = GroupSpec {
+            id: id("pool"),
+            description: Some("three copies".into()),
+            strategy: GroupStrategy::WeightedRoundRobin,
+            min_healthy: 2,
+            members: vec![
+                MemberSpec::new(id("a")).with_weight(3),
+                MemberSpec::new(id("b")).with_priority(7),
+            ],
+        };
+        let json = serde_json::to_value(StoredGroup::from_spec(&spec)).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "description": "three copies",
+                "strategy": "weighted_round_robin",
+                "min_healthy": 2,
+                "members": [
+                    {"id": "a", "weight": 3, "priority": 0},
+                    {"id": "b", "weight": 1, "priority": 7},
+                ],
+            })
+        );
+        let back = decode_row("pool".into(), &json.to_string()).unwrap();
+        assert_eq!(back, spec);
+    }
+
+    #[test]
+    fn rows_that_do_not_decode_are_reported_with_their_key() {
+        let valid_members = r#"{"strategy": "round_robin", "min_healthy": 1, "members": []}"#;
+        let cases = [
+            ("pool", "{not json", "broken json"),
+            (
+                "pool",
+                r#"{"strategy": "fastest", "min_healthy": 1}"#,
+                "unknown strategy",
+            ),
+            (
+                "pool",
+                r#"{"strategy": "random", "min_healthy": 1, "members": [{"id": "a b", "weight": 1}]}"#,
+                "a member id that is not an id",
+            ),
+            ("bad id", valid_members, "a group id that is not an id"),
+        ];
+        for (key, definition, what) in cases {
+            let error = decode_row(key.into(), definition).unwrap_err();
+            assert!(
+                matches!(&error, StoreError::CorruptRecord { table: "groups", key: found, .. } if found == key),
+                "{what}: {error:?}"
+            );
+            assert_eq!(error.kind(), mcpgw_core::ErrorKind::Internal, "{what}");
+        }
+    }
+
+    #[test]
+    fn a_row_written_without_the_optional_fields_loads_with_their_defaults() {
+        let spec = decode_row(
+            "pool".into(),
+            r#"{"strategy": "priority", "min_healthy": 1, "members": [{"id": "a", "weight": 2}]}"#,
+        )
+        .unwrap();
+        assert_eq!(spec.description, None);
+        assert_eq!(spec.members, [MemberSpec::new(id("a")).with_weight(2)]);
+    }
+}
