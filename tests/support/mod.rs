@@ -215,6 +215,80 @@ impl RunningGateway {
         Self::answer(self.agent.put(&self.url(path)).send_json(body))
     }
 
+    /// One JSON-RPC request to `/mcp` in the stateless 2026-07-28 era: a POST with the era's
+    /// headers and `_meta`, no `initialize`, no session. Answers the JSON-RPC response (with
+    /// `result` or `error`), whether it came as JSON or as a server-sent event.
+    pub fn mcp_request(&self, method: &str, mut params: Value) -> Value {
+        const PROTOCOL: &str = "2026-07-28";
+        params["_meta"] = serde_json::json!({
+            "io.modelcontextprotocol/protocolVersion": PROTOCOL,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "mcpgw-e2e", "version": "0"},
+        });
+        let name = params["name"].as_str().map(str::to_owned);
+        let body =
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let mut request = self
+            .agent
+            .post(&self.url("/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", PROTOCOL)
+            .header("mcp-method", method);
+        if let Some(name) = &name {
+            request = request.header("mcp-name", name);
+        }
+        let answer = Self::answer(request.send_json(&body));
+        assert_eq!(answer.status, 200, "{method}: {answer:?}");
+        if answer.content_type.starts_with("text/event-stream") {
+            // Each message of the stream is one `data:` line of JSON; priming events and
+            // notifications carry no `id`.
+            answer
+                .text
+                .lines()
+                .filter_map(|line| line.strip_prefix("data:"))
+                .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+                .find(|message| message.get("id").is_some())
+                .unwrap_or_else(|| panic!("{method}: no answer in the event stream: {answer:?}"))
+        } else {
+            answer.json()
+        }
+    }
+
+    /// `tools/call` over `/mcp` (see [`RunningGateway::mcp_request`]); answers the JSON-RPC
+    /// response.
+    pub fn mcp_call_tool(&self, name: &str, arguments: Value) -> Value {
+        self.mcp_request(
+            "tools/call",
+            serde_json::json!({"name": name, "arguments": arguments}),
+        )
+    }
+
+    /// The names `tools/list` on `/mcp` answers, following `nextCursor` over every page.
+    pub fn mcp_tool_names(&self) -> Vec<String> {
+        let mut names = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let params = match &cursor {
+                Some(cursor) => serde_json::json!({"cursor": cursor}),
+                None => serde_json::json!({}),
+            };
+            let answer = self.mcp_request("tools/list", params);
+            let result = &answer["result"];
+            let tools = result["tools"]
+                .as_array()
+                .unwrap_or_else(|| panic!("tools/list answered {answer}"));
+            names.extend(
+                tools
+                    .iter()
+                    .filter_map(|tool| tool["name"].as_str().map(str::to_owned)),
+            );
+            match result["nextCursor"].as_str() {
+                Some(next) if !next.is_empty() => cursor = Some(next.to_owned()),
+                _ => return names,
+            }
+        }
+    }
+
     /// Everything the gateway wrote on stderr so far.
     pub fn stderr(&self) -> String {
         self.stderr.lock().unwrap().join("\n")

@@ -386,7 +386,13 @@ fn every_range_bound_is_inclusive_and_the_next_value_is_refused() {
             "must be 0 or more (0 turns rate limiting off), got -0.5",
         ),
         (
-            "mcp_servers: {a: {mode: subprocess, command: [x]}, g: {mode: group, min_healthy: 0, members: [{id: a, weight: 1}]}}\n",
+            "mcp_servers: {a: {mode: subprocess, command: [x]}, g: {mode: group, min_healthy: 1, members: [{id: a}]}}\n",
+            "mcp_servers: {a: {mode: subprocess, command: [x]}, g: {mode: group, min_healthy: 0, members: [{id: a}]}}\n",
+            "mcp_servers.g.min_healthy",
+            "must be at least 1, got 0; it is the number of members in rotation the group needs to be healthy",
+        ),
+        (
+            "mcp_servers: {a: {mode: subprocess, command: [x]}, g: {mode: group, min_healthy: 1, members: [{id: a, weight: 1}]}}\n",
             "mcp_servers: {a: {mode: subprocess, command: [x]}, g: {mode: group, members: [{id: a, weight: 0}]}}\n",
             "mcp_servers.g.members[0].weight",
             "must be at least 1, got 0; remove the member to take it out of rotation",

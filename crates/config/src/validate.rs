@@ -435,6 +435,14 @@ fn validate_group(
             );
         }
     }
+    if definition.min_healthy == Some(0) {
+        findings.error(
+            ConfigErrorKind::OutOfRange,
+            path.key("min_healthy"),
+            "must be at least 1, got 0; it is the number of members in rotation the group needs \
+             to be healthy",
+        );
+    }
     let min_healthy = definition.min_healthy.unwrap_or(1);
     if usize::try_from(min_healthy).is_ok_and(|needed| needed > members.len()) {
         findings.warning(

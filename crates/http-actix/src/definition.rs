@@ -29,28 +29,34 @@ pub(crate) fn body_bytes(
     })
 }
 
-/// Parses a body that must be a JSON object.
+/// Parses a body that must be a JSON object with a server's fields.
 pub(crate) fn json_object(bytes: &[u8]) -> Result<Map<String, Value>, ApiError> {
+    json_object_with(bytes, "the server's fields")
+}
+
+/// Parses a body that must be a JSON object; `fields` says what it should hold, for messages
+/// ("the group's fields").
+pub(crate) fn json_object_with(bytes: &[u8], fields: &str) -> Result<Map<String, Value>, ApiError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Err(ApiError::validation(
-            "the request body is empty; send a JSON object with the server's fields",
-        ));
+        return Err(ApiError::validation(format!(
+            "the request body is empty; send a JSON object with {fields}"
+        )));
     }
     let value: Value = serde_json::from_slice(bytes).map_err(|error| {
         ApiError::validation(format!(
-            "the request body is not valid JSON: {error}; send a JSON object with the server's fields"
+            "the request body is not valid JSON: {error}; send a JSON object with {fields}"
         ))
     })?;
     match value {
         Value::Object(object) => Ok(object),
         other => Err(ApiError::validation(format!(
-            "the request body must be a JSON object with the server's fields, not {}",
+            "the request body must be a JSON object with {fields}, not {}",
             json_type_name(&other)
         ))),
     }
 }
 
-fn json_type_name(value: &Value) -> &'static str {
+pub(crate) fn json_type_name(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 
 use mcpgw_core::{LaunchSpec, ServerSnapshot, ServerState, Tool, ToolSource};
+use mcpgw_gateway::groups_domain::{GroupState, GroupStrategy};
+use mcpgw_gateway::{GroupView, MemberView};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -531,4 +533,205 @@ pub struct NotReadyStatus {
     pub status: String,
     #[schema(example = "the gateway is shutting down")]
     pub reason: String,
+}
+
+/// How a group picks the member that takes the next call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StrategyName {
+    /// Members in turn.
+    RoundRobin,
+    /// Smooth weighted round robin: deterministic; weights 3:1 give exactly 3 of every 4 calls
+    /// to the first member.
+    WeightedRoundRobin,
+    /// The member with the fewest calls in flight.
+    LeastConnections,
+    /// A random member, drawn with probability weight / total weight.
+    Random,
+    /// The lowest `priority` number first, the next one only when it is out of rotation.
+    Priority,
+}
+
+impl From<GroupStrategy> for StrategyName {
+    fn from(strategy: GroupStrategy) -> Self {
+        match strategy {
+            GroupStrategy::RoundRobin => StrategyName::RoundRobin,
+            GroupStrategy::WeightedRoundRobin => StrategyName::WeightedRoundRobin,
+            GroupStrategy::LeastConnections => StrategyName::LeastConnections,
+            GroupStrategy::Random => StrategyName::Random,
+            GroupStrategy::Priority => StrategyName::Priority,
+        }
+    }
+}
+
+/// Whether a group can take calls: `healthy` with at least `min_healthy` members in rotation,
+/// `partial` with at least one, `unavailable` with none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupStateName {
+    Healthy,
+    Partial,
+    Unavailable,
+}
+
+impl From<GroupState> for GroupStateName {
+    fn from(state: GroupState) -> Self {
+        match state {
+            GroupState::Healthy => GroupStateName::Healthy,
+            GroupState::Partial => GroupStateName::Partial,
+            GroupState::Unavailable => GroupStateName::Unavailable,
+        }
+    }
+}
+
+/// One member of a group.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GroupMemberDetails {
+    /// The member server's id.
+    pub id: String,
+    pub weight: u32,
+    pub priority: u32,
+    /// The member server's lifecycle state; null if the server is gone.
+    pub state: Option<StateName>,
+    /// Whether the strategy may pick this member. A member leaves rotation after failing a
+    /// health check or a call for a transport reason, and returns when it is healthy again.
+    pub in_rotation: bool,
+    /// Calls routed to this member through the group and not finished yet.
+    pub in_flight: u32,
+}
+
+impl From<&MemberView> for GroupMemberDetails {
+    fn from(member: &MemberView) -> Self {
+        Self {
+            id: member.id.to_string(),
+            weight: member.weight,
+            priority: member.priority,
+            state: member.state.map(StateName::from),
+            in_rotation: member.in_rotation,
+            in_flight: member.in_flight,
+        }
+    }
+}
+
+/// Everything about one group.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GroupDetails {
+    #[schema(example = "pool")]
+    pub group_id: String,
+    pub description: Option<String>,
+    pub strategy: StrategyName,
+    /// Members in rotation needed for the group to be `healthy`.
+    pub min_healthy: u32,
+    pub state: GroupStateName,
+    /// `config` for groups of the configuration file (changed only with the file), `api` for
+    /// groups created over REST.
+    pub origin: OriginName,
+    /// How many members are in rotation now.
+    pub members_in_rotation: usize,
+    /// In the order the strategies go through them.
+    pub members: Vec<GroupMemberDetails>,
+}
+
+impl From<&GroupView> for GroupDetails {
+    fn from(group: &GroupView) -> Self {
+        Self {
+            group_id: group.group_id.to_string(),
+            description: group.description.clone(),
+            strategy: group.strategy.into(),
+            min_healthy: group.min_healthy,
+            state: group.state.into(),
+            origin: if group.origin == "config" {
+                OriginName::Config
+            } else {
+                OriginName::Api
+            },
+            members_in_rotation: group
+                .members
+                .iter()
+                .filter(|member| member.in_rotation)
+                .count(),
+            members: group.members.iter().map(GroupMemberDetails::from).collect(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GroupList {
+    /// Every group, sorted by id.
+    pub groups: Vec<GroupDetails>,
+}
+
+/// The answer to a create: the new group's details and `created: true`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GroupCreated {
+    #[serde(flatten)]
+    pub group: GroupDetails,
+    /// Always true.
+    pub created: bool,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GroupDeleted {
+    pub group_id: String,
+    /// Always true.
+    pub deleted: bool,
+}
+
+/// A member in a create or update body (`member_id` is accepted for `id`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GroupMemberFields {
+    /// A registered mcp server (not a group).
+    #[schema(example = "math")]
+    pub id: String,
+    /// Share of the calls under `weighted_round_robin` and `random`; at least 1, default 1.
+    #[schema(minimum = 1)]
+    pub weight: Option<u32>,
+    /// Order under `priority`, lowest first; default 0.
+    pub priority: Option<u32>,
+}
+
+/// The body of `POST /api/groups`. Unknown fields answer 422.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CreateGroupRequest {
+    /// The new group's id: `^[A-Za-z0-9_-]{1,64}$` without `__`, used by no server and no
+    /// other group.
+    #[schema(example = "pool", pattern = "^[A-Za-z0-9_-]{1,64}$")]
+    pub group_id: String,
+    /// Default `round_robin`.
+    pub strategy: Option<StrategyName>,
+    /// At least 1, default 1. When `members` are given it may not exceed their number; a group
+    /// created without members may name the count it will need once they are added.
+    #[schema(minimum = 1)]
+    pub min_healthy: Option<u32>,
+    pub description: Option<String>,
+    /// The members, each a registered mcp server listed once.
+    pub members: Option<Vec<GroupMemberFields>>,
+}
+
+/// The body of `PUT /api/groups/{id}`: only the fields present change.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct UpdateGroupRequest {
+    /// Optional; when present it must equal the id in the path.
+    pub group_id: Option<String>,
+    pub strategy: Option<StrategyName>,
+    /// At least 1; raising it above the number of members answers 422.
+    #[schema(minimum = 1)]
+    pub min_healthy: Option<u32>,
+    /// `null` clears the description.
+    pub description: Option<String>,
+    /// Replaces the whole member list.
+    pub members: Option<Vec<GroupMemberFields>>,
+}
+
+/// The body of `POST /api/groups/{id}/members` (`id` is accepted for `member_id`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AddGroupMemberRequest {
+    /// A registered mcp server that is not yet a member.
+    #[schema(example = "math")]
+    pub member_id: String,
+    /// At least 1, default 1.
+    #[schema(minimum = 1)]
+    pub weight: Option<u32>,
+    /// Default 0.
+    pub priority: Option<u32>,
 }

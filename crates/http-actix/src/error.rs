@@ -9,6 +9,8 @@ use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpRequest, HttpResponse, ResponseError};
 use mcpgw_core::{CoreError, ErrorKind};
+use mcpgw_gateway::GroupServiceError;
+use mcpgw_gateway::groups_domain::GroupError;
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -17,6 +19,10 @@ pub mod names {
     pub const MCP_SERVER_NOT_FOUND: &str = "McpServerNotFoundError";
     pub const MCP_SERVER_ALREADY_EXISTS: &str = "McpServerAlreadyExistsError";
     pub const MCP_SERVER_UNAVAILABLE: &str = "McpServerUnavailableError";
+    pub const GROUP_NOT_FOUND: &str = "GroupNotFoundError";
+    pub const GROUP_ALREADY_EXISTS: &str = "GroupAlreadyExistsError";
+    pub const GROUP_MEMBER_NOT_FOUND: &str = "GroupMemberNotFoundError";
+    pub const GROUP_MEMBER_ALREADY_EXISTS: &str = "GroupMemberAlreadyExistsError";
     pub const NOT_FOUND: &str = "NotFoundError";
     pub const CONFLICT: &str = "ConflictError";
     pub const VALIDATION: &str = "ValidationError";
@@ -85,6 +91,42 @@ impl ApiError {
                 "mcp server `{}` is not registered; list the registered ones with GET /api/mcp_servers",
                 bounded_for_message(raw_id)
             ),
+        )
+    }
+
+    /// A 404 for a group id that is not a group (or that cannot be a group id at all).
+    pub fn group_not_found(raw_id: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            names::GROUP_NOT_FOUND,
+            format!(
+                "group `{}` does not exist; list the groups with GET /api/groups",
+                bounded_for_message(raw_id)
+            ),
+        )
+    }
+
+    /// A 404 for a member id that is not a member of the group (or cannot be a server id).
+    pub fn group_member_not_found(group: &str, raw_member: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            names::GROUP_MEMBER_NOT_FOUND,
+            format!(
+                "`{}` is not a member of group `{}`; list the members with GET /api/groups/{}",
+                bounded_for_message(raw_member),
+                bounded_for_message(group),
+                bounded_for_message(group)
+            ),
+        )
+    }
+
+    /// A 404 for every group route of a gateway composed without groups.
+    pub fn groups_not_enabled() -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            names::NOT_FOUND,
+            "groups are not enabled in this gateway; the application that embeds it was built \
+             without a group service",
         )
     }
 
@@ -187,6 +229,29 @@ impl From<CoreError> for ApiError {
         let name = match &error {
             CoreError::ServerNotFound(_) => names::MCP_SERVER_NOT_FOUND,
             CoreError::ServerAlreadyExists(_) => names::MCP_SERVER_ALREADY_EXISTS,
+            CoreError::GroupNotFound(_) => names::GROUP_NOT_FOUND,
+            _ => generic_name,
+        };
+        ApiError::new(status, name, error.to_string())
+    }
+}
+
+impl From<GroupServiceError> for ApiError {
+    fn from(error: GroupServiceError) -> Self {
+        let (status, generic_name) = status_and_name_of(error.kind());
+        if status == StatusCode::INTERNAL_SERVER_ERROR {
+            return ApiError::internal(&error);
+        }
+        let name = match &error {
+            GroupServiceError::NotFound(_) => names::GROUP_NOT_FOUND,
+            GroupServiceError::AlreadyExists(_) => names::GROUP_ALREADY_EXISTS,
+            GroupServiceError::MemberServerNotFound(_) => names::MCP_SERVER_NOT_FOUND,
+            GroupServiceError::Domain(GroupError::MemberNotFound { .. }) => {
+                names::GROUP_MEMBER_NOT_FOUND
+            }
+            GroupServiceError::Domain(GroupError::MemberAlreadyExists { .. }) => {
+                names::GROUP_MEMBER_ALREADY_EXISTS
+            }
             _ => generic_name,
         };
         ApiError::new(status, name, error.to_string())
@@ -279,6 +344,116 @@ mod tests {
             "{}",
             failed.message()
         );
+    }
+
+    #[test]
+    fn group_errors_get_their_specific_names() {
+        let group = ServerId::parse("pool").unwrap();
+        let member = ServerId::parse("math").unwrap();
+        let cases = [
+            (
+                GroupServiceError::NotFound(group.clone()),
+                404,
+                "GroupNotFoundError",
+            ),
+            (
+                GroupServiceError::MemberServerNotFound(member.clone()),
+                404,
+                "McpServerNotFoundError",
+            ),
+            (
+                GroupServiceError::Domain(GroupError::MemberNotFound {
+                    group: group.clone(),
+                    member: member.clone(),
+                }),
+                404,
+                "GroupMemberNotFoundError",
+            ),
+            (
+                GroupServiceError::AlreadyExists(group.clone()),
+                409,
+                "GroupAlreadyExistsError",
+            ),
+            (
+                GroupServiceError::Domain(GroupError::MemberAlreadyExists {
+                    group: group.clone(),
+                    member: member.clone(),
+                }),
+                409,
+                "GroupMemberAlreadyExistsError",
+            ),
+            (
+                GroupServiceError::ConfigManaged(group.clone()),
+                409,
+                "ConflictError",
+            ),
+            (
+                GroupServiceError::ServerInGroup {
+                    server: member.clone(),
+                    group: group.clone(),
+                },
+                409,
+                "ConflictError",
+            ),
+            (
+                GroupServiceError::Domain(GroupError::UnknownStrategy("fastest".into())),
+                422,
+                "ValidationError",
+            ),
+            (
+                GroupServiceError::Domain(GroupError::MinHealthyAboveMembers {
+                    group: group.clone(),
+                    min_healthy: 3,
+                    members: 2,
+                }),
+                422,
+                "ValidationError",
+            ),
+        ];
+        for (error, status, name) in cases {
+            let message = error.to_string();
+            let api = ApiError::from(error);
+            assert_eq!(
+                (api.status().as_u16(), api.name()),
+                (status, name),
+                "{message}"
+            );
+            assert_eq!(api.message(), message);
+        }
+        let in_group = ApiError::from(GroupServiceError::ServerInGroup {
+            server: member,
+            group,
+        });
+        assert!(
+            in_group.message().contains("group `pool`"),
+            "{}",
+            in_group.message()
+        );
+    }
+
+    #[test]
+    fn core_group_errors_get_their_specific_names() {
+        let group = ServerId::parse("pool").unwrap();
+        let missing = ApiError::from(CoreError::GroupNotFound(group.clone()));
+        assert_eq!(
+            (missing.status().as_u16(), missing.name()),
+            (404, "GroupNotFoundError")
+        );
+        let unavailable = ApiError::from(CoreError::GroupUnavailable(group));
+        assert_eq!(unavailable.status().as_u16(), 503);
+        assert!(unavailable.message().contains("no member in rotation"));
+    }
+
+    #[test]
+    fn group_storage_failures_hide_their_details() {
+        let error = ApiError::from(GroupServiceError::Storage(
+            "database is locked at /secret/db".to_owned(),
+        ));
+        assert_eq!(
+            (error.status().as_u16(), error.name()),
+            (500, "InternalServerError")
+        );
+        assert!(!error.message().contains("/secret"));
     }
 
     #[test]

@@ -20,6 +20,7 @@
 mod definition;
 pub mod dto;
 mod error;
+mod groups;
 mod mcp_endpoint;
 mod openapi;
 mod probes;
@@ -147,6 +148,40 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: ApiState) {
         mounter
             .resource(web::resource("/api/mcp_servers/{id}/logs"), "GET")
             .route(web::get().to(servers::server_logs)),
+    )
+    .service(
+        mounter
+            .resource(web::resource(["/api/groups", "/api/groups/"]), "GET, POST")
+            .route(web::get().to(groups::list_groups))
+            .route(web::post().to(groups::create_group)),
+    )
+    .service(
+        mounter
+            .resource(web::resource("/api/groups/{id}"), "GET, PUT, DELETE")
+            .route(web::get().to(groups::get_group))
+            .route(web::put().to(groups::update_group))
+            .route(web::delete().to(groups::delete_group)),
+    )
+    .service(
+        mounter
+            .resource(web::resource("/api/groups/{id}/rebalance"), "POST")
+            .route(web::post().to(groups::rebalance_group)),
+    )
+    .service(
+        mounter
+            .resource(
+                web::resource(["/api/groups/{id}/members", "/api/groups/{id}/members/"]),
+                "POST",
+            )
+            .route(web::post().to(groups::add_member)),
+    )
+    .service(
+        mounter
+            .resource(
+                web::resource("/api/groups/{id}/members/{member_id}"),
+                "DELETE",
+            )
+            .route(web::delete().to(groups::remove_member)),
     )
     .service(mounter.mcp_resource())
     .service(

@@ -8,7 +8,7 @@ use utoipa::OpenApi;
 use utoipa_swagger_ui::Config;
 
 use crate::error::{ApiError, ErrorEnvelope};
-use crate::{dto, mcp_endpoint, probes, servers, telemetry};
+use crate::{dto, groups, mcp_endpoint, probes, servers, telemetry};
 
 pub const OPENAPI_PATH: &str = "/api/openapi.json";
 pub const DOCS_PATH: &str = "/docs";
@@ -39,6 +39,14 @@ pub const DOCS_PATH: &str = "/docs";
         servers::server_health,
         servers::server_logs,
         servers::tool_history,
+        groups::list_groups,
+        groups::create_group,
+        groups::get_group,
+        groups::update_group,
+        groups::delete_group,
+        groups::rebalance_group,
+        groups::add_member,
+        groups::remove_member,
         mcp_endpoint::open_stream,
         mcp_endpoint::send_message,
         mcp_endpoint::end_session,
@@ -52,6 +60,7 @@ pub const DOCS_PATH: &str = "/docs";
     components(schemas(ErrorEnvelope, dto::McpTool)),
     tags(
         (name = "mcp_servers", description = "Managed MCP servers: definitions, lifecycle, tools, health and logs"),
+        (name = "groups", description = "Load-balanced groups of MCP servers: strategy, members, rotation and state. Group ids and server ids share one namespace; a gateway composed without groups answers 404 on every group route"),
         (name = "mcp", description = "The MCP Streamable HTTP endpoint: every tool of every server the caller may use, as `{server_id}__{tool}`"),
         (name = "probes", description = "Liveness, startup and readiness probes; no credentials, never rate limited"),
         (name = "observability", description = "Prometheus metrics"),

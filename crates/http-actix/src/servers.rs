@@ -1,8 +1,10 @@
 //! `/api/mcp_servers`: the registry of MCP servers over REST.
 
+use actix_web::http::StatusCode;
 use actix_web::web::{self, Bytes};
 use actix_web::{HttpResponse, Responder};
 use mcpgw_core::{LOG_RING_CAPACITY, ServerId, ServerState};
+use mcpgw_gateway::GroupServiceError;
 use serde::Deserialize;
 
 use crate::definition::{body_bytes, spec_for_create, spec_for_update};
@@ -11,7 +13,7 @@ use crate::dto::{
     ServerDetails, ServerList, ServerLogs, ServerSummary, ServerTools, ToolHistory,
     UpdateServerRequest,
 };
-use crate::error::{ApiError, ErrorEnvelope, bounded_for_message};
+use crate::error::{ApiError, ErrorEnvelope, bounded_for_message, names};
 use crate::state::ApiState;
 
 /// How many log lines answer when `lines` is not given.
@@ -75,6 +77,47 @@ pub(crate) async fn list_servers(
     }))
 }
 
+/// Group ids and server ids share one namespace: a server may not take a group's id.
+fn refuse_group_ids(state: &ApiState, id: &ServerId) -> Result<(), ApiError> {
+    match state.gateway().groups() {
+        Some(groups) if groups.contains(id) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            names::MCP_SERVER_ALREADY_EXISTS,
+            GroupServiceError::AlreadyExists(id.clone()).to_string(),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A member of a group is refused deletion until the operator takes it out of its groups, so
+/// that no group loses a member without being told. (A member added between this check and the
+/// delete is dropped from its group by the group service when the server goes.)
+fn refuse_group_members(state: &ApiState, id: &ServerId) -> Result<(), ApiError> {
+    let Some(groups) = state.gateway().groups() else {
+        return Ok(());
+    };
+    let mut member_of = groups.groups_of(id);
+    match member_of.len() {
+        0 => Ok(()),
+        1 => Err(GroupServiceError::ServerInGroup {
+            server: id.clone(),
+            group: member_of.remove(0),
+        }
+        .into()),
+        _ => {
+            let listed: Vec<String> = member_of.iter().map(|group| format!("`{group}`")).collect();
+            Err(ApiError::new(
+                StatusCode::CONFLICT,
+                names::CONFLICT,
+                format!(
+                    "mcp server `{id}` is a member of groups {}; remove it from them first",
+                    listed.join(", ")
+                ),
+            ))
+        }
+    }
+}
+
 /// Create an MCP server.
 #[utoipa::path(
     post,
@@ -97,6 +140,7 @@ pub(crate) async fn create_server(
 ) -> Result<HttpResponse, ApiError> {
     let bytes = body_bytes(body, state.settings().max_body_bytes)?;
     let spec = spec_for_create(&bytes)?;
+    refuse_group_ids(&state, &spec.id)?;
     let snapshot = state.gateway().servers().register(spec).await?;
     Ok(HttpResponse::Created().json(ServerCreated {
         mcp_server_id: snapshot.id().to_string(),
@@ -167,7 +211,8 @@ pub(crate) async fn update_server(
     responses(
         (status = 200, description = "Deleted", body = ServerDeleted),
         (status = 404, description = "No such server (McpServerNotFoundError)", body = ErrorEnvelope),
-        (status = 409, description = "The server is declared in the configuration file (ConflictError)", body = ErrorEnvelope),
+        (status = 409, description = "The server is declared in the configuration file, or is a \
+            member of a group (ConflictError)", body = ErrorEnvelope),
     )
 )]
 pub(crate) async fn delete_server(
@@ -175,6 +220,7 @@ pub(crate) async fn delete_server(
     id: web::Path<String>,
 ) -> Result<web::Json<ServerDeleted>, ApiError> {
     let id = path_id(&id)?;
+    refuse_group_members(&state, &id)?;
     state.gateway().servers().delete(&id).await?;
     Ok(web::Json(ServerDeleted {
         mcp_server_id: id.to_string(),

@@ -2,6 +2,7 @@
 //! real `Gateway` whose MCP servers are the testkit's fakes.
 
 mod errors;
+mod groups;
 mod history;
 mod mcp;
 mod platform;

@@ -7,7 +7,7 @@ use actix_web::dev::{Service, ServiceResponse};
 use actix_web::http::StatusCode;
 use actix_web::test;
 use mcpgw_core::{InvocationHistory, ManagerSettings, ServerManager};
-use mcpgw_gateway::{Gateway, GatewayInfo, TokioClock, TokioSpawner};
+use mcpgw_gateway::{EventBus, Gateway, GatewayInfo, GroupService, TokioClock, TokioSpawner};
 use mcpgw_http_actix::{ApiState, HttpSettings, install_metrics_recorder};
 use mcpgw_testkit::fakes::{FakeLauncher, RecordingEventSink};
 use serde_json::Value;
@@ -18,6 +18,8 @@ pub struct Harness {
     pub launcher: Arc<FakeLauncher>,
     pub gateway: Gateway,
     pub state: ApiState,
+    /// The group service, in harnesses made by [`harness_with_groups`].
+    pub groups: Option<Arc<GroupService>>,
 }
 
 /// A gateway over fakes whose start-up is complete, with the default HTTP settings.
@@ -62,6 +64,41 @@ pub fn harness_with_history(
         launcher,
         gateway,
         state,
+        groups: None,
+    }
+}
+
+/// A gateway over fakes with groups enabled, as the bundled server composes it: the servers'
+/// events go through an event bus on which the group service observes its members.
+pub fn harness_with_groups() -> Harness {
+    let launcher = Arc::new(FakeLauncher::new());
+    let events = Arc::new(EventBus::new(1024));
+    let manager = ServerManager::new(
+        launcher.clone(),
+        Arc::new(TokioClock::default()),
+        events.clone(),
+        Arc::new(TokioSpawner::current()),
+        None,
+        ManagerSettings::default(),
+    );
+    let groups = Arc::new(GroupService::new(manager.clone(), events.clone()));
+    events.add_observer(groups.observer());
+    let gateway = Gateway::new(
+        manager,
+        GatewayInfo {
+            version: TEST_VERSION.to_owned(),
+            config_path: None,
+        },
+    )
+    .with_groups(groups.clone());
+    gateway.mark_startup_complete();
+    let metrics = install_metrics_recorder().expect("the metrics recorder installs");
+    let state = ApiState::new(gateway.clone(), metrics, HttpSettings::default());
+    Harness {
+        launcher,
+        gateway,
+        state,
+        groups: Some(groups),
     }
 }
 
