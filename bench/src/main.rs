@@ -8,6 +8,11 @@
 //!   to the same upstream (the fixture server over Streamable HTTP) in the same run: p50/p99 at
 //!   concurrency 1, calls/s at concurrency 16, and `tools/list` latency with 100 servers.
 //!
+//! - `groups`: a group of 3 members that each serve one call at a time in 5 ms, against one
+//!   such server outside the group called directly through the same gateway: calls/s at
+//!   concurrency 16; and the p50/p99 at concurrency 1 of a group of 3 servers without delay
+//!   against one such server outside it, which is the latency group routing adds.
+//!
 //! - `load [SECONDS]`: calls through the gateway at concurrency 16 for SECONDS (default 20),
 //!   printing the gateway's pid first, so that a profiler can be attached to it
 //!   (`perf record -g -p PID`).
@@ -18,6 +23,7 @@
 
 #![allow(clippy::print_stdout)]
 
+mod groups;
 mod http;
 mod mcp;
 mod stats;
@@ -36,9 +42,10 @@ fn main() -> anyhow::Result<()> {
     match scenario.as_str() {
         "control-plane" => control_plane(),
         "data-plane" => data_plane(),
+        "groups" => groups::run(),
         "load" => load(),
         other => bail!(
-            "unknown scenario `{other}`; the scenarios are: control-plane, data-plane, load"
+            "unknown scenario `{other}`; the scenarios are: control-plane, data-plane, groups, load"
         ),
     }
 }
@@ -82,13 +89,20 @@ fn start_gateway(binary: &Path, config: &Path, data_dir: &Path) -> anyhow::Resul
         .context("cannot start the gateway")?;
     let stderr = child.stderr.take().context("no stderr")?;
     let mut lines = BufReader::new(stderr).lines();
+    // What the gateway said before it listened, to show why when it exits instead.
+    let mut said = Vec::new();
     let address = loop {
         let Some(line) = lines.next() else {
-            bail!("the gateway exited before listening")
+            bail!(
+                "the gateway exited before listening; its stderr:\n{}",
+                said.join("\n")
+            )
         };
-        if let Some(address) = line?.strip_prefix("listening on http://") {
+        let line = line?;
+        if let Some(address) = line.strip_prefix("listening on http://") {
             break address.trim().to_owned();
         }
+        said.push(line);
     };
     // Keep draining stderr so the gateway never blocks on a full pipe.
     std::thread::spawn(move || for _ in lines {});

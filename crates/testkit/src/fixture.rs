@@ -30,7 +30,9 @@
 //! `fixture start line {i}` N times), `--tools-prefix P`, `--extra-tools N`, `--page-size N`
 //! (paginates the lists; clients must follow `nextCursor`), `--no-handshake` (reads and
 //! ignores all input, after writing `fixture ignoring all input`; stdio only), `--delay-ms N`
-//! (waits before answering every `tools/call`), `--http PORT` (serves Streamable HTTP at
+//! (waits before answering every `tools/call`), `--serial` (serves one `tools/call` at a time:
+//! a call waits until the one before it, delay included, has answered, as an upstream with a
+//! single worker does), `--http PORT` (serves Streamable HTTP at
 //! `http://127.0.0.1:PORT/mcp` instead of stdio; 0 picks a free port; writes
 //! `fixture listening on http://127.0.0.1:PORT/mcp` to stderr once it accepts connections),
 //! `--require-header NAME=VALUE` (HTTP only, repeatable: requests without that exact header
@@ -66,6 +68,8 @@ use rmcp::transport::streamable_http_server::session::SessionManager as _;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
+use tokio::sync::SemaphorePermit;
+use tokio_util::sync::CancellationToken;
 
 /// The `serverInfo.name` the fixture reports in its `initialize` answer.
 pub const FIXTURE_SERVER_NAME: &str = "mcpgw-fixture";
@@ -79,7 +83,7 @@ pub const FIXTURE_BINARY_ENV: &str = "MCPGW_FIXTURE_SERVER";
 
 pub const FIXTURE_USAGE: &str = "usage: mcpgw-fixture-server [--exit-at-start CODE] \
 [--stderr-at-start N] [--tools-prefix PREFIX] [--extra-tools N] [--page-size N] \
-[--no-handshake] [--delay-ms N] [--http PORT [--require-header NAME=VALUE]...]";
+[--no-handshake] [--delay-ms N] [--serial] [--http PORT [--require-header NAME=VALUE]...]";
 
 /// The path the HTTP mode serves MCP on.
 pub const FIXTURE_HTTP_PATH: &str = "/mcp";
@@ -121,6 +125,8 @@ pub struct FixtureOptions {
     pub no_handshake: bool,
     /// Waited before answering every `tools/call`.
     pub call_delay: Duration,
+    /// Serve one `tools/call` at a time (the delay included); the others wait their turn.
+    pub serial: bool,
     /// Serve Streamable HTTP on this port of 127.0.0.1 (0 picks a free one) instead of stdio.
     pub http_port: Option<u16>,
     /// HTTP only: requests without each of these exact headers are answered 401.
@@ -161,6 +167,7 @@ impl FixtureOptions {
                     options.call_delay =
                         Duration::from_millis(parse_number(&flag, &value(&flag)?)?);
                 }
+                "--serial" => options.serial = true,
                 "--http" => options.http_port = Some(parse_number(&flag, &value(&flag)?)?),
                 "--require-header" => {
                     let raw = value(&flag)?;
@@ -365,6 +372,8 @@ struct FixtureShared {
     resource_templates: Vec<ResourceTemplate>,
     page_size: Option<usize>,
     call_delay: Duration,
+    /// With `--serial`, the one permit a `tools/call` holds while it runs.
+    serial_calls: Option<tokio::sync::Semaphore>,
     /// The HTTP mode's sessions, which `drop_session` forgets; unset over stdio.
     http_sessions: OnceLock<Arc<LocalSessionManager>>,
 }
@@ -386,7 +395,31 @@ impl FixtureShared {
     fn catalog(&self) -> MutexGuard<'_, ToolCatalog> {
         self.catalog.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    /// Waits for the call's turn under `--serial` (at once otherwise). The permit, when there
+    /// is one, must be held until the call has answered. `Err` when the call was cancelled
+    /// while it waited.
+    async fn admit_call(
+        &self,
+        cancelled: &CancellationToken,
+    ) -> Result<Option<SemaphorePermit<'_>>, CallCancelled> {
+        let Some(serial_calls) = &self.serial_calls else {
+            return Ok(None);
+        };
+        tokio::select! {
+            permit = serial_calls.acquire() => match permit {
+                Ok(permit) => Ok(Some(permit)),
+                // The semaphore is never closed; should it be, calls run unserialised.
+                Err(_) => Ok(None),
+            },
+            () = cancelled.cancelled() => Err(CallCancelled),
+        }
+    }
 }
+
+/// A call that was cancelled before its turn came.
+#[derive(Debug, PartialEq, Eq)]
+struct CallCancelled;
 
 impl FixtureServer {
     fn new(options: &FixtureOptions) -> Self {
@@ -510,6 +543,7 @@ impl FixtureServer {
                 ],
                 page_size: options.page_size,
                 call_delay: options.call_delay,
+                serial_calls: options.serial.then(|| tokio::sync::Semaphore::new(1)),
                 http_sessions: OnceLock::new(),
             }),
         }
@@ -770,6 +804,9 @@ impl ServerHandler for FixtureServer {
                 None,
             ));
         };
+        let Ok(_turn) = self.shared.admit_call(&context.ct).await else {
+            return Ok(cancelled_result().into());
+        };
         if !self.shared.call_delay.is_zero() {
             tokio::select! {
                 () = tokio::time::sleep(self.shared.call_delay) => {}
@@ -1013,6 +1050,7 @@ mod tests {
             "--no-handshake",
             "--delay-ms",
             "7",
+            "--serial",
         ])
         .unwrap();
         assert_eq!(options.exit_at_start, Some(2));
@@ -1022,7 +1060,62 @@ mod tests {
         assert_eq!(options.page_size, Some(2));
         assert!(options.no_handshake);
         assert_eq!(options.call_delay, Duration::from_millis(7));
+        assert!(options.serial);
         assert_eq!(parse(&[]).unwrap(), FixtureOptions::default());
+        assert!(
+            !parse(&["--delay-ms", "5"]).unwrap().serial,
+            "off unless asked for"
+        );
+        assert!(
+            parse(&["--http", "0", "--serial"]).unwrap().serial,
+            "both modes"
+        );
+    }
+
+    #[tokio::test]
+    async fn serial_calls_wait_for_the_one_before_them() {
+        use futures::FutureExt as _;
+        let serial = FixtureServer::new(&parse(&["--serial"]).unwrap());
+        let never_cancelled = CancellationToken::new();
+        let first = serial.shared.admit_call(&never_cancelled).await.unwrap();
+        assert!(first.is_some(), "a serial call holds the one permit");
+        assert!(
+            serial
+                .shared
+                .admit_call(&never_cancelled)
+                .now_or_never()
+                .is_none(),
+            "a second call must wait while the first runs"
+        );
+        // A call cancelled while it waits gives up its place instead of running later.
+        let cancelled = CancellationToken::new();
+        cancelled.cancel();
+        assert_eq!(
+            serial.shared.admit_call(&cancelled).await.unwrap_err(),
+            CallCancelled
+        );
+        drop(first);
+        let second = serial.shared.admit_call(&never_cancelled).now_or_never();
+        assert!(
+            matches!(second, Some(Ok(Some(_)))),
+            "the next call runs once the first has answered"
+        );
+
+        // Without the flag, calls never wait for each other.
+        let concurrent = FixtureServer::new(&FixtureOptions::default());
+        let held = concurrent
+            .shared
+            .admit_call(&never_cancelled)
+            .await
+            .unwrap();
+        assert!(held.is_none());
+        assert!(matches!(
+            concurrent
+                .shared
+                .admit_call(&never_cancelled)
+                .now_or_never(),
+            Some(Ok(None))
+        ));
     }
 
     #[test]
