@@ -325,7 +325,7 @@ fn measure_calls(url: &str, tool: &str) -> anyhow::Result<CallFigures> {
     let p50 = stats::percentile(&mut latencies, 0.5);
     let p99 = stats::percentile(&mut latencies, 0.99);
 
-    let per_client = 400;
+    let per_client = 1000;
     let started = Instant::now();
     let workers: Vec<_> = (0..16)
         .map(|_| {
