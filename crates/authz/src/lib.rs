@@ -1,6 +1,83 @@
-//! Principals, roles, permissions, scopes, API-key records and tool access policies, and the
-//! decision function that combines them.
+//! Who may do what in mcpgw: principals, permissions, roles, scopes, API-key records, tool
+//! access policies, and the decision function that combines them.
 //!
-//! It is a domain crate: it must never hash with a slow function on the request path, read a
-//! store, or call a policy engine itself; stores, token verifiers and external policy deciders
-//! are ports that adapters implement.
+//! It is a domain crate. It must never do I/O, read a clock or draw randomness: stores, token
+//! verification, external policy engines and secret bytes are ports ([`AuthStore`],
+//! [`TokenVerifier`], [`PolicyDecider`], [`SecretSource`]) that adapters implement, and time
+//! comes in as a [`Timestamp`](mcpgw_core::Timestamp) parameter. It must never log, return or
+//! keep a raw API key (only its SHA-256, compared in constant time), and never put in a client
+//! message why a credential or a request was refused: clients see the seed's three messages,
+//! the reasons go to logs and events.
+//!
+//! The pieces:
+//! - [`Principal`] (`user:`, `group:`, `service:`; `user:anonymous`) and [`PrincipalPattern`]
+//!   (`*`, `service:*`, `group:ops`).
+//! - [`Permission`]: the catalogue of `resource:action` permissions, each with the REST routes
+//!   and MCP methods it opens ([`Permission::for_rest_route`], [`Permission::for_mcp_method`]);
+//!   roles grant them through [`PermissionGrant`] (`tool:list`, `mcp_server:*`, `*`).
+//! - [`Role`]: the six built-in roles ([`BuiltInRole`]) and custom ones, in a [`RoleBook`].
+//! - [`RoleAssignment`]: a principal holds a role in a [`Scope`], `global` or
+//!   `tenant:<id>`.
+//! - [`ApiKeyRecord`], [`NewApiKey`], [`PresentedApiKey`]: keys `mcp_` + base64url(32 bytes).
+//! - [`ToolAccessPolicy`] at a [`PolicyAddress`], checked along an [`AccessPath`].
+//! - [`Authorizer`]: [`Identity`] + [`Permission`] (+ [`AccessPath`]) → [`Decision`].
+//!
+//! The built-in roles grant exactly what the seed says (the union of its two lists):
+//!
+//! | role | grants |
+//! |---|---|
+//! | `admin` | `*` |
+//! | `mcp_server_admin` | `mcp_server:*`, `tool:invoke`, `tool:list` |
+//! | `developer` | `mcp_server:read`, `mcp_server:list`, `mcp_server:start`, `tool:invoke`, `tool:list` |
+//! | `viewer` | `mcp_server:read`, `mcp_server:list`, `tool:list`, `metrics:read` |
+//! | `auditor` | `audit:read`, `events:read`, `metrics:read` |
+//! | `operator` | `mcp_server:start`, `mcp_server:stop`, `config:reload`, `group:*` |
+//!
+//! The seed's "audit read" is the audit trail, which the gateway keeps in two places: the tool
+//! invocation history (`audit:read`) and the live event stream (`events:read`). "Metrics read"
+//! is `GET /api/system` (uptime, version, metrics summary); `/metrics` itself is open. An
+//! operator who should also see servers is given `viewer` as well: the seed lists only start,
+//! stop, reload and group management for it.
+
+mod api_key;
+mod assignment;
+mod decision;
+mod error;
+mod permission;
+mod policy;
+mod ports;
+mod principal;
+mod role;
+mod scope;
+
+#[cfg(test)]
+mod tests;
+
+pub use api_key::{
+    API_KEY_LISTED_PREFIX_LEN, API_KEY_MAX_EXPIRY_DAYS, API_KEY_MAX_LEN, API_KEY_NAME_MAX_CHARS,
+    API_KEY_PREFIX, API_KEY_SECRET_BYTES, ApiKeyRecord, IssuedApiKey, KeyHash, KeyId, KeyRejection,
+    KeyStatus, NewApiKey, PresentedApiKey, RawApiKey,
+};
+pub use assignment::{PrincipalSummary, RoleAssignment, summarize_principals};
+pub use decision::{Authorizer, Decision, DenyReason, Identity, PermissionCheck};
+pub use error::{
+    ACCESS_DENIED_MESSAGE, AuthError, INVALID_API_KEY_MESSAGE, NO_CREDENTIALS_MESSAGE,
+};
+pub use permission::{Endpoint, Permission, PermissionGrant, PermissionInfo, Resource, catalogue};
+pub use policy::{
+    AccessPath, POLICY_LIST_MAX_LEN, PolicyAddress, PolicyScope, TOOL_NAME_SEPARATOR,
+    ToolAccessPolicy,
+};
+pub use ports::{
+    AuthStore, DeciderError, PolicyDecider, PolicyInput, RandomnessError, SecretSource, StoreError,
+    TokenError, TokenRejection, TokenVerifier, VerifiedClaims,
+};
+pub use principal::{
+    ANONYMOUS_USER_NAME, PRINCIPAL_NAME_MAX_BYTES, Principal, PrincipalError, PrincipalKind,
+    PrincipalPattern,
+};
+pub use role::{
+    BuiltInRole, ROLE_DESCRIPTION_MAX_BYTES, ROLE_MAX_GRANTS, ROLE_NAME_MAX_LEN, Role, RoleBook,
+    RoleName,
+};
+pub use scope::{Scope, TENANT_ID_MAX_BYTES, TenantId};
