@@ -38,6 +38,7 @@ const ADAPTER_CRATES: &[&str] = &[
     "mcpgw-runner-docker",
     "mcpgw-store-sqlite",
     "mcpgw-oidc",
+    "mcpgw-policy-opa",
 ];
 const TEST_SUPPORT_CRATES: &[&str] = &["mcpgw-testkit"];
 const BINARY_PACKAGE: &str = "mcp-gateway";

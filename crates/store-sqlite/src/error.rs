@@ -99,6 +99,14 @@ fn is_contention(error: &rusqlite::Error) -> bool {
     )
 }
 
+/// The auth port's error: the message goes to the log (never a key or a hash: neither ever
+/// appears in this crate's messages).
+impl From<StoreError> for mcpgw_authz::StoreError {
+    fn from(error: StoreError) -> Self {
+        mcpgw_authz::StoreError(error.to_string())
+    }
+}
+
 impl From<StoreError> for RepositoryError {
     fn from(error: StoreError) -> Self {
         RepositoryError(error.to_string())

@@ -2,8 +2,8 @@
 //!
 //! One [`SqliteStore`] is one database file holding every table the gateway persists: the
 //! servers created at run time ([`mcpgw_core::ServerRepository`]) and the groups created at run
-//! time ([`mcpgw_groups::GroupRepository`]) today, and API keys, roles, policies and the event
-//! log as they arrive. The schema changes only by appending to the ordered
+//! time ([`mcpgw_groups::GroupRepository`]), API keys, custom roles, role assignments and tool
+//! access policies ([`mcpgw_authz::AuthStore`]), and the event log as it arrives. The schema changes only by appending to the ordered
 //! list of migrations in `schema.rs`; they run at open, inside one transaction, and
 //! `PRAGMA user_version` records how many have run.
 //!
@@ -11,7 +11,15 @@
 //! the one connection's mutex; none runs on an async executor thread. This crate must never
 //! depend on another adapter crate nor hold domain rules: it stores and returns what the domain
 //! hands it, and its callers see only [`StoreError`] (or the port's error), never SQL.
+//!
+//! API keys are the exception to "every call goes to SQLite": the store keeps every key record
+//! in memory, indexed by the SHA-256 of the key, loaded at open and updated by its own writes
+//! while they hold the connection, so that a request's key lookup is a hash-map read that never
+//! waits on the database, and a revocation is seen by the next lookup. Keys written by another
+//! process on the same file (`mcp-gateway auth create-key` while a gateway runs) are seen after
+//! [`SqliteStore::reload_api_keys`] or the next open. The database never holds a raw key.
 
+mod auth;
 mod error;
 mod groups;
 mod schema;

@@ -30,6 +30,41 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         created_at TEXT NOT NULL,
         updated_at TEXT NOT NULL
     ) STRICT;",
+    // 3: authentication and authorization (`auth.rs`). Times are microseconds since the Unix
+    // epoch (UTC), so that records round-trip exactly. A key is stored as its SHA-256 (64
+    // lowercase hex digits) and its listed prefix, never as the raw key. Roles hold custom
+    // roles only (built-in ones live in code); `permissions`, `allow_list` and `deny_list` are
+    // JSON arrays of strings in the order given. A policy's `scope` is the canonical name
+    // (`provider`, `group`, `tool`).
+    "CREATE TABLE api_keys (
+        id TEXT PRIMARY KEY NOT NULL,
+        name TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        role TEXT,
+        prefix TEXT NOT NULL,
+        sha256 TEXT NOT NULL UNIQUE CHECK (length(sha256) = 64),
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER,
+        revoked_at INTEGER
+    ) STRICT;
+    CREATE TABLE custom_roles (
+        name TEXT PRIMARY KEY NOT NULL,
+        description TEXT NOT NULL,
+        permissions TEXT NOT NULL
+    ) STRICT;
+    CREATE TABLE role_assignments (
+        principal TEXT NOT NULL,
+        role TEXT NOT NULL,
+        scope TEXT NOT NULL,
+        UNIQUE (principal, role, scope)
+    ) STRICT;
+    CREATE TABLE tool_policies (
+        scope TEXT NOT NULL,
+        target_id TEXT NOT NULL,
+        allow_list TEXT NOT NULL,
+        deny_list TEXT NOT NULL,
+        PRIMARY KEY (scope, target_id)
+    ) STRICT;",
 ];
 
 /// Brings the database up to `migrations.len()`, all pending migrations in one transaction: a
@@ -155,6 +190,67 @@ mod tests {
         let tables = table_names(&connection);
         assert!(tables.contains(&"mcp_servers".to_owned()), "{tables:?}");
         assert!(tables.contains(&"groups".to_owned()), "{tables:?}");
+        for table in [
+            "api_keys",
+            "custom_roles",
+            "role_assignments",
+            "tool_policies",
+        ] {
+            assert!(tables.contains(&table.to_owned()), "{tables:?}");
+        }
+    }
+
+    #[test]
+    fn a_database_of_the_second_schema_gains_the_auth_tables_and_keeps_its_rows() {
+        let mut connection = Connection::open_in_memory().unwrap();
+        let path = Path::new(":memory:");
+        migrate(&mut connection, path, &MIGRATIONS[..2]).unwrap();
+        assert_eq!(user_version(&connection), 2);
+        connection
+            .execute_batch(
+                "INSERT INTO mcp_servers (id, mode, definition, created_at, updated_at)
+                 VALUES ('math', 'subprocess', '{}', 'then', 'then');
+                 INSERT INTO groups (id, strategy, definition, created_at, updated_at)
+                 VALUES ('pool', 'round_robin', '{}', 'then', 'then');",
+            )
+            .unwrap();
+        migrate(&mut connection, path, MIGRATIONS).unwrap();
+        assert_eq!(user_version(&connection), 3);
+        let tables = table_names(&connection);
+        for table in [
+            "api_keys",
+            "custom_roles",
+            "role_assignments",
+            "tool_policies",
+        ] {
+            assert!(tables.contains(&table.to_owned()), "{tables:?}");
+        }
+        let rows: i64 = connection
+            .query_row(
+                "SELECT (SELECT count(*) FROM mcp_servers) + (SELECT count(*) FROM groups)",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert_eq!(rows, 2);
+    }
+
+    #[test]
+    fn the_auth_tables_refuse_duplicates_and_malformed_hashes() {
+        let mut connection = Connection::open_in_memory().unwrap();
+        migrate(&mut connection, Path::new(":memory:"), MIGRATIONS).unwrap();
+        let insert_key = "INSERT INTO api_keys (id, name, principal, prefix, sha256, created_at)
+                          VALUES (?1, 'n', 'user:a', 'mcp_', ?2, 0)";
+        let hash = "ab".repeat(32);
+        connection.execute(insert_key, ["key_1", &hash]).unwrap();
+        // Bad input: a second key with the same hash, and a hash that is not 64 digits long.
+        assert!(connection.execute(insert_key, ["key_2", &hash]).is_err());
+        assert!(connection.execute(insert_key, ["key_3", "abc"]).is_err());
+        let assign = "INSERT INTO role_assignments (principal, role, scope)
+                      VALUES ('user:a', 'viewer', ?1)";
+        connection.execute(assign, ["global"]).unwrap();
+        connection.execute(assign, ["tenant:x"]).unwrap();
+        assert!(connection.execute(assign, ["global"]).is_err());
     }
 
     #[test]

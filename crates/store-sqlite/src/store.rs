@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
+use crate::auth::KeyCache;
 use crate::error::StoreError;
 use crate::schema;
 
@@ -21,15 +22,19 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 ///
 /// All methods that touch the database must be called from inside a tokio runtime: they run on
 /// its blocking thread pool.
+///
+/// API keys are also held in memory (see `auth.rs`): loaded at open, updated by every write
+/// through any clone of this store, so that authenticating a request never waits on SQLite.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     connection: Arc<Mutex<Connection>>,
     path: Arc<PathBuf>,
+    pub(crate) key_cache: Arc<KeyCache>,
 }
 
 impl SqliteStore {
-    /// Opens the database at `path`, creating the file and its missing parent directories, and
-    /// brings its schema up to date.
+    /// Opens the database at `path`, creating the file and its missing parent directories, brings
+    /// its schema up to date, and loads the API keys into memory.
     ///
     /// This blocks (file system, fsync, migrations): call it at startup or from
     /// `spawn_blocking`, not from a task on a busy executor.
@@ -63,9 +68,11 @@ impl SqliteStore {
                 other => other,
             },
         )?;
+        let key_cache = Arc::new(KeyCache::load(&connection)?);
         Ok(Self {
             connection: Arc::new(Mutex::new(connection)),
             path: Arc::new(path.to_owned()),
+            key_cache,
         })
     }
 
@@ -77,6 +84,12 @@ impl SqliteStore {
     /// The schema version this build of the store creates and understands.
     pub fn schema_version() -> u32 {
         u32::try_from(schema::MIGRATIONS.len()).unwrap_or(u32::MAX)
+    }
+
+    /// The shared connection, for tests that need to hold it as a busy database would.
+    #[cfg(test)]
+    pub(crate) fn connection_for_tests(&self) -> Arc<Mutex<Connection>> {
+        Arc::clone(&self.connection)
     }
 
     /// Runs `work` with the connection on the blocking thread pool and waits for it without
