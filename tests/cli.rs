@@ -215,3 +215,169 @@ fn the_gateway_reads_gateway_yaml_from_the_working_directory() {
     let _ = child.wait();
     assert!(body.contains("\"found\""), "{body}");
 }
+
+/// The keys in the store under `data_dir`, read through the store adapter.
+fn stored_keys(data_dir: &std::path::Path) -> Vec<mcpgw_authz::ApiKeyRecord> {
+    use mcpgw_authz::AuthStore as _;
+    let store = mcpgw_store_sqlite::SqliteStore::open(&data_dir.join("mcpgw.db")).unwrap();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(store.keys())
+        .unwrap()
+}
+
+#[test]
+fn auth_create_key_prints_the_key_once_and_stores_only_its_hash() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let data_arg = data.to_str().unwrap();
+    let output = run(
+        &[
+            "auth",
+            "create-key",
+            "--principal",
+            "user:alice",
+            "--name",
+            "first admin",
+            "--role",
+            "admin",
+            "--data-dir",
+            data_arg,
+        ],
+        dir.path(),
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "the raw key alone on stdout: {stdout}");
+    let key = lines[0];
+    // `mcp_` and base64url of at least 32 bytes.
+    assert!(key.starts_with("mcp_") && key.len() >= 4 + 43, "{key}");
+    assert!(
+        key[4..]
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'),
+        "{key}"
+    );
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("user:alice") && stderr.contains("admin"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(key), "the key is shown once, on stdout");
+
+    // Global options also work before the subcommand; a second key is a different key.
+    let output = run(
+        &[
+            "--data-dir",
+            data_arg,
+            "auth",
+            "create-key",
+            "--principal",
+            "service:ci",
+            "--name",
+            "ci",
+            "--expires-in-days",
+            "30",
+        ],
+        dir.path(),
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let second = text(&output.stdout).trim().to_owned();
+    assert_ne!(second, key);
+
+    let keys = stored_keys(&data);
+    assert_eq!(keys.len(), 2);
+    let hash = mcpgw_authz::PresentedApiKey::parse(Some(key))
+        .unwrap()
+        .hash();
+    let first = keys
+        .iter()
+        .find(|record| record.hash == hash)
+        .expect("stored by its hash");
+    assert_eq!(first.principal.to_string(), "user:alice");
+    assert_eq!(first.name, "first admin");
+    assert_eq!(
+        first.role.as_ref().map(ToString::to_string).as_deref(),
+        Some("admin")
+    );
+    assert_eq!(first.expires_at, None);
+    let ci = keys.iter().find(|record| record.hash != hash).unwrap();
+    let expires = ci.expires_at.expect("an expiry was asked for");
+    let days = (expires.unix_micros() - ci.created_at.unix_micros()) / 86_400_000_000;
+    assert_eq!(days, 30);
+
+    // Only the hash is kept: the raw keys appear nowhere in the database files.
+    for entry in std::fs::read_dir(&data).unwrap() {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+        let contents = String::from_utf8_lossy(&bytes);
+        assert!(!contents.contains(&key[4..]) && !contents.contains(&second[4..]));
+    }
+}
+
+#[test]
+fn auth_create_key_refuses_bad_options_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let data_arg = data.to_str().unwrap();
+    let cases: [(&[&str], &str); 5] = [
+        (&["--principal", "alice", "--name", "k"], "alice"),
+        (
+            &[
+                "--principal",
+                "user:alice",
+                "--name",
+                "k",
+                "--role",
+                "no_such_role",
+            ],
+            "no_such_role",
+        ),
+        (
+            &[
+                "--principal",
+                "user:alice",
+                "--name",
+                "k",
+                "--expires-in-days",
+                "0",
+            ],
+            "expires_in_days",
+        ),
+        (
+            &[
+                "--principal",
+                "user:alice",
+                "--name",
+                "k",
+                "--expires-in-days",
+                "-3",
+            ],
+            "expires_in_days",
+        ),
+        (&["--principal", "user:alice", "--name", "   "], "name"),
+    ];
+    for (options, named) in cases {
+        let mut args = vec!["auth", "create-key", "--data-dir", data_arg];
+        args.extend_from_slice(options);
+        let output = run(&args, dir.path());
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{options:?}: {}",
+            text(&output.stderr)
+        );
+        assert!(
+            text(&output.stdout).is_empty(),
+            "{options:?}: no key is printed"
+        );
+        let stderr = text(&output.stderr);
+        assert!(stderr.contains(named), "{options:?}: {stderr}");
+    }
+    assert!(
+        stored_keys(&data).is_empty(),
+        "no refused request made a key"
+    );
+}

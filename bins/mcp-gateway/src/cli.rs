@@ -55,6 +55,29 @@ pub enum Command {
     /// Work with configuration files.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Manage authentication from the command line (the first admin key).
+    #[command(subcommand)]
+    Auth(AuthCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuthCommand {
+    /// Make an API key in the store under --data-dir. The raw key is printed alone on the first
+    /// line of stdout, and only this once; exits 2 when an option is invalid.
+    CreateKey {
+        /// Who the key authenticates: `user:NAME`, `service:NAME` or `group:NAME`.
+        #[arg(long)]
+        principal: String,
+        /// A name for the key, such as the client that will use it.
+        #[arg(long)]
+        name: String,
+        /// A role the key itself carries (`admin` for the first key).
+        #[arg(long)]
+        role: Option<String>,
+        /// Days until the key expires (1 to 3650); without it the key never expires.
+        #[arg(long, value_name = "DAYS", allow_negative_numbers = true)]
+        expires_in_days: Option<i64>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -66,6 +89,20 @@ pub enum ConfigCommand {
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match &cli.command {
         Some(Command::Config(ConfigCommand::Check)) => config_check(&cli),
+        Some(Command::Auth(AuthCommand::CreateKey {
+            principal,
+            name,
+            role,
+            expires_in_days,
+        })) => crate::keys::create_key(
+            &cli.data_dir,
+            &crate::keys::CreateKey {
+                principal,
+                name,
+                role: role.as_deref(),
+                expires_in_days: *expires_in_days,
+            },
+        ),
         None => crate::serve::serve(&cli),
     }
 }

@@ -6,6 +6,7 @@
 //! crates; a decision made here is a wiring decision.
 
 mod cli;
+mod keys;
 mod serve;
 
 use std::process::ExitCode;
