@@ -7,10 +7,13 @@
 //! idle reaping and restarts. [`GroupService`] runs the load-balanced groups: their
 //! definitions, the routing of calls through a group's strategy, and the rotation that
 //! follows the members' health; [`ToolCatalog`] lists a group's tools in place of its members'.
+//! [`AuthService`] authenticates requests, authorizes them against roles, tool access policies
+//! and an optional external policy engine, and runs the auth management use cases.
 //!
 //! It must never know a concrete adapter: no HTTP framework, no database, no process or
 //! protocol library. Adapters are handed in as `Arc<dyn Port>` by whoever composes the gateway.
 
+mod auth;
 mod catalog;
 mod events;
 mod gateway;
@@ -19,6 +22,10 @@ mod history;
 mod launcher;
 mod runtime;
 
+pub use auth::{
+    ApiKeySummary, AuthService, AuthServiceError, AuthSettings, CreateKeyRequest, Credentials,
+    DEFAULT_API_KEY_HEADER, HeldRole, LockoutPolicy, POLICY_DECIDER_DEADLINE, PermissionCheckView,
+};
 pub use catalog::{NAME_SEPARATOR, ToolCatalog};
 pub use events::EventBus;
 pub use gateway::{DEFAULT_HISTORY_PER_SERVER, Gateway, GatewayInfo};
@@ -30,6 +37,7 @@ pub use history::HistoryRecorder;
 pub use launcher::{CompositeLauncher, LaunchFilter, StdioLauncher};
 pub use runtime::{TokioClock, TokioSpawner, spawn_maintenance};
 
+pub use mcpgw_authz as authz;
 pub use mcpgw_config as config;
 pub use mcpgw_core as core;
 pub use mcpgw_groups as groups_domain;

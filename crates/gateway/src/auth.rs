@@ -1,0 +1,1169 @@
+//! Authentication and authorization at run time: the use cases over the authz domain.
+//!
+//! [`AuthService`] answers three questions on the request path and runs the auth management
+//! use cases of the REST surface:
+//!
+//! - **Who is calling?** [`AuthService::authenticate`] turns the credentials of a request (an
+//!   API key from the configured header, or a bearer token) into an [`Identity`]. API keys are
+//!   hashed and looked up through the [`AuthStore`] port (stores answer key lookups from
+//!   memory); bearer tokens go to the [`TokenVerifier`] port when one is configured. Repeated
+//!   failures from one client address lock that address out for a while ([`LockoutPolicy`]),
+//!   without touching the store and without affecting any other address.
+//! - **May it do this?** [`AuthService::authorize`] decides a [`Permission`] (and, for a tool
+//!   call or listing, the tool access policies along an [`AccessPath`]) against a snapshot of
+//!   the roles, assignments and policies, then asks the [`PolicyDecider`] port when one is
+//!   configured; the decider can only take permissions away, and an error or a late answer
+//!   denies.
+//! - **Which tools may it see?** [`AuthService::admits_tool`] filters `tools/list`.
+//!
+//! The snapshot (an [`Authorizer`]) lives behind a lock that is held only to clone an `Arc`:
+//! the request path never waits on the store. Every admin change writes the store and then
+//! rebuilds and swaps the snapshot ([`AuthService::refresh`]); admin changes run one at a time
+//! so that a slower rebuild can never swap an older snapshot over a newer one.
+//!
+//! Configuration-file assignments (`auth.role_assignments`) are merged into every snapshot but
+//! never written to the store; revoking one over REST is a Conflict
+//! ([`AuthServiceError::StaticAssignment`]).
+//!
+//! With auth disabled every request is the principal `user:anonymous` carrying the `admin`
+//! role as its key role ([`AuthService::authenticate`]), and [`AuthService::authorize`] and
+//! [`AuthService::admits_tool`] allow everything without consulting policies or the external
+//! decider.
+//!
+//! Auth events: the core event vocabulary (`mcpgw_core::DomainEvent`) has no authentication,
+//! authorization or auth administration variants yet, so this module publishes nothing. Every
+//! outcome goes through one private hook per kind ([`AuthService`]'s
+//! `on_authentication_outcome`, `on_authorization_denied` and `on_auth_admin_change`), which
+//! logs it (never a key, a hash or a token) and is where publishing belongs once the
+//! variants exist.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::Duration;
+
+use futures::future::{Either, select};
+use mcpgw_authz::{
+    AccessPath, ApiKeyRecord, AuthError, AuthStore, Authorizer, BuiltInRole, DeciderError,
+    Decision, Identity, IssuedApiKey, KeyId, NewApiKey, Permission, PermissionCheck,
+    PermissionInfo, PolicyAddress, PolicyDecider, PolicyInput, PolicyScope, PresentedApiKey,
+    Principal, PrincipalSummary, Role, RoleAssignment, RoleBook, RoleName, Scope, SecretSource,
+    TokenVerifier, ToolAccessPolicy, catalogue, summarize_principals,
+};
+use mcpgw_config::AuthConfig;
+use mcpgw_core::{Clock, ErrorKind, EventSink, MonoTime, Timestamp};
+use serde::Serialize;
+
+/// The header that carries an API key unless configured otherwise.
+pub const DEFAULT_API_KEY_HEADER: &str = "X-API-Key";
+
+/// How long the gateway waits for the external policy engine before it denies. The adapter
+/// enforces the contract's 2 s itself; this is the backstop for an adapter that does not.
+pub const POLICY_DECIDER_DEADLINE: Duration = Duration::from_secs(3);
+
+// ----- settings -------------------------------------------------------------------------------
+
+/// How failed authentication attempts lock out a client address.
+///
+/// `max_failures` failures within `window` lock the address for `lock_duration`; each lockout
+/// that follows while the address is still remembered lasts twice as long as the one before,
+/// up to `max_lock_duration`. An address is forgotten (and its next lockout is short again)
+/// once it has gone `max_lock_duration` without failing and without being locked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockoutPolicy {
+    /// Failures within `window` that lock the address; 0 turns lockout off.
+    pub max_failures: u32,
+    pub window: Duration,
+    /// The first lockout's length.
+    pub lock_duration: Duration,
+    /// The longest lockout.
+    pub max_lock_duration: Duration,
+    /// At most this many addresses are tracked; stale ones are evicted first, then the
+    /// least recently seen unlocked ones.
+    pub max_tracked_addresses: usize,
+}
+
+impl Default for LockoutPolicy {
+    fn default() -> Self {
+        Self {
+            max_failures: 10,
+            window: Duration::from_secs(60),
+            lock_duration: Duration::from_secs(60),
+            max_lock_duration: Duration::from_secs(15 * 60),
+            max_tracked_addresses: 10_000,
+        }
+    }
+}
+
+/// What [`AuthService`] needs to know of the configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthSettings {
+    /// The master switch (`auth.enabled`).
+    pub enabled: bool,
+    /// A request without credentials is `user:anonymous` (`auth.allow_anonymous`).
+    pub allow_anonymous: bool,
+    /// API keys are accepted (`auth.api_key.enabled`).
+    pub api_key_enabled: bool,
+    /// The header that carries an API key (`auth.api_key.header_name`). The service does not
+    /// read headers; the HTTP adapter uses this to fill [`Credentials::api_key`].
+    pub api_key_header: String,
+    /// `auth.role_assignments`: merged into every snapshot, never stored, not revocable.
+    pub static_assignments: Vec<RoleAssignment>,
+    pub lockout: LockoutPolicy,
+}
+
+impl Default for AuthSettings {
+    /// Auth off, as the contract's defaults say.
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            allow_anonymous: false,
+            api_key_enabled: true,
+            api_key_header: DEFAULT_API_KEY_HEADER.to_owned(),
+            static_assignments: Vec::new(),
+            lockout: LockoutPolicy::default(),
+        }
+    }
+}
+
+impl AuthSettings {
+    /// The settings of the `auth` section, with the default lockout policy. A static
+    /// assignment that does not parse is refused (configuration validation refuses it first).
+    pub fn from_config(config: &AuthConfig) -> Result<Self, AuthError> {
+        let static_assignments = config
+            .role_assignments
+            .iter()
+            .map(|assignment| {
+                RoleAssignment::parse(
+                    &assignment.principal,
+                    &assignment.role,
+                    Some(&assignment.scope),
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let header = config.api_key.header_name.trim();
+        Ok(Self {
+            enabled: config.enabled,
+            allow_anonymous: config.allow_anonymous,
+            api_key_enabled: config.api_key.enabled,
+            api_key_header: if header.is_empty() {
+                DEFAULT_API_KEY_HEADER.to_owned()
+            } else {
+                header.to_owned()
+            },
+            static_assignments,
+            lockout: LockoutPolicy::default(),
+        })
+    }
+}
+
+/// The credentials a request carried, as the HTTP or MCP adapter found them.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Credentials {
+    /// The value of the API-key header (or `?api_key=` on the WebSocket).
+    pub api_key: Option<String>,
+    /// The token of an `Authorization: Bearer <token>` header, without the scheme.
+    pub bearer: Option<String>,
+}
+
+impl Credentials {
+    pub fn api_key(key: impl Into<String>) -> Self {
+        Self {
+            api_key: Some(key.into()),
+            bearer: None,
+        }
+    }
+
+    pub fn bearer(token: impl Into<String>) -> Self {
+        Self {
+            api_key: None,
+            bearer: Some(token.into()),
+        }
+    }
+
+    /// Whether no credential (or only blank ones) was presented.
+    pub fn is_empty(&self) -> bool {
+        let blank = |value: &Option<String>| value.as_deref().is_none_or(|v| v.trim().is_empty());
+        blank(&self.api_key) && blank(&self.bearer)
+    }
+}
+
+impl std::fmt::Debug for Credentials {
+    /// Never shows a secret: only which credentials are present.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("bearer", &self.bearer.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+// ----- errors ---------------------------------------------------------------------------------
+
+/// What the auth use cases fail with: a domain [`AuthError`], or one of the two refusals that
+/// belong to the application (a locked-out address, a configuration-file assignment).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AuthServiceError {
+    #[error(transparent)]
+    Auth(#[from] AuthError),
+    /// The client address failed to authenticate too often; it may try again after
+    /// `retry_after_secs` (the `Retry-After` header).
+    #[error(
+        "too many failed authentication attempts from this address; try again in \
+         {retry_after_secs} s"
+    )]
+    LockedOut { retry_after_secs: u64 },
+    /// The assignment comes from the configuration file (`auth.role_assignments`).
+    #[error(
+        "`{}` holds role `{}` in scope `{}` through auth.role_assignments in the \
+         configuration file; remove it there and reload instead",
+        assignment.principal, assignment.role, assignment.scope
+    )]
+    StaticAssignment { assignment: RoleAssignment },
+}
+
+impl AuthServiceError {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            AuthServiceError::Auth(error) => error.kind(),
+            AuthServiceError::LockedOut { .. } => ErrorKind::RateLimited,
+            AuthServiceError::StaticAssignment { .. } => ErrorKind::Conflict,
+        }
+    }
+
+    /// Seconds to put in `Retry-After`, for a locked-out address.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self {
+            AuthServiceError::LockedOut { retry_after_secs } => Some(*retry_after_secs),
+            _ => None,
+        }
+    }
+
+    /// The domain error, when this is one.
+    pub fn as_auth_error(&self) -> Option<&AuthError> {
+        match self {
+            AuthServiceError::Auth(error) => Some(error),
+            _ => None,
+        }
+    }
+}
+
+impl From<mcpgw_authz::StoreError> for AuthServiceError {
+    fn from(error: mcpgw_authz::StoreError) -> Self {
+        AuthServiceError::Auth(AuthError::Store(error))
+    }
+}
+
+impl From<mcpgw_authz::PrincipalError> for AuthServiceError {
+    fn from(error: mcpgw_authz::PrincipalError) -> Self {
+        AuthServiceError::Auth(AuthError::InvalidPrincipal(error))
+    }
+}
+
+// ----- views ----------------------------------------------------------------------------------
+
+/// A key as listings show it: never its hash, never the raw key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ApiKeySummary {
+    pub key_id: KeyId,
+    pub name: String,
+    pub principal: Principal,
+    pub role: Option<RoleName>,
+    /// The key's first characters, to tell keys apart.
+    pub prefix: String,
+    pub created_at: Timestamp,
+    pub expires_at: Option<Timestamp>,
+    pub revoked_at: Option<Timestamp>,
+    /// `active`, `expired` or `revoked` at the time of the listing.
+    pub status: &'static str,
+}
+
+impl ApiKeySummary {
+    pub fn of(record: &ApiKeyRecord, now: Timestamp) -> Self {
+        Self {
+            key_id: record.id.clone(),
+            name: record.name.clone(),
+            principal: record.principal.clone(),
+            role: record.role.clone(),
+            prefix: record.prefix.clone(),
+            created_at: record.created_at,
+            expires_at: record.expires_at,
+            revoked_at: record.revoked_at,
+            status: record.status(now).as_str(),
+        }
+    }
+}
+
+/// A role a principal holds, and where the assignment comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HeldRole {
+    pub role: RoleName,
+    pub scope: Scope,
+    /// `true` for an `auth.role_assignments` entry of the configuration file.
+    pub from_config: bool,
+}
+
+/// The answer of `POST /api/auth/check-permission`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PermissionCheckView {
+    pub principal: Principal,
+    pub permission: Permission,
+    pub allowed: bool,
+    pub granted_by_role: Option<RoleName>,
+}
+
+/// A request for a key, in the union of the seed's two request shapes (the HTTP adapter
+/// maps `principal`/`principal_id` and friends onto it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateKeyRequest {
+    pub principal: String,
+    pub name: String,
+    pub role: Option<String>,
+    pub expires_in_days: Option<i64>,
+}
+
+// ----- lockout --------------------------------------------------------------------------------
+
+#[derive(Debug, Clone)]
+struct AddressRecord {
+    window_started: MonoTime,
+    failures_in_window: u32,
+    locked_until: Option<MonoTime>,
+    /// Lockouts so far while remembered; the next lasts `lock_duration * 2^lockouts`.
+    lockouts: u32,
+    last_seen: MonoTime,
+}
+
+impl AddressRecord {
+    fn locked_at(&self, now: MonoTime) -> Option<Duration> {
+        self.locked_until
+            .filter(|until| *until > now)
+            .map(|until| until.saturating_since(now))
+    }
+
+    /// Nothing left to remember: no lock in force, the window is over, and the address has
+    /// been quiet long enough that its lockout history is forgiven.
+    fn is_stale(&self, now: MonoTime, policy: &LockoutPolicy) -> bool {
+        let quiet_since = match self.locked_until {
+            Some(until) if until > self.last_seen => until,
+            _ => self.last_seen,
+        };
+        self.locked_at(now).is_none()
+            && now.saturating_since(self.window_started) >= policy.window
+            && now.saturating_since(quiet_since) >= policy.max_lock_duration
+    }
+}
+
+/// Failed attempts per client address: pure bookkeeping driven by the clock's readings.
+#[derive(Debug)]
+struct Lockout {
+    policy: LockoutPolicy,
+    addresses: HashMap<IpAddr, AddressRecord>,
+}
+
+impl Lockout {
+    fn new(policy: LockoutPolicy) -> Self {
+        Self {
+            policy,
+            addresses: HashMap::new(),
+        }
+    }
+
+    fn enabled(&self) -> bool {
+        self.policy.max_failures > 0 && self.policy.max_tracked_addresses > 0
+    }
+
+    /// How long `address` stays locked, if it is.
+    fn locked(&self, address: IpAddr, now: MonoTime) -> Option<Duration> {
+        if !self.enabled() {
+            return None;
+        }
+        self.addresses
+            .get(&address)
+            .and_then(|record| record.locked_at(now))
+    }
+
+    /// Counts a failure; answers the lock's length when this failure started one.
+    fn record_failure(&mut self, address: IpAddr, now: MonoTime) -> Option<Duration> {
+        if !self.enabled() {
+            return None;
+        }
+        if !self.addresses.contains_key(&address) {
+            self.make_room(now);
+        }
+        let policy = &self.policy;
+        let record = self
+            .addresses
+            .entry(address)
+            .or_insert_with(|| AddressRecord {
+                window_started: now,
+                failures_in_window: 0,
+                locked_until: None,
+                lockouts: 0,
+                last_seen: now,
+            });
+        if record.is_stale(now, policy) {
+            record.lockouts = 0;
+        }
+        record.last_seen = now;
+        if record.locked_at(now).is_some() {
+            return None;
+        }
+        if now.saturating_since(record.window_started) >= policy.window {
+            record.window_started = now;
+            record.failures_in_window = 0;
+        }
+        record.failures_in_window += 1;
+        if record.failures_in_window < policy.max_failures {
+            return None;
+        }
+        let factor = 1_u32.checked_shl(record.lockouts).unwrap_or(u32::MAX);
+        let length = policy
+            .lock_duration
+            .saturating_mul(factor)
+            .min(policy.max_lock_duration);
+        record.locked_until = Some(now.plus(length));
+        record.lockouts = record.lockouts.saturating_add(1);
+        record.failures_in_window = 0;
+        record.window_started = now.plus(length);
+        Some(length)
+    }
+
+    /// Keeps the table under its bound: stale entries go first; if that is not enough, the
+    /// least recently seen entry without a lock in force (or, failing that, any) goes.
+    fn make_room(&mut self, now: MonoTime) {
+        if self.addresses.len() < self.policy.max_tracked_addresses {
+            return;
+        }
+        let policy = self.policy.clone();
+        self.addresses
+            .retain(|_, record| !record.is_stale(now, &policy));
+        while self.addresses.len() >= self.policy.max_tracked_addresses {
+            let victim = self
+                .addresses
+                .iter()
+                .min_by_key(|(_, record)| (record.locked_at(now).is_some(), record.last_seen))
+                .map(|(address, _)| *address);
+            match victim {
+                Some(address) => {
+                    self.addresses.remove(&address);
+                }
+                None => break,
+            }
+        }
+    }
+
+    fn tracked(&self) -> usize {
+        self.addresses.len()
+    }
+}
+
+/// The address lockout keys on: IPv4 as is (IPv4-mapped IPv6 included), IPv6 by its /64
+/// network, which one client usually holds whole.
+fn lockout_key(address: IpAddr) -> IpAddr {
+    match address {
+        IpAddr::V4(_) => address,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let segments = v6.segments();
+                IpAddr::V6(std::net::Ipv6Addr::new(
+                    segments[0],
+                    segments[1],
+                    segments[2],
+                    segments[3],
+                    0,
+                    0,
+                    0,
+                    0,
+                ))
+            }
+        },
+    }
+}
+
+fn whole_seconds_rounded_up(duration: Duration) -> u64 {
+    let seconds = duration.as_secs();
+    if duration.subsec_nanos() > 0 || seconds == 0 {
+        seconds + 1
+    } else {
+        seconds
+    }
+}
+
+// ----- the service ----------------------------------------------------------------------------
+
+/// How a credential was presented, for logs and (later) events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CredentialKind {
+    None,
+    ApiKey,
+    Bearer,
+}
+
+impl CredentialKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            CredentialKind::None => "none",
+            CredentialKind::ApiKey => "api_key",
+            CredentialKind::Bearer => "bearer",
+        }
+    }
+}
+
+/// Authentication, authorization and auth management. Share it as `Arc<AuthService>`: every
+/// method takes `&self`.
+pub struct AuthService {
+    settings: AuthSettings,
+    store: Arc<dyn AuthStore>,
+    #[expect(
+        dead_code,
+        reason = "the core event vocabulary has no auth variants yet; the on_* hooks publish \
+                  through it once they exist"
+    )]
+    events: Arc<dyn EventSink>,
+    clock: Arc<dyn Clock>,
+    secrets: Arc<dyn SecretSource>,
+    verifier: Option<Arc<dyn TokenVerifier>>,
+    decider: Option<Arc<dyn PolicyDecider>>,
+    snapshot: RwLock<Arc<Authorizer>>,
+    lockout: Mutex<Lockout>,
+    /// Serializes admin changes, so that snapshots are swapped in the order of the writes.
+    admin: tokio::sync::Mutex<()>,
+}
+
+impl AuthService {
+    /// A service whose snapshot holds only the built-in roles and the static assignments;
+    /// call [`AuthService::load`] before serving to read the store.
+    pub fn new(
+        settings: AuthSettings,
+        store: Arc<dyn AuthStore>,
+        events: Arc<dyn EventSink>,
+        clock: Arc<dyn Clock>,
+        secrets: Arc<dyn SecretSource>,
+    ) -> Self {
+        let snapshot = Authorizer::new(
+            RoleBook::default(),
+            settings.static_assignments.clone(),
+            Vec::new(),
+        );
+        let lockout = Lockout::new(settings.lockout.clone());
+        Self {
+            settings,
+            store,
+            events,
+            clock,
+            secrets,
+            verifier: None,
+            decider: None,
+            snapshot: RwLock::new(Arc::new(snapshot)),
+            lockout: Mutex::new(lockout),
+            admin: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Bearer tokens are verified by `verifier` (OIDC enabled).
+    #[must_use]
+    pub fn with_token_verifier(mut self, verifier: Arc<dyn TokenVerifier>) -> Self {
+        self.verifier = Some(verifier);
+        self
+    }
+
+    /// Decisions that the gateway allows are also put to `decider` (OPA enabled).
+    #[must_use]
+    pub fn with_policy_decider(mut self, decider: Arc<dyn PolicyDecider>) -> Self {
+        self.decider = Some(decider);
+        self
+    }
+
+    pub fn settings(&self) -> &AuthSettings {
+        &self.settings
+    }
+
+    pub fn is_enabled(&self) -> bool {
+        self.settings.enabled
+    }
+
+    /// Reads roles, assignments and policies from the store and swaps in a new snapshot.
+    pub async fn load(&self) -> Result<(), AuthServiceError> {
+        let _admin = self.admin.lock().await;
+        self.refresh_locked().await
+    }
+
+    /// The same as [`AuthService::load`], for after a change made behind the service's back.
+    pub async fn refresh(&self) -> Result<(), AuthServiceError> {
+        self.load().await
+    }
+
+    async fn refresh_locked(&self) -> Result<(), AuthServiceError> {
+        let roles = RoleBook::new(self.store.custom_roles().await?);
+        let stored = self.store.assignments().await?;
+        let policies = self.store.policies().await?;
+        for assignment in &self.settings.static_assignments {
+            if roles.get(assignment.role.as_str()).is_none() {
+                tracing::warn!(
+                    principal = %assignment.principal,
+                    role = %assignment.role,
+                    "auth.role_assignments names a role that does not exist; it grants nothing"
+                );
+            }
+        }
+        let assignments = self
+            .settings
+            .static_assignments
+            .iter()
+            .cloned()
+            .chain(stored);
+        let authorizer = Authorizer::new(roles, assignments, policies);
+        *self
+            .snapshot
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Arc::new(authorizer);
+        Ok(())
+    }
+
+    /// The current snapshot of roles, assignments and policies.
+    pub fn authorizer(&self) -> Arc<Authorizer> {
+        Arc::clone(&self.snapshot.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn lockout(&self) -> MutexGuard<'_, Lockout> {
+        self.lockout.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// How many client addresses the lockout currently remembers (bounded by
+    /// [`LockoutPolicy::max_tracked_addresses`]).
+    pub fn tracked_addresses(&self) -> usize {
+        self.lockout().tracked()
+    }
+
+    // ----- authentication -------------------------------------------------------------------
+
+    /// Who is calling.
+    ///
+    /// - Auth disabled: `user:anonymous` with `admin` as its key role, whatever was sent.
+    /// - A locked-out `client`: [`AuthServiceError::LockedOut`], before anything else (the
+    ///   store is not asked).
+    /// - No credential (or only blank ones): `user:anonymous` when anonymous access is
+    ///   allowed, `No valid credentials provided` otherwise.
+    /// - An API key (when API keys are enabled; it wins over a bearer token): its shape, then
+    ///   the store's record, then the record's status at the clock's wall time.
+    /// - A bearer token: the token verifier's verdict (no verifier configured: `No valid
+    ///   credentials provided`; the verifier unreachable: Unavailable, not counted as a
+    ///   failure).
+    ///
+    /// A refused credential counts as a failure of `client`; enough of them lock it out.
+    /// Without a `client` address (an embedder that has none) nothing is counted or locked.
+    pub async fn authenticate(
+        &self,
+        credentials: Credentials,
+        client: Option<IpAddr>,
+    ) -> Result<Identity, AuthServiceError> {
+        if !self.settings.enabled {
+            return Ok(Self::unrestricted_identity());
+        }
+        let client_key = client.map(lockout_key);
+        if let Some(address) = client_key {
+            let now = self.clock.now();
+            if let Some(remaining) = self.lockout().locked(address, now) {
+                let retry_after_secs = whole_seconds_rounded_up(remaining);
+                tracing::debug!(
+                    client = %address,
+                    retry_after_secs,
+                    "authentication refused: the address is locked out"
+                );
+                return Err(AuthServiceError::LockedOut { retry_after_secs });
+            }
+        }
+        let api_key = credentials
+            .api_key
+            .as_deref()
+            .filter(|_| self.settings.api_key_enabled)
+            .filter(|value| !value.trim().is_empty());
+        let bearer = credentials
+            .bearer
+            .as_deref()
+            .map(str::trim)
+            .filter(|value| !value.is_empty());
+        let (kind, outcome) = match (api_key, bearer) {
+            (Some(key), _) => (CredentialKind::ApiKey, self.authenticate_key(key).await),
+            (None, Some(token)) => (CredentialKind::Bearer, self.authenticate_token(token).await),
+            (None, None) if self.settings.allow_anonymous => {
+                (CredentialKind::None, Ok(Identity::anonymous()))
+            }
+            (None, None) => (CredentialKind::None, Err(AuthError::NoCredentials)),
+        };
+        // A credential was presented and refused: that is what lockout counts. Requests
+        // without one guess nothing; store and verifier outages are not the client's doing.
+        if let Err(error) = &outcome
+            && kind != CredentialKind::None
+            && error.kind() == ErrorKind::Unauthenticated
+            && let Some(address) = client_key
+        {
+            let now = self.clock.now();
+            if let Some(length) = self.lockout().record_failure(address, now) {
+                tracing::warn!(
+                    client = %address,
+                    lock_secs = length.as_secs(),
+                    "too many failed authentication attempts; the address is locked out"
+                );
+            }
+        }
+        self.on_authentication_outcome(kind, client, &outcome);
+        outcome.map_err(AuthServiceError::from)
+    }
+
+    /// What every request is when auth is disabled: `user:anonymous` holding `admin` as the
+    /// key role, so that anything that asks the snapshot directly also finds it allowed.
+    fn unrestricted_identity() -> Identity {
+        Identity::anonymous().with_key_role(BuiltInRole::Admin.role_name())
+    }
+
+    async fn authenticate_key(&self, raw: &str) -> Result<Identity, AuthError> {
+        let presented = PresentedApiKey::parse(Some(raw))?;
+        let hash = presented.hash();
+        let record = self
+            .store
+            .key_by_hash(&hash)
+            .await?
+            .ok_or(AuthError::InvalidApiKey {
+                reason: mcpgw_authz::KeyRejection::Unknown,
+            })?;
+        record.check(&hash, self.clock.wall())?;
+        Ok(Identity::for_api_key(&record))
+    }
+
+    async fn authenticate_token(&self, token: &str) -> Result<Identity, AuthError> {
+        let Some(verifier) = &self.verifier else {
+            return Err(AuthError::NoCredentials);
+        };
+        let claims = verifier.verify(token, self.clock.wall()).await?;
+        Identity::from_claims(&claims)
+    }
+
+    /// The hook for `AuthenticationSucceeded` / `AuthenticationFailed`. It logs the
+    /// principal, the credential's kind and the reason of a refusal (never the credential).
+    fn on_authentication_outcome(
+        &self,
+        kind: CredentialKind,
+        client: Option<IpAddr>,
+        outcome: &Result<Identity, AuthError>,
+    ) {
+        let client = client
+            .map(|address| address.to_string())
+            .unwrap_or_default();
+        match outcome {
+            Ok(identity) => tracing::debug!(
+                principal = %identity.principal,
+                credential = kind.as_str(),
+                client,
+                "authentication succeeded"
+            ),
+            Err(error) => tracing::info!(
+                credential = kind.as_str(),
+                client,
+                reason = %failure_reason(error),
+                "authentication failed"
+            ),
+        }
+    }
+
+    // ----- authorization --------------------------------------------------------------------
+
+    /// Whether `identity` may do `permission` (on the tool or server that `path` leads to).
+    ///
+    /// The snapshot decides first; when it allows and a policy decider is configured, the
+    /// decider is asked too and can only deny (its error, or no answer within
+    /// [`POLICY_DECIDER_DEADLINE`], denies). With auth disabled everything is allowed, by
+    /// `admin`.
+    pub async fn authorize(
+        &self,
+        identity: &Identity,
+        permission: Permission,
+        path: Option<&AccessPath>,
+    ) -> Decision {
+        self.authorize_with_context(identity, permission, path, BTreeMap::new())
+            .await
+    }
+
+    /// [`AuthService::authorize`] with facts of the request (method, path, client address)
+    /// for the external policy engine's `input.context`.
+    pub async fn authorize_with_context(
+        &self,
+        identity: &Identity,
+        permission: Permission,
+        path: Option<&AccessPath>,
+        context: BTreeMap<String, String>,
+    ) -> Decision {
+        if !self.settings.enabled {
+            return Decision::Allow {
+                granted_by_role: BuiltInRole::Admin.role_name(),
+            };
+        }
+        let decision = self.authorizer().decide(identity, permission, path);
+        let decision = match (&self.decider, decision.is_allowed()) {
+            (Some(decider), true) => {
+                let mut input = PolicyInput::new(identity, permission, path.and_then(resource_of));
+                input.context = context;
+                let answer = self.ask_decider(decider.as_ref(), &input).await;
+                decision.and_external(identity, permission, answer)
+            }
+            _ => decision,
+        };
+        if let Decision::Deny { reason } = &decision {
+            self.on_authorization_denied(identity, permission, reason);
+        }
+        decision
+    }
+
+    async fn ask_decider(
+        &self,
+        decider: &dyn PolicyDecider,
+        input: &PolicyInput,
+    ) -> Result<bool, DeciderError> {
+        let answer = decider.decide(input);
+        let deadline = self.clock.sleep(POLICY_DECIDER_DEADLINE);
+        match select(answer, deadline).await {
+            Either::Left((answer, _)) => answer,
+            Either::Right(((), _)) => Err(DeciderError(format!(
+                "no answer within {} s",
+                POLICY_DECIDER_DEADLINE.as_secs()
+            ))),
+        }
+    }
+
+    /// Whether the tool access policies along `path` admit `identity`: for filtering
+    /// `tools/list` (a tool it may not call is not shown). Permissions are not checked here;
+    /// `tool:list` is checked once for the whole listing. Always `true` with auth disabled.
+    pub fn admits_tool(&self, identity: &Identity, path: &AccessPath) -> bool {
+        !self.settings.enabled || self.authorizer().admits(identity, path).is_ok()
+    }
+
+    /// The hook for `AuthorizationDenied` (the deny reason is for logs and events only).
+    fn on_authorization_denied(
+        &self,
+        identity: &Identity,
+        permission: Permission,
+        reason: &mcpgw_authz::DenyReason,
+    ) {
+        tracing::info!(
+            principal = %identity.principal,
+            permission = %permission,
+            reason = %reason,
+            "authorization denied"
+        );
+    }
+
+    /// The hook for key and role administration events.
+    fn on_auth_admin_change(&self, action: &'static str, subject: &str) {
+        tracing::info!(action, subject, "auth administration");
+    }
+
+    // ----- keys -----------------------------------------------------------------------------
+
+    /// Makes a key. The raw key is in the answer and nowhere else: show it once.
+    pub async fn create_key(
+        &self,
+        request: CreateKeyRequest,
+    ) -> Result<IssuedApiKey, AuthServiceError> {
+        let snapshot = self.authorizer();
+        let new = NewApiKey::parse(
+            &request.principal,
+            &request.name,
+            request.role.as_deref(),
+            request.expires_in_days,
+            snapshot.roles(),
+        )?;
+        let issued = new.issue(self.secrets.as_ref(), self.clock.wall())?;
+        self.store.insert_key(&issued.record).await?;
+        self.on_auth_admin_change("key_created", issued.record.id.as_str());
+        Ok(issued)
+    }
+
+    /// Every key, revoked and expired ones included, oldest first.
+    pub async fn list_keys(&self) -> Result<Vec<ApiKeySummary>, AuthServiceError> {
+        let now = self.clock.wall();
+        Ok(self
+            .store
+            .keys()
+            .await?
+            .iter()
+            .map(|record| ApiKeySummary::of(record, now))
+            .collect())
+    }
+
+    /// Revokes a key; it is refused from now on. Revoking it again keeps the first time.
+    pub async fn revoke_key(&self, key_id: &str) -> Result<ApiKeySummary, AuthServiceError> {
+        let id = KeyId::parse(key_id)?;
+        let now = self.clock.wall();
+        let record =
+            self.store
+                .revoke_key(&id, now)
+                .await?
+                .ok_or_else(|| AuthError::KeyNotFound {
+                    key_id: id.to_string(),
+                })?;
+        self.on_auth_admin_change("key_revoked", id.as_str());
+        Ok(ApiKeySummary::of(&record, now))
+    }
+
+    // ----- roles ----------------------------------------------------------------------------
+
+    /// The custom roles, by name.
+    pub fn list_custom_roles(&self) -> Vec<Role> {
+        self.authorizer().roles().custom().cloned().collect()
+    }
+
+    /// The built-in roles in the seed's order, then the custom ones by name.
+    pub fn list_all_roles(&self) -> Vec<Role> {
+        self.authorizer().roles().all().cloned().collect()
+    }
+
+    pub fn role(&self, name: &str) -> Result<Role, AuthServiceError> {
+        Ok(self.authorizer().roles().require(name)?.clone())
+    }
+
+    pub async fn create_role(
+        &self,
+        name: &str,
+        description: Option<&str>,
+        permissions: &[String],
+    ) -> Result<Role, AuthServiceError> {
+        let role = Role::parse_custom(name, description, permissions)?;
+        let _admin = self.admin.lock().await;
+        self.authorizer().roles().check_create(&role)?;
+        if !self.store.insert_custom_role(&role).await? {
+            return Err(AuthError::RoleAlreadyExists {
+                role: role.name().clone(),
+            }
+            .into());
+        }
+        self.refresh_locked().await?;
+        self.on_auth_admin_change("role_created", role.name().as_str());
+        Ok(role)
+    }
+
+    /// Applies a PATCH (`None` keeps a field) to a custom role.
+    pub async fn update_role(
+        &self,
+        name: &str,
+        description: Option<&str>,
+        permissions: Option<&[String]>,
+    ) -> Result<Role, AuthServiceError> {
+        let _admin = self.admin.lock().await;
+        let role = self
+            .authorizer()
+            .roles()
+            .check_update(name, description, permissions)?;
+        if !self.store.replace_custom_role(&role).await? {
+            return Err(AuthError::RoleNotFound {
+                role: role.name().to_string(),
+            }
+            .into());
+        }
+        self.refresh_locked().await?;
+        self.on_auth_admin_change("role_updated", role.name().as_str());
+        Ok(role)
+    }
+
+    /// Deletes a custom role that nothing is assigned any more.
+    pub async fn delete_role(&self, name: &str) -> Result<(), AuthServiceError> {
+        let _admin = self.admin.lock().await;
+        let stored = self.store.assignments().await?;
+        let naming_it = stored
+            .iter()
+            .chain(&self.settings.static_assignments)
+            .filter(|assignment| assignment.role.as_str() == name)
+            .count();
+        let snapshot = self.authorizer();
+        snapshot.roles().check_delete(name, naming_it)?;
+        let role = snapshot.roles().require(name)?.name().clone();
+        if !self.store.delete_custom_role(&role).await? {
+            return Err(AuthError::RoleNotFound {
+                role: role.to_string(),
+            }
+            .into());
+        }
+        self.refresh_locked().await?;
+        self.on_auth_admin_change("role_deleted", role.as_str());
+        Ok(())
+    }
+
+    // ----- assignments ----------------------------------------------------------------------
+
+    /// Gives `principal` the role `role` in `scope` (`None`: global). Answers the assignment
+    /// and whether it is new (assigning twice is the same assignment).
+    pub async fn assign_role(
+        &self,
+        principal: &str,
+        role: &str,
+        scope: Option<&str>,
+    ) -> Result<(RoleAssignment, bool), AuthServiceError> {
+        let assignment = RoleAssignment::parse(principal, role, scope)?;
+        let _admin = self.admin.lock().await;
+        self.authorizer().roles().check_assign(&assignment)?;
+        let created = self.store.insert_assignment(&assignment).await?;
+        if created {
+            self.refresh_locked().await?;
+            self.on_auth_admin_change("role_assigned", &assignment.principal.to_string());
+        }
+        Ok((assignment, created))
+    }
+
+    /// Takes a role away. A configuration-file assignment is a Conflict; one that does not
+    /// exist is NotFound.
+    pub async fn revoke_role(
+        &self,
+        principal: &str,
+        role: &str,
+        scope: Option<&str>,
+    ) -> Result<RoleAssignment, AuthServiceError> {
+        let assignment = RoleAssignment::parse(principal, role, scope)?;
+        let _admin = self.admin.lock().await;
+        let deleted = self.store.delete_assignment(&assignment).await?;
+        if deleted {
+            self.refresh_locked().await?;
+            self.on_auth_admin_change("role_revoked", &assignment.principal.to_string());
+            return Ok(assignment);
+        }
+        if self.settings.static_assignments.contains(&assignment) {
+            return Err(AuthServiceError::StaticAssignment { assignment });
+        }
+        Err(AuthError::AssignmentNotFound {
+            principal: assignment.principal,
+            role: assignment.role,
+            scope: assignment.scope,
+        }
+        .into())
+    }
+
+    /// Every principal that holds a role (stored or from the configuration) or a key.
+    pub async fn list_principals(&self) -> Result<Vec<PrincipalSummary>, AuthServiceError> {
+        let mut assignments = self.store.assignments().await?;
+        assignments.extend(self.settings.static_assignments.iter().cloned());
+        assignments.sort();
+        assignments.dedup();
+        let keys = self.store.keys().await?;
+        Ok(summarize_principals(&assignments, &keys, self.clock.wall()))
+    }
+
+    /// The roles `principal` holds, in every scope, sorted by (role, scope).
+    pub fn roles_of(&self, principal: &str) -> Result<Vec<HeldRole>, AuthServiceError> {
+        let principal = Principal::parse(principal)?;
+        let snapshot = self.authorizer();
+        Ok(snapshot
+            .assignments_of(&principal)
+            .iter()
+            .map(|(role, scope)| HeldRole {
+                role: role.clone(),
+                scope: scope.clone(),
+                from_config: self.settings.static_assignments.iter().any(|assignment| {
+                    assignment.principal == principal
+                        && &assignment.role == role
+                        && &assignment.scope == scope
+                }),
+            })
+            .collect())
+    }
+
+    // ----- policies -------------------------------------------------------------------------
+
+    /// Sets the tool access policy at `{scope}/{target_id}`, replacing any there.
+    pub async fn put_policy(
+        &self,
+        scope: &str,
+        target_id: &str,
+        allow_list: &[String],
+        deny_list: &[String],
+    ) -> Result<ToolAccessPolicy, AuthServiceError> {
+        let address = PolicyAddress::parse(scope, target_id)?;
+        let policy = ToolAccessPolicy::parse(address, allow_list, deny_list)?;
+        let _admin = self.admin.lock().await;
+        self.store.put_policy(&policy).await?;
+        self.refresh_locked().await?;
+        self.on_auth_admin_change("policy_set", &policy.address().to_string());
+        Ok(policy)
+    }
+
+    pub fn policy(
+        &self,
+        scope: &str,
+        target_id: &str,
+    ) -> Result<ToolAccessPolicy, AuthServiceError> {
+        let address = PolicyAddress::parse(scope, target_id)?;
+        self.authorizer()
+            .policy(&address)
+            .cloned()
+            .ok_or_else(|| AuthError::PolicyNotFound { address }.into())
+    }
+
+    pub async fn delete_policy(
+        &self,
+        scope: &str,
+        target_id: &str,
+    ) -> Result<(), AuthServiceError> {
+        let address = PolicyAddress::parse(scope, target_id)?;
+        let _admin = self.admin.lock().await;
+        if !self.store.delete_policy(&address).await? {
+            return Err(AuthError::PolicyNotFound { address }.into());
+        }
+        self.refresh_locked().await?;
+        self.on_auth_admin_change("policy_cleared", &address.to_string());
+        Ok(())
+    }
+
+    /// Every policy, by address.
+    pub async fn list_policies(&self) -> Result<Vec<ToolAccessPolicy>, AuthServiceError> {
+        Ok(self.store.policies().await?)
+    }
+
+    // ----- permissions ----------------------------------------------------------------------
+
+    /// The permission catalogue (`GET /api/auth/permissions`).
+    pub fn permissions(&self) -> &'static [PermissionInfo] {
+        catalogue()
+    }
+
+    /// Whether `principal` holds a role that grants `permission`, in the global scope (tool
+    /// policies and the external engine are not consulted: this is about roles).
+    pub fn check_permission(
+        &self,
+        principal: &str,
+        permission: &str,
+    ) -> Result<PermissionCheckView, AuthServiceError> {
+        let principal = Principal::parse(principal)?;
+        let permission = Permission::parse(permission)?;
+        let PermissionCheck {
+            allowed,
+            granted_by_role,
+        } = self.authorizer().check_permission(&principal, permission);
+        Ok(PermissionCheckView {
+            principal,
+            permission,
+            allowed,
+            granted_by_role,
+        })
+    }
+}
+
+/// The resource an external policy is asked about: the first address of the path, as
+/// `mcp_server/<id>`, `group/<id>` or `tool/<id>__<tool>`.
+fn resource_of(path: &AccessPath) -> Option<String> {
+    let address = path.addresses().first()?;
+    let scope = match address.scope() {
+        PolicyScope::Provider => "mcp_server",
+        PolicyScope::Group => "group",
+        PolicyScope::Tool => "tool",
+    };
+    Some(format!("{scope}/{}", address.target_id()))
+}
+
+/// Why authentication failed, for the log: the domain's reasons, never the credential.
+fn failure_reason(error: &AuthError) -> String {
+    match error {
+        AuthError::InvalidApiKey { reason } => reason.to_string(),
+        AuthError::InvalidToken { reason } => reason.to_string(),
+        other => other.to_string(),
+    }
+}
