@@ -51,7 +51,7 @@ use mcpgw_authz::{
     TokenVerifier, ToolAccessPolicy, catalogue, summarize_principals,
 };
 use mcpgw_config::AuthConfig;
-use mcpgw_core::{Clock, ErrorKind, EventSink, MonoTime, Timestamp};
+use mcpgw_core::{Clock, DomainEvent, ErrorKind, EventSink, MonoTime, Timestamp};
 use serde::Serialize;
 
 /// The header that carries an API key unless configured otherwise.
@@ -517,11 +517,6 @@ impl CredentialKind {
 pub struct AuthService {
     settings: AuthSettings,
     store: Arc<dyn AuthStore>,
-    #[expect(
-        dead_code,
-        reason = "the core event vocabulary has no auth variants yet; the on_* hooks publish \
-                  through it once they exist"
-    )]
     events: Arc<dyn EventSink>,
     clock: Arc<dyn Clock>,
     secrets: Arc<dyn SecretSource>,
@@ -742,31 +737,28 @@ impl AuthService {
         Identity::from_claims(&claims)
     }
 
-    /// The hook for `AuthenticationSucceeded` / `AuthenticationFailed`. It logs the
-    /// principal, the credential's kind and the reason of a refusal (never the credential).
+    /// Publishes `AuthenticationSucceeded` / `AuthenticationFailed` with the principal, the
+    /// credential's kind and the reason of a refusal (never the credential).
     fn on_authentication_outcome(
         &self,
         kind: CredentialKind,
         client: Option<IpAddr>,
         outcome: &Result<Identity, AuthError>,
     ) {
-        let client = client
-            .map(|address| address.to_string())
-            .unwrap_or_default();
-        match outcome {
-            Ok(identity) => tracing::debug!(
-                principal = %identity.principal,
-                credential = kind.as_str(),
+        let client = client.map(|address| address.to_string());
+        let event = match outcome {
+            Ok(identity) => DomainEvent::AuthenticationSucceeded {
+                principal: identity.principal.to_string(),
+                credential: kind.as_str(),
                 client,
-                "authentication succeeded"
-            ),
-            Err(error) => tracing::info!(
-                credential = kind.as_str(),
+            },
+            Err(error) => DomainEvent::AuthenticationFailed {
+                credential: kind.as_str(),
+                reason: failure_reason(error).to_string(),
                 client,
-                reason = %failure_reason(error),
-                "authentication failed"
-            ),
-        }
+            },
+        };
+        self.events.publish(self.clock.wall(), event);
     }
 
     // ----- authorization --------------------------------------------------------------------
@@ -811,9 +803,19 @@ impl AuthService {
             }
             _ => decision,
         };
-        if let Decision::Deny { reason } = &decision {
-            self.on_authorization_denied(identity, permission, reason);
-        }
+        let event = match &decision {
+            Decision::Allow { granted_by_role } => DomainEvent::AuthorizationGranted {
+                principal: identity.principal.to_string(),
+                permission: permission.to_string(),
+                granted_by_role: granted_by_role.to_string(),
+            },
+            Decision::Deny { reason } => DomainEvent::AuthorizationDenied {
+                principal: identity.principal.to_string(),
+                permission: permission.to_string(),
+                reason: reason.to_string(),
+            },
+        };
+        self.events.publish(self.clock.wall(), event);
         decision
     }
 
@@ -840,24 +842,9 @@ impl AuthService {
         !self.settings.enabled || self.authorizer().admits(identity, path).is_ok()
     }
 
-    /// The hook for `AuthorizationDenied` (the deny reason is for logs and events only).
-    fn on_authorization_denied(
-        &self,
-        identity: &Identity,
-        permission: Permission,
-        reason: &mcpgw_authz::DenyReason,
-    ) {
-        tracing::info!(
-            principal = %identity.principal,
-            permission = %permission,
-            reason = %reason,
-            "authorization denied"
-        );
-    }
-
-    /// The hook for key and role administration events.
-    fn on_auth_admin_change(&self, action: &'static str, subject: &str) {
-        tracing::info!(action, subject, "auth administration");
+    /// Publishes an auth administration event.
+    fn on_auth_admin_change(&self, event: DomainEvent) {
+        self.events.publish(self.clock.wall(), event);
     }
 
     // ----- keys -----------------------------------------------------------------------------
@@ -877,7 +864,11 @@ impl AuthService {
         )?;
         let issued = new.issue(self.secrets.as_ref(), self.clock.wall())?;
         self.store.insert_key(&issued.record).await?;
-        self.on_auth_admin_change("key_created", issued.record.id.as_str());
+        self.on_auth_admin_change(DomainEvent::ApiKeyCreated {
+            key_id: issued.record.id.to_string(),
+            principal: issued.record.principal.to_string(),
+            name: issued.record.name.clone(),
+        });
         Ok(issued)
     }
 
@@ -904,7 +895,9 @@ impl AuthService {
                 .ok_or_else(|| AuthError::KeyNotFound {
                     key_id: id.to_string(),
                 })?;
-        self.on_auth_admin_change("key_revoked", id.as_str());
+        self.on_auth_admin_change(DomainEvent::ApiKeyRevoked {
+            key_id: id.to_string(),
+        });
         Ok(ApiKeySummary::of(&record, now))
     }
 
@@ -940,7 +933,9 @@ impl AuthService {
             .into());
         }
         self.refresh_locked().await?;
-        self.on_auth_admin_change("role_created", role.name().as_str());
+        self.on_auth_admin_change(DomainEvent::RoleCreated {
+            role: role.name().to_string(),
+        });
         Ok(role)
     }
 
@@ -963,7 +958,9 @@ impl AuthService {
             .into());
         }
         self.refresh_locked().await?;
-        self.on_auth_admin_change("role_updated", role.name().as_str());
+        self.on_auth_admin_change(DomainEvent::RoleUpdated {
+            role: role.name().to_string(),
+        });
         Ok(role)
     }
 
@@ -986,7 +983,9 @@ impl AuthService {
             .into());
         }
         self.refresh_locked().await?;
-        self.on_auth_admin_change("role_deleted", role.as_str());
+        self.on_auth_admin_change(DomainEvent::RoleDeleted {
+            role: role.to_string(),
+        });
         Ok(())
     }
 
@@ -1006,7 +1005,11 @@ impl AuthService {
         let created = self.store.insert_assignment(&assignment).await?;
         if created {
             self.refresh_locked().await?;
-            self.on_auth_admin_change("role_assigned", &assignment.principal.to_string());
+            self.on_auth_admin_change(DomainEvent::RoleAssigned {
+                principal: assignment.principal.to_string(),
+                role: assignment.role.to_string(),
+                scope: assignment.scope.to_string(),
+            });
         }
         Ok((assignment, created))
     }
@@ -1024,7 +1027,11 @@ impl AuthService {
         let deleted = self.store.delete_assignment(&assignment).await?;
         if deleted {
             self.refresh_locked().await?;
-            self.on_auth_admin_change("role_revoked", &assignment.principal.to_string());
+            self.on_auth_admin_change(DomainEvent::RoleRevoked {
+                principal: assignment.principal.to_string(),
+                role: assignment.role.to_string(),
+                scope: assignment.scope.to_string(),
+            });
             return Ok(assignment);
         }
         if self.settings.static_assignments.contains(&assignment) {
@@ -1082,7 +1089,9 @@ impl AuthService {
         let _admin = self.admin.lock().await;
         self.store.put_policy(&policy).await?;
         self.refresh_locked().await?;
-        self.on_auth_admin_change("policy_set", &policy.address().to_string());
+        self.on_auth_admin_change(DomainEvent::ToolPolicySet {
+            policy: policy.address().to_string(),
+        });
         Ok(policy)
     }
 
@@ -1109,7 +1118,9 @@ impl AuthService {
             return Err(AuthError::PolicyNotFound { address }.into());
         }
         self.refresh_locked().await?;
-        self.on_auth_admin_change("policy_cleared", &address.to_string());
+        self.on_auth_admin_change(DomainEvent::ToolPolicyCleared {
+            policy: address.to_string(),
+        });
         Ok(())
     }
 

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use mcpgw_core::DomainEvent;
 use mcpgw_gateway::authz::{
     ACCESS_DENIED_MESSAGE, AccessPath, AuthError, AuthStore, BuiltInRole, DeciderError, DenyReason,
     INVALID_API_KEY_MESSAGE, Identity, KeyRejection, NO_CREDENTIALS_MESSAGE, Permission,
@@ -327,9 +328,62 @@ async fn a_valid_key_authenticates_as_its_principal_with_its_role() {
     let identity = h.login(&key, "10.0.0.1").await.unwrap();
     assert_eq!(identity.principal.to_string(), "service:ci");
     assert_eq!(identity.key_role.unwrap().as_str(), "developer");
-    // The store was asked once (the key lookup), the events carry nothing yet.
+    // The store was asked once (the key lookup); the key's creation and the success are
+    // events, and neither carries the key.
     assert_eq!(h.store.key_lookups.load(Ordering::SeqCst), 1);
-    assert!(h.events.events().is_empty());
+    let events = h.events.events();
+    let types: Vec<_> = events.iter().map(DomainEvent::event_type).collect();
+    assert_eq!(types, ["ApiKeyCreated", "AuthenticationSucceeded"]);
+    assert!(matches!(
+        &events[1],
+        DomainEvent::AuthenticationSucceeded { principal, credential: "api_key", client }
+            if principal == "service:ci" && client.as_deref() == Some("10.0.0.1")
+    ));
+    let json = serde_json::to_string(&events).unwrap();
+    assert!(
+        !json.contains(&key[4..]),
+        "no event carries the key: {json}"
+    );
+}
+
+#[tokio::test]
+async fn failures_denials_and_administration_are_events_without_secrets() {
+    let h = harness().await;
+    let key = h.key("user:bob", None).await;
+    let bad = format!("{}x", &key[..key.len() - 1]);
+    assert!(h.login(&bad, "10.0.0.2").await.is_err());
+    let identity = h.login(&key, "10.0.0.2").await.unwrap();
+    let decision = h
+        .auth
+        .authorize(&identity, mcpgw_authz::Permission::McpServerDelete, None)
+        .await;
+    assert!(!decision.is_allowed());
+    h.auth
+        .assign_role("user:bob", "viewer", None)
+        .await
+        .unwrap();
+    let events = h.events.events();
+    let types: Vec<_> = events.iter().map(DomainEvent::event_type).collect();
+    assert_eq!(
+        types,
+        [
+            "ApiKeyCreated",
+            "AuthenticationFailed",
+            "AuthenticationSucceeded",
+            "AuthorizationDenied",
+            "RoleAssigned"
+        ]
+    );
+    assert!(matches!(
+        &events[3],
+        DomainEvent::AuthorizationDenied { principal, permission, .. }
+            if principal == "user:bob" && permission == "mcp_server:delete"
+    ));
+    let json = serde_json::to_string(&events).unwrap();
+    assert!(
+        !json.contains(&key[4..]) && !json.contains(&bad[4..]),
+        "{json}"
+    );
 }
 
 #[tokio::test]

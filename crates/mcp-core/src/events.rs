@@ -112,7 +112,101 @@ pub enum DomainEvent {
         from: &'static str,
         to: &'static str,
     },
+    /// A request's credential was accepted. `credential` is `api_key`, `bearer` or `none`
+    /// (anonymous); the credential itself is never part of an event.
+    AuthenticationSucceeded {
+        principal: String,
+        credential: &'static str,
+        client: Option<String>,
+    },
+    /// A request's credential was refused; `reason` says why (unknown, revoked, expired key,
+    /// bad token, ...), for operators only: the client saw the generic message.
+    AuthenticationFailed {
+        credential: &'static str,
+        reason: String,
+        client: Option<String>,
+    },
+    AuthorizationGranted {
+        principal: String,
+        permission: String,
+        granted_by_role: String,
+    },
+    AuthorizationDenied {
+        principal: String,
+        permission: String,
+        reason: String,
+    },
+    ApiKeyCreated {
+        key_id: String,
+        principal: String,
+        name: String,
+    },
+    ApiKeyRevoked {
+        key_id: String,
+    },
+    RoleCreated {
+        role: String,
+    },
+    RoleUpdated {
+        role: String,
+    },
+    RoleDeleted {
+        role: String,
+    },
+    RoleAssigned {
+        principal: String,
+        role: String,
+        scope: String,
+    },
+    RoleRevoked {
+        principal: String,
+        role: String,
+        scope: String,
+    },
+    /// A tool access policy (`{scope}/{target_id}`) was set or replaced.
+    ToolPolicySet {
+        policy: String,
+    },
+    ToolPolicyCleared {
+        policy: String,
+    },
 }
+
+/// Every `event_type` a [`DomainEvent`] can have, for validating subscription filters.
+pub const EVENT_TYPES: [&str; 32] = [
+    "McpServerRegistered",
+    "McpServerUpdated",
+    "McpServerRemoved",
+    "McpServerStateChanged",
+    "McpServerStarted",
+    "McpServerStartFailed",
+    "McpServerStopped",
+    "McpServerCrashed",
+    "McpServerToolsChanged",
+    "HealthCheckFailed",
+    "ToolInvocationCompleted",
+    "ToolInvocationFailed",
+    "GroupCreated",
+    "GroupUpdated",
+    "GroupDeleted",
+    "GroupMemberAdded",
+    "GroupMemberRemoved",
+    "GroupMemberHealthChanged",
+    "GroupStateChanged",
+    "AuthenticationSucceeded",
+    "AuthenticationFailed",
+    "AuthorizationGranted",
+    "AuthorizationDenied",
+    "ApiKeyCreated",
+    "ApiKeyRevoked",
+    "RoleCreated",
+    "RoleUpdated",
+    "RoleDeleted",
+    "RoleAssigned",
+    "RoleRevoked",
+    "ToolPolicySet",
+    "ToolPolicyCleared",
+];
 
 impl DomainEvent {
     pub fn event_type(&self) -> &'static str {
@@ -136,6 +230,19 @@ impl DomainEvent {
             DomainEvent::GroupMemberRemoved { .. } => "GroupMemberRemoved",
             DomainEvent::GroupMemberHealthChanged { .. } => "GroupMemberHealthChanged",
             DomainEvent::GroupStateChanged { .. } => "GroupStateChanged",
+            DomainEvent::AuthenticationSucceeded { .. } => "AuthenticationSucceeded",
+            DomainEvent::AuthenticationFailed { .. } => "AuthenticationFailed",
+            DomainEvent::AuthorizationGranted { .. } => "AuthorizationGranted",
+            DomainEvent::AuthorizationDenied { .. } => "AuthorizationDenied",
+            DomainEvent::ApiKeyCreated { .. } => "ApiKeyCreated",
+            DomainEvent::ApiKeyRevoked { .. } => "ApiKeyRevoked",
+            DomainEvent::RoleCreated { .. } => "RoleCreated",
+            DomainEvent::RoleUpdated { .. } => "RoleUpdated",
+            DomainEvent::RoleDeleted { .. } => "RoleDeleted",
+            DomainEvent::RoleAssigned { .. } => "RoleAssigned",
+            DomainEvent::RoleRevoked { .. } => "RoleRevoked",
+            DomainEvent::ToolPolicySet { .. } => "ToolPolicySet",
+            DomainEvent::ToolPolicyCleared { .. } => "ToolPolicyCleared",
         }
     }
 
@@ -161,7 +268,20 @@ impl DomainEvent {
             DomainEvent::GroupCreated { .. }
             | DomainEvent::GroupUpdated { .. }
             | DomainEvent::GroupDeleted { .. }
-            | DomainEvent::GroupStateChanged { .. } => None,
+            | DomainEvent::GroupStateChanged { .. }
+            | DomainEvent::AuthenticationSucceeded { .. }
+            | DomainEvent::AuthenticationFailed { .. }
+            | DomainEvent::AuthorizationGranted { .. }
+            | DomainEvent::AuthorizationDenied { .. }
+            | DomainEvent::ApiKeyCreated { .. }
+            | DomainEvent::ApiKeyRevoked { .. }
+            | DomainEvent::RoleCreated { .. }
+            | DomainEvent::RoleUpdated { .. }
+            | DomainEvent::RoleDeleted { .. }
+            | DomainEvent::RoleAssigned { .. }
+            | DomainEvent::RoleRevoked { .. }
+            | DomainEvent::ToolPolicySet { .. }
+            | DomainEvent::ToolPolicyCleared { .. } => None,
         }
     }
 
@@ -211,6 +331,33 @@ impl EventSink for NullEventSink {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn event_types_lists_every_variant_once() {
+        let samples = [
+            DomainEvent::AuthenticationFailed {
+                credential: "api_key",
+                reason: "revoked".into(),
+                client: None,
+            },
+            DomainEvent::RoleAssigned {
+                principal: "user:a".into(),
+                role: "viewer".into(),
+                scope: "global".into(),
+            },
+            DomainEvent::ToolPolicyCleared {
+                policy: "tool/a__b".into(),
+            },
+        ];
+        for sample in samples {
+            assert!(EVENT_TYPES.contains(&sample.event_type()));
+        }
+        let mut unique = EVENT_TYPES.to_vec();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), EVENT_TYPES.len());
+    }
+
     use super::*;
 
     fn id(raw: &str) -> ServerId {

@@ -26,7 +26,9 @@ pub mod time;
 pub mod tool;
 
 pub use error::{CoreError, ErrorKind};
-pub use events::{DomainEvent, EventObserver, EventSink, NullEventSink, PublishedEvent};
+pub use events::{
+    DomainEvent, EVENT_TYPES, EventObserver, EventSink, NullEventSink, PublishedEvent,
+};
 pub use frontend::{Caller, FrontendError, FrontendErrorKind, McpFrontend};
 pub use health::{BackoffPolicy, FailureTracker};
 pub use history::{HistoryPage, InMemoryInvocationHistory, InvocationHistory, InvocationRecord};
