@@ -14,8 +14,9 @@ use mcpgw_core::{
 };
 use mcpgw_gateway::groups_domain::GroupRepository;
 use mcpgw_gateway::{
-    CompositeLauncher, DEFAULT_HISTORY_PER_SERVER, EventBus, Gateway, GatewayInfo, GroupService,
-    HistoryRecorder, StdioLauncher, TokioClock, TokioSpawner, ToolCatalog,
+    AuthService, AuthSettings, AuthorizedFrontend, CompositeLauncher, DEFAULT_HISTORY_PER_SERVER,
+    EventBus, Gateway, GatewayInfo, GroupService, HistoryRecorder, StdioLauncher, TokioClock,
+    TokioSpawner, ToolCatalog,
 };
 
 use crate::cli::Cli;
@@ -31,6 +32,8 @@ struct Assembled {
     catalog: Arc<ToolCatalog>,
     frontend: Arc<dyn McpFrontend>,
     groups: Arc<GroupService>,
+    events: Arc<EventBus>,
+    auth: Arc<AuthService>,
 }
 
 pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
@@ -49,6 +52,11 @@ pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
     core_runtime.block_on(async {
         register_servers(&assembled.gateway, &config).await?;
         register_groups(&assembled.groups, &config).await?;
+        assembled
+            .auth
+            .load()
+            .await
+            .map_err(|error| anyhow::anyhow!("cannot load the auth store: {error}"))?;
         // Servers that declare no tools are started once, in the background, to learn them.
         assembled.catalog.probe_unknown_tools();
         anyhow::Ok(())
@@ -99,13 +107,19 @@ fn assemble(
 
     let clock: Arc<dyn Clock> = Arc::new(TokioClock::default());
     let events = Arc::new(EventBus::new(4096));
+    let auth = Arc::new(build_auth(
+        config,
+        store.clone(),
+        events.clone(),
+        clock.clone(),
+    )?);
     let settings = ManagerSettings {
         call_timeout: Duration::from_secs(config.tool_timeout_s),
         ..ManagerSettings::default()
     };
     let manager = ServerManager::new(
         build_launcher(),
-        clock,
+        clock.clone(),
         events.clone() as Arc<dyn EventSink>,
         Arc::new(TokioSpawner::new(runtime.clone())),
         Some(store.clone() as Arc<dyn ServerRepository>),
@@ -124,7 +138,9 @@ fn assemble(
     runtime.spawn(catalog.clone().run_change_notifier());
     let history = Arc::new(InMemoryInvocationHistory::new(DEFAULT_HISTORY_PER_SERVER));
     events.add_observer(Arc::new(HistoryRecorder::new(history.clone())));
-    let frontend: Arc<dyn McpFrontend> = catalog.clone();
+    // Over HTTP, what a caller may list and call follows its permissions and the tool access
+    // policies (a no-op while auth is off).
+    let frontend: Arc<dyn McpFrontend> = AuthorizedFrontend::new(catalog.clone(), auth.clone());
 
     let gateway = Gateway::new(
         manager,
@@ -141,7 +157,66 @@ fn assemble(
         catalog,
         frontend,
         groups,
+        events,
+        auth,
     })
+}
+
+/// Authentication and authorization as the `auth` section says: API keys in the store, bearer
+/// tokens from an OIDC issuer, an OPA policy engine.
+fn build_auth(
+    config: &GatewayConfig,
+    store: Arc<mcpgw_store_sqlite::SqliteStore>,
+    events: Arc<EventBus>,
+    clock: Arc<dyn Clock>,
+) -> anyhow::Result<AuthService> {
+    let section = &config.auth;
+    let settings = AuthSettings::from_config(section)
+        .map_err(|error| anyhow::anyhow!("the auth section is invalid: {error}"))?;
+    let mut auth = AuthService::new(
+        settings,
+        store as Arc<dyn mcpgw_gateway::authz::AuthStore>,
+        events as Arc<dyn EventSink>,
+        clock,
+        Arc::new(crate::keys::OsSecrets),
+    );
+    if section.enabled && section.oidc.enabled {
+        let issuer = section
+            .oidc
+            .issuer
+            .clone()
+            .context("auth.oidc.issuer is required when auth.oidc.enabled is true")?;
+        let audience = section
+            .oidc
+            .audience
+            .clone()
+            .context("auth.oidc.audience is required when auth.oidc.enabled is true")?;
+        let mut oidc = mcpgw_oidc::OidcSettings::new(issuer, audience);
+        oidc.jwks_uri.clone_from(&section.oidc.jwks_uri);
+        oidc.subject_claim.clone_from(&section.oidc.subject_claim);
+        oidc.groups_claim.clone_from(&section.oidc.groups_claim);
+        oidc.tenant_claim.clone_from(&section.oidc.tenant_claim);
+        let verifier = mcpgw_oidc::OidcVerifier::new(oidc)
+            .map_err(|error| anyhow::anyhow!("auth.oidc: {error}"))?;
+        auth = auth.with_token_verifier(Arc::new(verifier));
+    }
+    if section.enabled && section.opa.enabled {
+        let url = section
+            .opa
+            .url
+            .clone()
+            .context("auth.opa.url is required when auth.opa.enabled is true")?;
+        let path = section
+            .opa
+            .policy_path
+            .clone()
+            .context("auth.opa.policy_path is required when auth.opa.enabled is true")?;
+        let decider =
+            mcpgw_policy_opa::OpaDecider::new(&mcpgw_policy_opa::OpaSettings::new(url, path))
+                .map_err(|error| anyhow::anyhow!("auth.opa: {error}"))?;
+        auth = auth.with_policy_decider(Arc::new(decider));
+    }
+    Ok(auth)
 }
 
 async fn register_servers(gateway: &Gateway, config: &GatewayConfig) -> anyhow::Result<()> {
@@ -250,7 +325,14 @@ fn serve_http(cli: &Cli, config: &GatewayConfig, assembled: &Assembled) -> anyho
     };
     let state =
         mcpgw_http_actix::ApiState::new(gateway.clone(), metrics.clone(), http_settings.clone())
-            .with_mcp_handler(mcp_http_handler(config, assembled.frontend.clone()));
+            .with_mcp_handler(mcp_http_handler(config, assembled.frontend.clone()))
+            .with_auth(assembled.auth.clone())
+            .with_trusted_proxies(
+                mcpgw_http_actix::TrustedProxies::parse(&config.auth.trusted_proxies)
+                    .map_err(|error| anyhow::anyhow!("auth.trusted_proxies: {error}"))?,
+            );
+    let event_streams = mcpgw_http_actix::EventStreams::new(assembled.events.clone());
+    let state = state.with_events(event_streams.clone());
 
     actix_web::rt::System::new().block_on(async {
         let server = mcpgw_http_actix::build_server(state, listener, &http_settings)
@@ -268,6 +350,7 @@ fn serve_http(cli: &Cli, config: &GatewayConfig, assembled: &Assembled) -> anyho
             signal = wait_for_shutdown_signal() => {
                 tracing::info!(signal, "shutting down");
                 gateway.mark_shutting_down();
+                event_streams.close_all();
                 handle.stop(true).await;
                 let _ = served.await;
                 anyhow::Ok(())
@@ -291,8 +374,10 @@ fn serve_http(cli: &Cli, config: &GatewayConfig, assembled: &Assembled) -> anyho
 /// Serves MCP over stdin/stdout until the client closes stdin or a signal arrives.
 async fn serve_stdio(assembled: &Assembled) -> anyhow::Result<()> {
     assembled.gateway.mark_startup_complete();
+    // Stdio has no credentials: the process that launched the gateway is trusted with every
+    // tool, as with any local MCP server.
     let served = mcpgw_mcp_rmcp::serve_stdio(
-        assembled.frontend.clone(),
+        assembled.catalog.clone(),
         mcpgw_mcp_rmcp::McpServerSettings::default(),
     );
     tokio::select! {

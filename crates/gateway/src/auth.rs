@@ -576,6 +576,11 @@ impl AuthService {
         &self.settings
     }
 
+    /// Whether bearer tokens can be verified (a token verifier is configured).
+    pub fn accepts_bearer_tokens(&self) -> bool {
+        self.verifier.is_some()
+    }
+
     pub fn is_enabled(&self) -> bool {
         self.settings.enabled
     }

@@ -293,6 +293,16 @@ impl ToolCatalog {
         }
     }
 
+    /// The tool access path of an exposed tool name, for authorization: the tool and its
+    /// server, or the tool and its group. `None` for a name that is not listed.
+    pub fn access_path(&self, name: &str) -> Option<mcpgw_authz::AccessPath> {
+        let (owner, tool) = self.route(name)?;
+        match owner {
+            Owner::Server(server) => mcpgw_authz::AccessPath::server_tool(&server, &tool).ok(),
+            Owner::Group(group) => mcpgw_authz::AccessPath::group_tool(&group, &tool, None).ok(),
+        }
+    }
+
     fn route(&self, name: &str) -> Option<(Owner, String)> {
         self.current_tools();
         self.snapshot().routes.get(name).cloned()

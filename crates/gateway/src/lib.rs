@@ -14,6 +14,7 @@
 //! protocol library. Adapters are handed in as `Arc<dyn Port>` by whoever composes the gateway.
 
 mod auth;
+mod authorizing;
 mod catalog;
 mod events;
 mod gateway;
@@ -26,6 +27,7 @@ pub use auth::{
     ApiKeySummary, AuthService, AuthServiceError, AuthSettings, CreateKeyRequest, Credentials,
     DEFAULT_API_KEY_HEADER, HeldRole, LockoutPolicy, POLICY_DECIDER_DEADLINE, PermissionCheckView,
 };
+pub use authorizing::{AuthorizedFrontend, caller_of, identity_of};
 pub use catalog::{NAME_SEPARATOR, ToolCatalog};
 pub use events::EventBus;
 pub use gateway::{DEFAULT_HISTORY_PER_SERVER, Gateway, GatewayInfo};

@@ -292,9 +292,7 @@ async fn every_call_lands_in_the_history_newest_first() {
     let served = ["echo", "tool_error", "transport_error"];
     lists(&h, "s", &served);
     h.manager.register(with_tools("s", &served)).await.unwrap();
-    let caller = Caller {
-        principal: Some("user:alice".into()),
-    };
+    let caller = Caller::principal("user:alice");
     for name in ["s__echo", "s__tool_error", "s__transport_error", "s__echo"] {
         let _ = h
             .catalog

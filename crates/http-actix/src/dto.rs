@@ -735,3 +735,344 @@ pub struct AddGroupMemberRequest {
     /// Default 0.
     pub priority: Option<u32>,
 }
+
+// ----- auth management (`/api/auth/*`) ---------------------------------------------------------
+
+use mcpgw_gateway::authz::{Endpoint, PermissionInfo, PrincipalSummary, Role, ToolAccessPolicy};
+use mcpgw_gateway::{ApiKeySummary, HeldRole};
+
+/// A key just created: the only answer that ever carries the raw key. Both of the seed's
+/// response shapes are served at once: `key` and `raw_key` hold the same value, and so do
+/// `principal` and `principal_id`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ApiKeyCreated {
+    pub key_id: String,
+    /// The raw key (`mcp_...`). It is shown here once and never again.
+    pub key: String,
+    /// The same value as `key`.
+    pub raw_key: String,
+    pub principal: String,
+    /// The same value as `principal`.
+    pub principal_id: String,
+    pub name: String,
+    /// A role the key itself carries, on top of the principal's assigned roles.
+    pub role: Option<String>,
+    /// The key's first characters, as listings show them.
+    pub prefix: String,
+    pub created_at: String,
+    /// When the key stops working; `null` for a key that never expires.
+    pub expires_at: Option<String>,
+}
+
+/// A key as listings show it: never the raw key, never its hash.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ApiKeyView {
+    pub key_id: String,
+    pub name: String,
+    pub principal: String,
+    /// The same value as `principal`.
+    pub principal_id: String,
+    pub role: Option<String>,
+    /// The key's first characters, to tell keys apart.
+    pub prefix: String,
+    pub created_at: String,
+    pub expires_at: Option<String>,
+    pub revoked_at: Option<String>,
+    /// `active`, `expired` or `revoked` at the time of the answer.
+    #[schema(example = "active")]
+    pub status: String,
+}
+
+impl From<&ApiKeySummary> for ApiKeyView {
+    fn from(key: &ApiKeySummary) -> Self {
+        Self {
+            key_id: key.key_id.to_string(),
+            name: key.name.clone(),
+            principal: key.principal.to_string(),
+            principal_id: key.principal.to_string(),
+            role: key.role.as_ref().map(ToString::to_string),
+            prefix: key.prefix.clone(),
+            created_at: key.created_at.to_string(),
+            expires_at: key.expires_at.map(|at| at.to_string()),
+            revoked_at: key.revoked_at.map(|at| at.to_string()),
+            status: key.status.to_owned(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ApiKeyList {
+    /// Every key, revoked and expired ones included, oldest first.
+    pub keys: Vec<ApiKeyView>,
+}
+
+/// A role: built in or custom.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RoleView {
+    pub name: String,
+    pub description: String,
+    /// What the role grants as given: `*`, `resource:*` or `resource:action`.
+    pub permissions: Vec<String>,
+    /// Every permission of the catalogue the role grants, wildcards expanded.
+    pub effective_permissions: Vec<String>,
+    /// Built-in roles cannot be changed or deleted.
+    pub built_in: bool,
+}
+
+impl From<&Role> for RoleView {
+    fn from(role: &Role) -> Self {
+        Self {
+            name: role.name().to_string(),
+            description: role.description().to_owned(),
+            permissions: role.permissions().iter().map(ToString::to_string).collect(),
+            effective_permissions: role
+                .effective_permissions()
+                .map(|permission| permission.as_str().to_owned())
+                .collect(),
+            built_in: role.is_built_in(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RoleList {
+    pub roles: Vec<RoleView>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RoleDeleted {
+    pub name: String,
+    pub deleted: bool,
+}
+
+/// An assignment as assign answers it, in both of the seed's spellings.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RoleAssigned {
+    pub principal: String,
+    /// The same value as `principal`.
+    pub principal_id: String,
+    pub role: String,
+    /// The same value as `role`.
+    pub role_name: String,
+    /// `global` or `tenant:<tenant_id>`.
+    pub scope: String,
+    /// `false` when the principal already held the role in this scope (nothing changed).
+    pub created: bool,
+}
+
+/// An assignment as revoke answers it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RoleRevoked {
+    pub principal: String,
+    pub principal_id: String,
+    pub role: String,
+    pub role_name: String,
+    pub scope: String,
+    pub revoked: bool,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ScopedRole {
+    pub role: String,
+    pub scope: String,
+}
+
+/// A principal the gateway knows of: it holds a role or a key.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PrincipalView {
+    pub principal: String,
+    pub principal_id: String,
+    pub roles: Vec<ScopedRole>,
+    /// Its keys that can be used now.
+    pub active_keys: usize,
+    /// All its keys, revoked and expired ones included.
+    pub total_keys: usize,
+}
+
+impl From<&PrincipalSummary> for PrincipalView {
+    fn from(summary: &PrincipalSummary) -> Self {
+        Self {
+            principal: summary.principal.to_string(),
+            principal_id: summary.principal.to_string(),
+            roles: summary
+                .roles
+                .iter()
+                .map(|(role, scope)| ScopedRole {
+                    role: role.to_string(),
+                    scope: scope.to_string(),
+                })
+                .collect(),
+            active_keys: summary.active_keys,
+            total_keys: summary.total_keys,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PrincipalList {
+    pub principals: Vec<PrincipalView>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HeldRoleView {
+    pub role: String,
+    pub scope: String,
+    /// `true` for an `auth.role_assignments` entry of the configuration file (not revocable
+    /// over the API).
+    pub from_config: bool,
+}
+
+impl From<&HeldRole> for HeldRoleView {
+    fn from(held: &HeldRole) -> Self {
+        Self {
+            role: held.role.to_string(),
+            scope: held.scope.to_string(),
+            from_config: held.from_config,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PrincipalRoles {
+    pub principal: String,
+    pub principal_id: String,
+    /// Sorted by role, then scope.
+    pub roles: Vec<HeldRoleView>,
+}
+
+/// One permission of the catalogue.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PermissionView {
+    /// `resource:action`.
+    #[schema(example = "mcp_server:read")]
+    pub name: String,
+    pub resource: String,
+    pub action: String,
+    pub description: String,
+    /// What the permission opens: `METHOD /path` for REST routes, `MCP method` for MCP methods.
+    pub endpoints: Vec<String>,
+}
+
+impl From<&PermissionInfo> for PermissionView {
+    fn from(info: &PermissionInfo) -> Self {
+        Self {
+            name: info.name.to_owned(),
+            resource: info.permission.resource().as_str().to_owned(),
+            action: info.permission.action().to_owned(),
+            description: info.description.to_owned(),
+            endpoints: info.endpoints.iter().map(Endpoint::to_string).collect(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PermissionList {
+    pub permissions: Vec<PermissionView>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PermissionCheckResult {
+    pub principal: String,
+    pub permission: String,
+    pub allowed: bool,
+    /// The first role (built-in roles in the seed's order, then custom roles by name) that
+    /// grants the permission; `null` when none does.
+    pub granted_by_role: Option<String>,
+}
+
+/// A tool access policy.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PolicyView {
+    /// `provider` (also for the `mcp_server` alias), `group` or `tool`.
+    pub scope: String,
+    pub target_id: String,
+    /// Principal patterns admitted; empty admits everyone the deny list does not refuse.
+    pub allow_list: Vec<String>,
+    /// Principal patterns refused; deny wins over allow.
+    pub deny_list: Vec<String>,
+}
+
+impl From<&ToolAccessPolicy> for PolicyView {
+    fn from(policy: &ToolAccessPolicy) -> Self {
+        Self {
+            scope: policy.address().scope().as_str().to_owned(),
+            target_id: policy.address().target_id().to_owned(),
+            allow_list: policy
+                .allow_list()
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+            deny_list: policy.deny_list().iter().map(ToString::to_string).collect(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PolicyDeleted {
+    pub scope: String,
+    pub target_id: String,
+    pub deleted: bool,
+}
+
+/// Create a key. Either `principal` or `principal_id` is required (both may be given when
+/// they are equal).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CreateApiKeyRequest {
+    #[schema(example = "user:alice")]
+    pub principal: Option<String>,
+    pub principal_id: Option<String>,
+    pub name: String,
+    /// A role the key itself carries; it must exist.
+    pub role: Option<String>,
+    /// 1 to 3650; omitted: the key never expires.
+    pub expires_in_days: Option<i64>,
+}
+
+/// Create a custom role. Either `name` or `role_name` is required.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CreateRoleRequest {
+    #[schema(example = "deployer")]
+    pub name: Option<String>,
+    pub role_name: Option<String>,
+    pub description: Option<String>,
+    /// `*`, `resource:*` or `resource:action` (see `GET /api/auth/permissions`).
+    pub permissions: Vec<String>,
+}
+
+/// Change a custom role; an absent field keeps its value, `description: null` clears it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct UpdateRoleRequest {
+    pub description: Option<String>,
+    pub permissions: Option<Vec<String>>,
+}
+
+/// Assign (or revoke) a role. `principal` or `principal_id`, `role` or `role_name`, and
+/// `scope` (`global` when omitted, or `tenant:<tenant_id>`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RoleAssignmentRequest {
+    #[schema(example = "user:alice")]
+    pub principal: Option<String>,
+    pub principal_id: Option<String>,
+    #[schema(example = "developer")]
+    pub role: Option<String>,
+    pub role_name: Option<String>,
+    #[schema(example = "global")]
+    pub scope: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CheckPermissionRequest {
+    #[schema(example = "user:alice")]
+    pub principal: Option<String>,
+    pub principal_id: Option<String>,
+    #[schema(example = "tool:invoke")]
+    pub permission: String,
+}
+
+/// Set a tool access policy; at least one of the lists must be given, an absent one is empty.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SetPolicyRequest {
+    /// Principal patterns: `user:alice`, `group:ops`, `service:*`, `*`.
+    pub allow_list: Option<Vec<String>>,
+    pub deny_list: Option<Vec<String>>,
+}

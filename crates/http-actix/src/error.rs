@@ -9,7 +9,9 @@ use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpRequest, HttpResponse, ResponseError};
 use mcpgw_core::{CoreError, ErrorKind};
+use mcpgw_gateway::AuthServiceError;
 use mcpgw_gateway::GroupServiceError;
+use mcpgw_gateway::authz::AuthError;
 use mcpgw_gateway::groups_domain::GroupError;
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -34,6 +36,12 @@ pub mod names {
     pub const RATE_LIMIT_EXCEEDED: &str = "RateLimitExceeded";
     pub const UPSTREAM_TIMEOUT: &str = "UpstreamTimeoutError";
     pub const INTERNAL: &str = "InternalServerError";
+    pub const API_KEY_NOT_FOUND: &str = "ApiKeyNotFoundError";
+    pub const ROLE_NOT_FOUND: &str = "RoleNotFoundError";
+    pub const ROLE_ALREADY_EXISTS: &str = "RoleAlreadyExistsError";
+    pub const ROLE_ASSIGNMENT_NOT_FOUND: &str = "RoleAssignmentNotFoundError";
+    pub const TOOL_POLICY_NOT_FOUND: &str = "ToolAccessPolicyNotFoundError";
+    pub const SERVICE_UNAVAILABLE: &str = "ServiceUnavailableError";
 }
 
 /// What an operator sees instead of an internal error's details, which go to the log only.
@@ -258,6 +266,28 @@ impl From<GroupServiceError> for ApiError {
     }
 }
 
+impl From<AuthServiceError> for ApiError {
+    /// Auth errors by kind, with a specific name for the auth management API's not-found and
+    /// already-exists cases. (Authentication and authorization refusals keep the kind's
+    /// `AuthenticationError` / `AccessDeniedError` / `RateLimitExceeded` names.)
+    fn from(error: AuthServiceError) -> Self {
+        let (status, generic_name) = status_and_name_of(error.kind());
+        if status == StatusCode::INTERNAL_SERVER_ERROR {
+            return ApiError::internal(&error);
+        }
+        let name = match error.as_auth_error() {
+            Some(AuthError::KeyNotFound { .. }) => names::API_KEY_NOT_FOUND,
+            Some(AuthError::RoleNotFound { .. }) => names::ROLE_NOT_FOUND,
+            Some(AuthError::RoleAlreadyExists { .. }) => names::ROLE_ALREADY_EXISTS,
+            Some(AuthError::AssignmentNotFound { .. }) => names::ROLE_ASSIGNMENT_NOT_FOUND,
+            Some(AuthError::PolicyNotFound { .. }) => names::TOOL_POLICY_NOT_FOUND,
+            Some(AuthError::VerifierUnavailable { .. }) => names::SERVICE_UNAVAILABLE,
+            _ => generic_name,
+        };
+        ApiError::new(status, name, error.to_string())
+    }
+}
+
 impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
         self.status
@@ -463,6 +493,86 @@ mod tests {
         )));
         assert_eq!(error.status().as_u16(), 500);
         assert!(!error.message().contains("/secret/path"));
+    }
+
+    #[test]
+    fn auth_errors_get_their_kind_status_and_specific_names() {
+        use mcpgw_gateway::authz::{Principal, RoleName, Scope, StoreError};
+        let role = RoleName::parse("deployer").unwrap();
+        let cases = [
+            (
+                AuthError::KeyNotFound { key_id: "k".into() },
+                404,
+                "ApiKeyNotFoundError",
+            ),
+            (
+                AuthError::RoleNotFound {
+                    role: "ghost".into(),
+                },
+                404,
+                "RoleNotFoundError",
+            ),
+            (
+                AuthError::AssignmentNotFound {
+                    principal: Principal::parse("user:alice").unwrap(),
+                    role: role.clone(),
+                    scope: Scope::Global,
+                },
+                404,
+                "RoleAssignmentNotFoundError",
+            ),
+            (
+                AuthError::RoleAlreadyExists { role: role.clone() },
+                409,
+                "RoleAlreadyExistsError",
+            ),
+            (
+                AuthError::BuiltInRole {
+                    role: RoleName::parse("admin").unwrap(),
+                },
+                409,
+                "ConflictError",
+            ),
+            (
+                AuthError::RoleInUse {
+                    role,
+                    assignments: 2,
+                },
+                409,
+                "ConflictError",
+            ),
+            (
+                AuthError::InvalidScope {
+                    scope: "planet".into(),
+                    problem: "no".into(),
+                },
+                422,
+                "ValidationError",
+            ),
+            (AuthError::NoCredentials, 401, "AuthenticationError"),
+        ];
+        for (error, status, name) in cases {
+            let message = error.to_string();
+            let api = ApiError::from(AuthServiceError::from(error));
+            assert_eq!(
+                (api.status().as_u16(), api.name()),
+                (status, name),
+                "{message}"
+            );
+            assert_eq!(api.message(), message);
+        }
+        let locked = ApiError::from(AuthServiceError::LockedOut {
+            retry_after_secs: 30,
+        });
+        assert_eq!(
+            (locked.status().as_u16(), locked.name()),
+            (429, "RateLimitExceeded")
+        );
+        let store = ApiError::from(AuthServiceError::from(StoreError(
+            "disk I/O error at /secret/auth.db".into(),
+        )));
+        assert_eq!(store.status().as_u16(), 500);
+        assert!(!store.message().contains("/secret"), "{}", store.message());
     }
 
     #[test]

@@ -17,6 +17,8 @@
 //! Use [`build_server`] to run the bundled server, [`app`] for an in-process `App` (tests), or
 //! [`configure`] to mount the routes in an embedder's own actix application.
 
+mod auth_api;
+mod authn;
 mod definition;
 pub mod dto;
 mod error;
@@ -27,12 +29,14 @@ mod probes;
 mod servers;
 mod state;
 mod telemetry;
+mod ws;
 
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
 use actix_web::http::Method;
 use actix_web::{App, HttpRequest, HttpServer, Resource, web};
 
+pub use authn::{TrustedProxies, identity_of};
 pub use error::{
     ApiError, ErrorEnvelope, names as error_names, route_not_found, status_and_name_of,
 };
@@ -45,6 +49,7 @@ pub use telemetry::{
     RequestMetricsMiddleware, UNMATCHED_ROUTE, UPTIME_SECONDS, install_metrics_recorder,
     run_metrics_upkeep,
 };
+pub use ws::{EVENTS_WS_PATH, EventStreams, KeepAlive};
 
 /// Builds resources that share the API's request handling: the state, the body limit, the
 /// envelope for bad paths and queries, and a 405 envelope (with `Allow`) for other methods.
@@ -183,6 +188,11 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: ApiState) {
             )
             .route(web::delete().to(groups::remove_member)),
     )
+    .service(
+        mounter
+            .resource(web::resource(EVENTS_WS_PATH), "GET")
+            .route(web::get().to(ws::events_socket)),
+    )
     .service(mounter.mcp_resource())
     .service(
         mounter
@@ -219,6 +229,7 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: ApiState) {
             .resource(web::resource("/metrics"), "GET")
             .route(web::get().to(telemetry::metrics_text)),
     )
+    .configure(|cfg| auth_api::mount(cfg, &mounter))
     .default_service(web::to(route_not_found));
 }
 
@@ -235,7 +246,10 @@ pub fn app(
     >,
 > {
     App::new()
+        // The authentication middleware reads the state before routing.
+        .app_data(web::Data::new(state.clone()))
         .configure(|cfg| configure(cfg, state))
+        .wrap(actix_web::middleware::from_fn(authn::authenticate))
         .wrap(RequestMetrics)
 }
 

@@ -21,7 +21,7 @@ use std::task::{Context, Poll};
 use actix_web::body::{BodySize, MessageBody};
 use actix_web::http::header as actix_header;
 use actix_web::http::{Method as ActixMethod, StatusCode as ActixStatus, Version as ActixVersion};
-use actix_web::{HttpRequest, HttpResponse, web};
+use actix_web::{HttpMessage as _, HttpRequest, HttpResponse, web};
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -315,7 +315,16 @@ async fn forward(
         return Err(not_enabled());
     };
     let body = read_body(&request, payload, state.settings().max_mcp_body_bytes).await?;
-    let standard = standard_request(&request, body)?;
+    let mut standard = standard_request(&request, body)?;
+    // Who is calling, as the authentication middleware found: the MCP layer reads it from the
+    // request's extensions.
+    if let Some(caller) = request
+        .extensions()
+        .get::<mcpgw_gateway::core::Caller>()
+        .cloned()
+    {
+        standard.extensions_mut().insert(caller);
+    }
     let response = handler(standard).await;
     Ok(actix_response(response))
 }

@@ -8,7 +8,7 @@ use utoipa::OpenApi;
 use utoipa_swagger_ui::Config;
 
 use crate::error::{ApiError, ErrorEnvelope};
-use crate::{dto, groups, mcp_endpoint, probes, servers, telemetry};
+use crate::{auth_api, dto, groups, mcp_endpoint, probes, servers, telemetry, ws};
 
 pub const OPENAPI_PATH: &str = "/api/openapi.json";
 pub const DOCS_PATH: &str = "/docs";
@@ -47,6 +47,25 @@ pub const DOCS_PATH: &str = "/docs";
         groups::rebalance_group,
         groups::add_member,
         groups::remove_member,
+        auth_api::create_key,
+        auth_api::list_keys,
+        auth_api::revoke_key,
+        auth_api::list_roles,
+        auth_api::create_role,
+        auth_api::list_all_roles,
+        auth_api::assign_role,
+        auth_api::revoke_role,
+        auth_api::get_role,
+        auth_api::update_role,
+        auth_api::delete_role,
+        auth_api::list_principals,
+        auth_api::principal_roles,
+        auth_api::list_permissions,
+        auth_api::check_permission,
+        auth_api::get_policy,
+        auth_api::set_policy,
+        auth_api::delete_policy,
+        ws::events_socket,
         mcp_endpoint::open_stream,
         mcp_endpoint::send_message,
         mcp_endpoint::end_session,
@@ -61,6 +80,8 @@ pub const DOCS_PATH: &str = "/docs";
     tags(
         (name = "mcp_servers", description = "Managed MCP servers: definitions, lifecycle, tools, health and logs"),
         (name = "groups", description = "Load-balanced groups of MCP servers: strategy, members, rotation and state. Group ids and server ids share one namespace; a gateway composed without groups answers 404 on every group route"),
+        (name = "auth", description = "Auth management: API keys, roles, role assignments, principals, permissions and tool access policies. A gateway composed without an auth service answers 404 on every auth route"),
+        (name = "events", description = "The WebSocket stream of domain events, filtered by event type and server"),
         (name = "mcp", description = "The MCP Streamable HTTP endpoint: every tool of every server the caller may use, as `{server_id}__{tool}`"),
         (name = "probes", description = "Liveness, startup and readiness probes; no credentials, never rate limited"),
         (name = "observability", description = "Prometheus metrics"),

@@ -1,12 +1,15 @@
 //! What every handler shares: the gateway facade, the metrics handle, the HTTP settings and the
 //! MCP endpoint's handler.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use mcpgw_gateway::Gateway;
+use mcpgw_gateway::{AuthService, Gateway};
 use metrics_exporter_prometheus::PrometheusHandle;
 
+use crate::authn::TrustedProxies;
 use crate::mcp_endpoint::McpHttpHandler;
+use crate::ws::EventStreams;
 
 /// Knobs of the HTTP server and of request handling.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,6 +56,9 @@ pub struct ApiState {
     metrics: PrometheusHandle,
     settings: HttpSettings,
     mcp_handler: Option<McpHttpHandler>,
+    event_streams: Option<EventStreams>,
+    auth: Option<Arc<AuthService>>,
+    trusted_proxies: TrustedProxies,
 }
 
 impl std::fmt::Debug for ApiState {
@@ -61,6 +67,7 @@ impl std::fmt::Debug for ApiState {
             .field("gateway", &self.gateway)
             .field("settings", &self.settings)
             .field("mcp_endpoint_enabled", &self.mcp_handler.is_some())
+            .field("event_streams", &self.event_streams)
             .finish_non_exhaustive()
     }
 }
@@ -73,6 +80,9 @@ impl ApiState {
             metrics,
             settings,
             mcp_handler: None,
+            event_streams: None,
+            auth: None,
+            trusted_proxies: TrustedProxies::default(),
         }
     }
 
@@ -83,6 +93,43 @@ impl ApiState {
     pub fn with_mcp_handler(mut self, handler: McpHttpHandler) -> Self {
         self.mcp_handler = Some(handler);
         self
+    }
+
+    /// Serves the WebSocket stream of domain events at `/api/ws/events` from `streams`. Without
+    /// them, that route answers 404. Keep a clone of `streams` to close them on shutdown
+    /// ([`EventStreams::close_all`]).
+    #[must_use]
+    pub fn with_events(mut self, streams: EventStreams) -> Self {
+        self.event_streams = Some(streams);
+        self
+    }
+
+    /// Authenticates and authorizes requests with `auth`, and serves the auth management API
+    /// from it. Without it, authentication is off and `/api/auth/*` answers 404.
+    #[must_use]
+    pub fn with_auth(mut self, auth: Arc<AuthService>) -> Self {
+        self.auth = Some(auth);
+        self
+    }
+
+    /// Believes `X-Forwarded-For` from these proxies when finding a client's address (for the
+    /// lockout after failed authentication). Default: none.
+    #[must_use]
+    pub fn with_trusted_proxies(mut self, proxies: TrustedProxies) -> Self {
+        self.trusted_proxies = proxies;
+        self
+    }
+
+    pub fn trusted_proxies(&self) -> &TrustedProxies {
+        &self.trusted_proxies
+    }
+
+    pub fn auth(&self) -> Option<&Arc<AuthService>> {
+        self.auth.as_ref()
+    }
+
+    pub fn event_streams(&self) -> Option<&EventStreams> {
+        self.event_streams.as_ref()
     }
 
     pub fn mcp_handler(&self) -> Option<&McpHttpHandler> {

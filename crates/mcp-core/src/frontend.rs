@@ -18,6 +18,23 @@ use crate::tool::{CallContext, Tool, ToolCallOutcome};
 pub struct Caller {
     /// The authenticated principal (`user:alice`, ...), when authentication is on.
     pub principal: Option<String>,
+    /// The groups the credential vouched for, as `group:<name>` principals (from a token's
+    /// groups claim).
+    pub groups: Vec<String>,
+    /// The tenant the request runs in (from a token's tenant claim).
+    pub tenant: Option<String>,
+    /// A role the credential itself carries (an API key made with a role).
+    pub key_role: Option<String>,
+}
+
+impl Caller {
+    /// A caller known by its principal only.
+    pub fn principal(principal: impl Into<String>) -> Self {
+        Self {
+            principal: Some(principal.into()),
+            ..Self::default()
+        }
+    }
 }
 
 /// Why a front-end request failed, in terms a protocol adapter can map to its own errors.

@@ -264,17 +264,17 @@ async fn the_caller_in_the_request_extensions_reaches_the_front_end() {
     let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
                       "params": {"name": "srv__whoami"}});
     let mut request = post(&in_session(&session), call);
-    request.extensions_mut().insert(Caller {
-        principal: Some("user:alice".into()),
-    });
+    request
+        .extensions_mut()
+        .insert(Caller::principal("user:alice"));
     let answered = answer(send(&handler, request).await).await;
     assert_eq!(answered["result"]["content"][0]["text"], "user:alice");
 
     let call = modern(4, "tools/call", json!({"name": "srv__whoami"}));
     let mut request = post(&modern_headers("tools/call", Some("srv__whoami")), call);
-    request.extensions_mut().insert(Caller {
-        principal: Some("user:bob".into()),
-    });
+    request
+        .extensions_mut()
+        .insert(Caller::principal("user:bob"));
     let answered = answer(send(&handler, request).await).await;
     assert_eq!(answered["result"]["content"][0]["text"], "user:bob");
 

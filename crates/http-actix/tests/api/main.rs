@@ -1,6 +1,7 @@
 //! The REST API, the MCP mount point, probes, metrics and docs, driven in process through `actix_web::test` over a
 //! real `Gateway` whose MCP servers are the testkit's fakes.
 
+mod auth;
 mod errors;
 mod groups;
 mod history;

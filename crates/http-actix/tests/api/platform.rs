@@ -30,6 +30,25 @@ const MOUNTED_ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/groups/{id}/rebalance"),
     ("POST", "/api/groups/{id}/members"),
     ("DELETE", "/api/groups/{id}/members/{member_id}"),
+    ("POST", "/api/auth/keys"),
+    ("GET", "/api/auth/keys"),
+    ("DELETE", "/api/auth/keys/{key_id}"),
+    ("GET", "/api/auth/roles"),
+    ("POST", "/api/auth/roles"),
+    ("GET", "/api/auth/roles/all"),
+    ("POST", "/api/auth/roles/assign"),
+    ("DELETE", "/api/auth/roles/revoke"),
+    ("GET", "/api/auth/roles/{role_name}"),
+    ("DELETE", "/api/auth/roles/{role_name}"),
+    ("PATCH", "/api/auth/roles/{role_name}"),
+    ("GET", "/api/auth/principals"),
+    ("GET", "/api/auth/principals/roles"),
+    ("GET", "/api/auth/permissions"),
+    ("POST", "/api/auth/check-permission"),
+    ("GET", "/api/auth/policies/{scope}/{target_id}"),
+    ("POST", "/api/auth/policies/{scope}/{target_id}"),
+    ("DELETE", "/api/auth/policies/{scope}/{target_id}"),
+    ("GET", "/api/ws/events"),
     ("GET", "/mcp"),
     ("POST", "/mcp"),
     ("DELETE", "/mcp"),
@@ -151,8 +170,15 @@ async fn the_openapi_document_is_3_1_and_lists_exactly_the_mounted_routes() {
             http::Response::builder().status(202).body(body).unwrap()
         })
     });
+    // And with an event bus, so that `/api/ws/events` accepts a handshake.
+    let events =
+        mcpgw_http_actix::EventStreams::new(std::sync::Arc::new(mcpgw_gateway::EventBus::new(16)));
     let app = test::init_service(mcpgw_http_actix::app(
-        harness.state.clone().with_mcp_handler(handler),
+        harness
+            .state
+            .clone()
+            .with_mcp_handler(handler)
+            .with_events(events),
     ))
     .await;
     let response = test::call_service(
@@ -262,8 +288,28 @@ async fn the_openapi_document_is_3_1_and_lists_exactly_the_mounted_routes() {
             assert!(message.contains("groups are not enabled"), "{method} {uri}");
             continue;
         }
+        // Nor an auth service: every auth route answers its 404 (tests/api/auth.rs calls each
+        // of them with one).
+        if path.starts_with("/api/auth") {
+            let response = test::call_service(&app, request.to_request()).await;
+            let message = assert_envelope(response, 404, "NotFoundError").await;
+            assert!(message.contains("auth is not enabled"), "{method} {uri}");
+            continue;
+        }
         if *method == "PUT" {
             request = request.set_json(json!({"mode": "subprocess", "command": ["x"]}));
+        }
+        if *path == "/api/ws/events" {
+            let handshake = request
+                .insert_header(("upgrade", "websocket"))
+                .insert_header(("connection", "upgrade"))
+                .insert_header(("sec-websocket-version", "13"))
+                .insert_header(("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ=="));
+            let status = test::call_service(&app, handshake.to_request())
+                .await
+                .status();
+            assert_eq!(status, 101, "{method} {uri}");
+            continue;
         }
         if *method == "POST" && *path == "/api/mcp_servers" {
             request = request

@@ -158,3 +158,55 @@ pub async fn assert_envelope<B: MessageBody>(
     assert!(!message.is_empty(), "the message says something");
     message
 }
+
+/// Fills every buffer with a different running pattern, so that each key and key id differs
+/// from the last, deterministically.
+#[derive(Default)]
+pub struct ScriptedSecrets {
+    next: std::sync::atomic::AtomicU8,
+}
+
+impl mcpgw_gateway::authz::SecretSource for ScriptedSecrets {
+    fn fill(&self, destination: &mut [u8]) -> Result<(), mcpgw_gateway::authz::RandomnessError> {
+        let start = self.next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        for (index, byte) in destination.iter_mut().enumerate() {
+            *byte = start
+                .wrapping_mul(37)
+                .wrapping_add(u8::try_from(index % 251).unwrap_or(0));
+        }
+        Ok(())
+    }
+}
+
+/// A harness whose API state carries an auth service over an in-memory store.
+pub struct AuthHarness {
+    pub harness: Harness,
+    pub auth: Arc<mcpgw_gateway::AuthService>,
+    pub clock: Arc<mcpgw_testkit::clock::FakeClock>,
+    pub events: Arc<RecordingEventSink>,
+}
+
+/// A gateway over fakes whose API serves `/api/auth/*` from an `AuthService` over
+/// `InMemoryAuthStore`, a fake clock, a recording event sink and scripted secrets. Auth
+/// enforcement is off (the service's default settings), so these requests need no
+/// credentials: the management routes behave the same either way.
+pub async fn harness_with_auth() -> AuthHarness {
+    let harness = harness();
+    let clock = Arc::new(mcpgw_testkit::clock::FakeClock::new());
+    let events = Arc::new(RecordingEventSink::default());
+    let auth = Arc::new(mcpgw_gateway::AuthService::new(
+        mcpgw_gateway::AuthSettings::default(),
+        Arc::new(mcpgw_testkit::auth_store::InMemoryAuthStore::new()),
+        events.clone(),
+        clock.clone(),
+        Arc::new(ScriptedSecrets::default()),
+    ));
+    auth.load().await.expect("an empty store loads");
+    let state = harness.state.clone().with_auth(auth.clone());
+    AuthHarness {
+        harness: Harness { state, ..harness },
+        auth,
+        clock,
+        events,
+    }
+}

@@ -1,0 +1,208 @@
+//! The MCP front end as a caller is allowed to see it: the catalogue behind the caller's
+//! permissions and the tool access policies.
+//!
+//! With authentication on, `tools/list` (and the prompt and resource lists) need `tool:list`,
+//! and a tool is listed only when the policies on its path admit the caller; `tools/call` (and
+//! `prompts/get`, `resources/read`) need `tool:invoke`, and a tool the caller may not use is
+//! answered exactly like an unknown one, with an `AuthorizationDenied` event recording it.
+//! With authentication off, every call passes straight through.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use mcpgw_authz::{Identity, Permission, Principal, RoleName, TenantId};
+use mcpgw_core::{CallContext, Caller, FrontendError, McpFrontend, Tool, ToolCallOutcome};
+use serde_json::{Map, Value};
+use tokio::sync::watch;
+
+use crate::auth::AuthService;
+use crate::catalog::ToolCatalog;
+
+/// [`McpFrontend`] over a [`ToolCatalog`], filtered and guarded by an [`AuthService`].
+pub struct AuthorizedFrontend {
+    catalog: Arc<ToolCatalog>,
+    auth: Arc<AuthService>,
+}
+
+impl std::fmt::Debug for AuthorizedFrontend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthorizedFrontend").finish_non_exhaustive()
+    }
+}
+
+impl AuthorizedFrontend {
+    pub fn new(catalog: Arc<ToolCatalog>, auth: Arc<AuthService>) -> Arc<Self> {
+        Arc::new(Self { catalog, auth })
+    }
+
+    fn enforced(&self) -> bool {
+        self.auth.is_enabled()
+    }
+
+    /// May the caller list tools, prompts and resources at all? Decided on the current
+    /// snapshot only: listing never waits on an external policy engine.
+    fn may_list(&self, identity: Option<&Identity>) -> bool {
+        identity.is_some_and(|identity| {
+            self.auth
+                .authorizer()
+                .decide(identity, Permission::ToolList, None)
+                .is_allowed()
+        })
+    }
+
+    async fn may_invoke(&self, identity: Option<&Identity>, name: &str) -> bool {
+        let Some(identity) = identity else {
+            return false;
+        };
+        let Some(path) = self.catalog.access_path(name) else {
+            // Unknown names are answered as unknown by the catalogue.
+            return true;
+        };
+        self.auth
+            .authorize(identity, Permission::ToolInvoke, Some(&path))
+            .await
+            .is_allowed()
+    }
+
+    async fn may(&self, identity: Option<&Identity>, permission: Permission) -> bool {
+        match identity {
+            Some(identity) => self
+                .auth
+                .authorize(identity, permission, None)
+                .await
+                .is_allowed(),
+            None => false,
+        }
+    }
+}
+
+/// The authorization identity of a front-end caller; `None` when the caller carries no
+/// principal that parses (such a caller may do nothing while authentication is on).
+pub fn identity_of(caller: &Caller) -> Option<Identity> {
+    let principal = Principal::parse(caller.principal.as_deref()?).ok()?;
+    let mut identity = Identity::new(principal);
+    identity.groups = caller
+        .groups
+        .iter()
+        .filter_map(|group| Principal::parse(group).ok())
+        .collect();
+    identity.tenant = caller
+        .tenant
+        .as_deref()
+        .and_then(|tenant| TenantId::parse(tenant).ok());
+    identity.key_role = caller
+        .key_role
+        .as_deref()
+        .and_then(|role| RoleName::parse(role).ok());
+    Some(identity)
+}
+
+/// The front-end caller of an authenticated identity.
+pub fn caller_of(identity: &Identity) -> Caller {
+    Caller {
+        principal: Some(identity.principal.to_string()),
+        groups: identity.groups.iter().map(ToString::to_string).collect(),
+        tenant: identity.tenant.as_ref().map(ToString::to_string),
+        key_role: identity.key_role.as_ref().map(ToString::to_string),
+    }
+}
+
+#[async_trait]
+impl McpFrontend for AuthorizedFrontend {
+    fn tools(&self, caller: &Caller) -> Arc<Vec<Tool>> {
+        let all = self.catalog.tools(caller);
+        if !self.enforced() {
+            return all;
+        }
+        let identity = identity_of(caller);
+        if !self.may_list(identity.as_ref()) {
+            return Arc::new(Vec::new());
+        }
+        let Some(identity) = identity else {
+            return Arc::new(Vec::new());
+        };
+        let visible: Vec<Tool> = all
+            .iter()
+            .filter(|tool| {
+                self.catalog
+                    .access_path(&tool.name)
+                    .is_some_and(|path| self.auth.admits_tool(&identity, &path))
+            })
+            .cloned()
+            .collect();
+        if visible.len() == all.len() {
+            all
+        } else {
+            Arc::new(visible)
+        }
+    }
+
+    async fn call_tool(
+        &self,
+        caller: &Caller,
+        name: &str,
+        arguments: Option<Map<String, Value>>,
+        ctx: CallContext,
+    ) -> Result<ToolCallOutcome, FrontendError> {
+        if self.enforced() && !self.may_invoke(identity_of(caller).as_ref(), name).await {
+            return Err(FrontendError::unknown("tool", name));
+        }
+        self.catalog.call_tool(caller, name, arguments, ctx).await
+    }
+
+    fn changes(&self) -> watch::Receiver<u64> {
+        self.catalog.changes()
+    }
+
+    async fn settle(&self) {
+        self.catalog.settle().await;
+    }
+
+    async fn prompts(&self, caller: &Caller) -> Vec<Value> {
+        if self.enforced() && !self.may_list(identity_of(caller).as_ref()) {
+            return Vec::new();
+        }
+        self.catalog.prompts(caller).await
+    }
+
+    async fn get_prompt(
+        &self,
+        caller: &Caller,
+        name: &str,
+        arguments: Option<Map<String, Value>>,
+    ) -> Result<Value, FrontendError> {
+        if self.enforced()
+            && !self
+                .may(identity_of(caller).as_ref(), Permission::ToolInvoke)
+                .await
+        {
+            return Err(FrontendError::unknown("prompt", name));
+        }
+        self.catalog.get_prompt(caller, name, arguments).await
+    }
+
+    async fn resources(&self, caller: &Caller) -> Vec<Value> {
+        if self.enforced() && !self.may_list(identity_of(caller).as_ref()) {
+            return Vec::new();
+        }
+        self.catalog.resources(caller).await
+    }
+
+    async fn resource_templates(&self, caller: &Caller) -> Vec<Value> {
+        if self.enforced() && !self.may_list(identity_of(caller).as_ref()) {
+            return Vec::new();
+        }
+        self.catalog.resource_templates(caller).await
+    }
+
+    async fn read_resource(&self, caller: &Caller, uri: &str) -> Result<Value, FrontendError> {
+        if self.enforced()
+            && !self
+                .may(identity_of(caller).as_ref(), Permission::ToolInvoke)
+                .await
+        {
+            return Err(FrontendError::unknown("resource", uri));
+        }
+        self.catalog.read_resource(caller, uri).await
+    }
+}

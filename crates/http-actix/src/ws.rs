@@ -1,0 +1,947 @@
+//! `/api/ws/events`: the WebSocket stream of domain events.
+//!
+//! Every connection gets its own receiver of the event bus and its own task. The bus never
+//! waits for a connection: a client that reads too slowly falls behind the bus's buffer, loses
+//! its oldest events and is told how many (`{"type":"lagged","missed":N}`). Each connection
+//! filters by event type and by server (or group) id, given in the query string at connect time
+//! and replaced later by a `subscribe` message. The server pings every [`KeepAlive::ping_every`]
+//! and closes a connection that has sent nothing for [`KeepAlive::timeout`]; a gateway that shuts
+//! down closes every stream with `1001 Going Away`.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use actix_web::{HttpRequest, HttpResponse, web};
+use actix_ws::{CloseCode, CloseReason, Message, MessageStream, Session};
+use mcpgw_core::{DomainEvent, EVENT_TYPES, PublishedEvent, ServerId, bounded_for_message};
+use mcpgw_gateway::EventBus;
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast::{self, error::RecvError};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{ApiError, ErrorEnvelope, names};
+use crate::state::ApiState;
+
+pub const EVENTS_WS_PATH: &str = "/api/ws/events";
+
+/// How the server keeps a connection alive and notices a client that went away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeepAlive {
+    /// How often the server pings.
+    pub ping_every: Duration,
+    /// How long a client may stay silent (no pong, no message) before it is disconnected.
+    pub timeout: Duration,
+}
+
+impl Default for KeepAlive {
+    fn default() -> Self {
+        Self {
+            ping_every: Duration::from_secs(30),
+            timeout: Duration::from_secs(90),
+        }
+    }
+}
+
+/// The event streams of one gateway: where connections subscribe, and the switch that closes
+/// them all. Cheap to clone; every clone controls the same streams.
+#[derive(Clone)]
+pub struct EventStreams {
+    bus: Arc<EventBus>,
+    keep_alive: KeepAlive,
+    closing: CancellationToken,
+    frames: Arc<FrameCache>,
+}
+
+impl std::fmt::Debug for EventStreams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventStreams")
+            .field("bus", &self.bus)
+            .field("keep_alive", &self.keep_alive)
+            .field("closing", &self.closing.is_cancelled())
+            .finish_non_exhaustive()
+    }
+}
+
+impl EventStreams {
+    pub fn new(bus: Arc<EventBus>) -> Self {
+        Self {
+            bus,
+            keep_alive: KeepAlive::default(),
+            closing: CancellationToken::new(),
+            frames: Arc::new(FrameCache::default()),
+        }
+    }
+
+    #[must_use]
+    pub fn with_keep_alive(mut self, keep_alive: KeepAlive) -> Self {
+        self.keep_alive = keep_alive;
+        self
+    }
+
+    /// Closes every open stream with `1001 Going Away`, and every stream opened from now on as
+    /// soon as it is open. Call it before stopping the HTTP server, whose graceful stop would
+    /// otherwise wait for the streams until its timeout.
+    pub fn close_all(&self) {
+        self.closing.cancel();
+    }
+}
+
+/// The frames of the most recent events, so that every connection does not serialize the same
+/// event again.
+#[derive(Default)]
+struct FrameCache {
+    recent: Mutex<VecDeque<(u64, Arc<str>)>>,
+}
+
+impl FrameCache {
+    const CAPACITY: usize = 64;
+
+    fn frame_of(&self, published: &PublishedEvent) -> Arc<str> {
+        let mut recent = self
+            .recent
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((_, frame)) = recent
+            .iter()
+            .find(|(event_id, _)| *event_id == published.event_id)
+        {
+            return frame.clone();
+        }
+        let frame: Arc<str> = Arc::from(event_frame(published));
+        if recent.len() == Self::CAPACITY {
+            recent.pop_front();
+        }
+        recent.push_back((published.event_id, frame.clone()));
+        frame
+    }
+}
+
+/// The JSON of an event as clients get it: its fields with `event_type`, plus `event_id` (a
+/// string, as in the tool history) and `occurred_at`.
+fn event_frame(published: &PublishedEvent) -> String {
+    #[derive(Serialize)]
+    struct Frame<'a> {
+        #[serde(flatten)]
+        event: &'a DomainEvent,
+        event_id: String,
+        occurred_at: String,
+    }
+    let frame = Frame {
+        event: &published.event,
+        event_id: published.event_id.to_string(),
+        occurred_at: published.occurred_at.to_string(),
+    };
+    // Events hold strings, numbers and booleans only; should one ever fail to serialize, the
+    // client still learns that an event happened.
+    serde_json::to_string(&frame).unwrap_or_else(|error| {
+        tracing::error!(%error, event_type = published.event.event_type(), "an event could not be serialized");
+        serde_json::json!({
+            "event_type": published.event.event_type(),
+            "event_id": published.event_id.to_string(),
+            "occurred_at": published.occurred_at.to_string(),
+        })
+        .to_string()
+    })
+}
+
+/// Which events a connection wants. An empty set lets everything through on that dimension.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Filter {
+    event_types: BTreeSet<&'static str>,
+    /// Server ids; an event matches by the server it concerns (a group member's event by the
+    /// member) or by its group.
+    ids: BTreeSet<String>,
+}
+
+impl Filter {
+    fn parse<'a>(
+        event_types: impl IntoIterator<Item = &'a str>,
+        ids: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Self, String> {
+        let mut filter = Filter::default();
+        for raw in event_types
+            .into_iter()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
+            let known = EVENT_TYPES
+                .iter()
+                .find(|name| **name == raw)
+                .ok_or_else(|| {
+                    format!(
+                        "event_types: unknown event type `{}`; known types: {}",
+                        bounded_for_message(raw),
+                        EVENT_TYPES.join(", ")
+                    )
+                })?;
+            filter.event_types.insert(known);
+        }
+        for raw in ids.into_iter().map(str::trim).filter(|s| !s.is_empty()) {
+            let id = ServerId::parse(raw).map_err(|error| format!("mcp_server_ids: {error}"))?;
+            filter.ids.insert(id.as_str().to_owned());
+        }
+        Ok(filter)
+    }
+
+    fn matches(&self, event: &DomainEvent) -> bool {
+        let type_matches =
+            self.event_types.is_empty() || self.event_types.contains(event.event_type());
+        let id_matches = self.ids.is_empty()
+            || [event.mcp_server_id(), event.group_id()]
+                .into_iter()
+                .flatten()
+                .any(|id| self.ids.contains(id.as_str()));
+        type_matches && id_matches
+    }
+
+    fn acknowledgement(&self) -> String {
+        ServerMessage::Subscribed {
+            event_types: self.event_types.iter().copied().collect(),
+            mcp_server_ids: self.ids.iter().map(String::as_str).collect(),
+        }
+        .to_json()
+    }
+}
+
+/// The query string of `/api/ws/events`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct EventsQuery {
+    event_types: Option<String>,
+    mcp_server_ids: Option<String>,
+    /// The credential, for clients that cannot set a header on a WebSocket handshake.
+    api_key: Option<String>,
+}
+
+/// What a client may send.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ClientMessage {
+    /// Replaces the connection's filter; a missing list lets everything through.
+    Subscribe {
+        #[serde(default)]
+        event_types: Vec<String>,
+        #[serde(default)]
+        mcp_server_ids: Vec<String>,
+    },
+}
+
+/// What the server sends besides events.
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ServerMessage<'a> {
+    Subscribed {
+        event_types: Vec<&'a str>,
+        mcp_server_ids: Vec<&'a str>,
+    },
+    Lagged {
+        missed: u64,
+    },
+    Error {
+        message: String,
+    },
+}
+
+impl ServerMessage<'_> {
+    fn to_json(&self) -> String {
+        // Plain strings and numbers: serializing cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// The one place where the caller of the event stream will be authenticated and authorized,
+/// from the API key header or `?api_key=` (browsers cannot set headers on a WebSocket
+/// handshake). Authentication is not enforced by this gateway yet: every caller is let in.
+fn authorize(_request: &HttpRequest, _api_key: Option<&str>) -> Result<(), ApiError> {
+    Ok(())
+}
+
+/// Stream domain events over a WebSocket.
+#[utoipa::path(
+    get,
+    path = "/api/ws/events",
+    tag = "events",
+    operation_id = "stream_events",
+    description = "Upgrades to a WebSocket (send the usual `Upgrade: websocket` handshake) that \
+        streams every domain event as one JSON text frame: the event's own fields with \
+        `event_type`, plus `event_id` (a string, increasing) and `occurred_at` (UTC, microseconds), \
+        e.g. `{\"event_type\":\"McpServerStateChanged\",\"mcp_server_id\":\"demo\",\"from\":\"cold\",\
+        \"to\":\"initializing\",\"reason\":\"...\",\"event_id\":\"17\",\"occurred_at\":\"2026-11-21T14:03:07.123456\"}`.\n\n\
+        The client may send, at any time, `{\"type\":\"subscribe\",\"event_types\":[...],\
+        \"mcp_server_ids\":[...]}` to replace its filter (a missing or empty list lets everything \
+        through); the server answers `{\"type\":\"subscribed\",\"event_types\":[...],\
+        \"mcp_server_ids\":[...]}` with the filter now in force. A message the server cannot use \
+        (not JSON, an unknown `type`, an unknown event type, a binary frame) is answered by \
+        `{\"type\":\"error\",\"message\":\"...\"}`, the filter unchanged and the connection open.\n\n\
+        A client that reads too slowly loses its oldest events and is told so by \
+        `{\"type\":\"lagged\",\"missed\":N}` before the next event it gets. The server pings \
+        every 30 s and answers pings; a client silent for 90 s is disconnected. When the gateway \
+        shuts down, every stream is closed with `1001 Going Away`.",
+    params(
+        ("event_types" = Option<String>, Query,
+         description = "Only these event types, comma-separated (`McpServerStarted,McpServerStopped`); all when absent"),
+        ("mcp_server_ids" = Option<String>, Query,
+         description = "Only events about these servers or groups, comma-separated; a group member's event matches its member id and its group id; all when absent"),
+        ("api_key" = Option<String>, Query,
+         description = "The API key, for clients that cannot set a header on the handshake (used once authentication is enabled)"),
+    ),
+    responses(
+        (status = 101, description = "Switched to the WebSocket protocol; events follow as text frames"),
+        (status = 400, description = "Not a WebSocket handshake", body = ErrorEnvelope),
+        (status = 404, description = "This gateway was composed without an event stream", body = ErrorEnvelope),
+        (status = 422, description = "An unknown event type or an invalid server id in the filter", body = ErrorEnvelope),
+    )
+)]
+pub(crate) async fn events_socket(
+    state: web::Data<ApiState>,
+    request: HttpRequest,
+    body: web::Payload,
+    query: web::Query<EventsQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let Some(streams) = state.event_streams() else {
+        return Err(ApiError::new(
+            actix_web::http::StatusCode::NOT_FOUND,
+            names::NOT_FOUND,
+            "this gateway has no event stream",
+        ));
+    };
+    authorize(&request, query.api_key.as_deref())?;
+    let filter = Filter::parse(
+        query.event_types.as_deref().unwrap_or_default().split(','),
+        query
+            .mcp_server_ids
+            .as_deref()
+            .unwrap_or_default()
+            .split(','),
+    )
+    .map_err(ApiError::validation)?;
+    let (response, session, messages) = actix_ws::handle(&request, body).map_err(|error| {
+        ApiError::new(
+            actix_web::http::StatusCode::BAD_REQUEST,
+            names::BAD_REQUEST,
+            format!("{EVENTS_WS_PATH} expects a WebSocket handshake: {error}"),
+        )
+    })?;
+    // Subscribed before the answer goes out, so no event after the upgrade is missed.
+    let connection = Connection {
+        events: streams.bus.subscribe(),
+        session,
+        messages,
+        filter,
+        keep_alive: streams.keep_alive,
+        closing: streams.closing.clone(),
+        frames: streams.frames.clone(),
+        last_heard: Instant::now(),
+    };
+    actix_web::rt::spawn(connection.run());
+    Ok(response)
+}
+
+/// Why a connection ends.
+enum End {
+    /// The client closed it or went away; nothing more to send.
+    Gone,
+    /// The server closes it with this reason.
+    Close(CloseReason),
+}
+
+struct Connection {
+    events: broadcast::Receiver<Arc<PublishedEvent>>,
+    session: Session,
+    messages: MessageStream,
+    filter: Filter,
+    keep_alive: KeepAlive,
+    closing: CancellationToken,
+    frames: Arc<FrameCache>,
+    /// When the client last sent anything (a pong, a ping, a message).
+    last_heard: Instant,
+}
+
+impl Connection {
+    async fn run(mut self) {
+        let mut pings = tokio::time::interval_at(
+            Instant::now() + self.keep_alive.ping_every,
+            self.keep_alive.ping_every,
+        );
+        pings.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let end = loop {
+            let step = tokio::select! {
+                biased;
+                () = self.closing.cancelled() => Err(going_away()),
+                message = self.messages.recv() => self.on_client(message).await,
+                received = self.events.recv() => self.on_event(received).await,
+                _ = pings.tick() => self.on_ping_tick().await,
+            };
+            if let Err(end) = step {
+                break end;
+            }
+        };
+        if let End::Close(reason) = end {
+            // A client that reads nothing cannot take the close frame either: it gets a moment,
+            // then the connection is dropped.
+            let _ = tokio::time::timeout(Duration::from_secs(1), self.session.close(Some(reason)))
+                .await;
+        }
+    }
+
+    async fn on_client(
+        &mut self,
+        message: Option<Result<Message, actix_ws::ProtocolError>>,
+    ) -> Result<(), End> {
+        let message = match message {
+            None => return Err(End::Gone),
+            Some(Err(error)) => {
+                tracing::debug!(%error, "event stream client broke the WebSocket protocol");
+                return Err(End::Close(CloseReason {
+                    code: CloseCode::Protocol,
+                    description: Some(bounded_for_message(&error.to_string())),
+                }));
+            }
+            Some(Ok(message)) => message,
+        };
+        self.last_heard = Instant::now();
+        match message {
+            Message::Text(text) => {
+                let answer = answer_to_text(&mut self.filter, &text);
+                self.send(answer).await
+            }
+            Message::Binary(_) | Message::Continuation(_) => {
+                let answer = ServerMessage::Error {
+                    message: "only JSON text messages are accepted".to_owned(),
+                };
+                self.send(answer.to_json()).await
+            }
+            Message::Ping(payload) => {
+                let sent = tokio::select! {
+                    biased;
+                    () = self.closing.cancelled() => return Err(going_away()),
+                    () = tokio::time::sleep_until(self.deadline()) => return Err(silent(self.keep_alive)),
+                    sent = self.session.pong(&payload) => sent,
+                };
+                sent.map_err(|_| End::Gone)
+            }
+            Message::Pong(_) | Message::Nop => Ok(()),
+            Message::Close(_) => Err(End::Gone),
+        }
+    }
+
+    async fn on_event(
+        &mut self,
+        received: Result<Arc<PublishedEvent>, RecvError>,
+    ) -> Result<(), End> {
+        match received {
+            Ok(published) => {
+                if !self.filter.matches(&published.event) {
+                    return Ok(());
+                }
+                let frame = self.frames.frame_of(&published);
+                self.send(String::from(&*frame)).await
+            }
+            Err(RecvError::Lagged(missed)) => {
+                self.send(ServerMessage::Lagged { missed }.to_json()).await
+            }
+            Err(RecvError::Closed) => Err(going_away()),
+        }
+    }
+
+    async fn on_ping_tick(&mut self) -> Result<(), End> {
+        if Instant::now() >= self.deadline() {
+            return Err(silent(self.keep_alive));
+        }
+        let sent = tokio::select! {
+            biased;
+            () = self.closing.cancelled() => return Err(going_away()),
+            () = tokio::time::sleep_until(self.deadline()) => return Err(silent(self.keep_alive)),
+            sent = self.session.ping(b"") => sent,
+        };
+        sent.map_err(|_| End::Gone)
+    }
+
+    /// Sends one text frame. Waiting for a client that does not read ends at shutdown or when
+    /// the client has been silent for too long; meanwhile the bus goes on without it.
+    async fn send(&mut self, text: String) -> Result<(), End> {
+        let sent = tokio::select! {
+            biased;
+            () = self.closing.cancelled() => return Err(going_away()),
+            () = tokio::time::sleep_until(self.deadline()) => return Err(silent(self.keep_alive)),
+            sent = self.session.text(text) => sent,
+        };
+        sent.map_err(|_| End::Gone)
+    }
+
+    fn deadline(&self) -> Instant {
+        self.last_heard + self.keep_alive.timeout
+    }
+}
+
+/// The answer to a client's text message: the acknowledgement of the filter it sets, or an
+/// error (the filter unchanged).
+fn answer_to_text(filter: &mut Filter, text: &str) -> String {
+    let message = match serde_json::from_str::<ClientMessage>(text) {
+        Ok(message) => message,
+        Err(error) => {
+            return ServerMessage::Error {
+                message: format!(
+                    "expected {{\"type\":\"subscribe\",\"event_types\":[...],\"mcp_server_ids\":[...]}}: {error}"
+                ),
+            }
+            .to_json();
+        }
+    };
+    match message {
+        ClientMessage::Subscribe {
+            event_types,
+            mcp_server_ids,
+        } => match Filter::parse(
+            event_types.iter().map(String::as_str),
+            mcp_server_ids.iter().map(String::as_str),
+        ) {
+            Ok(parsed) => {
+                *filter = parsed;
+                filter.acknowledgement()
+            }
+            Err(message) => ServerMessage::Error { message }.to_json(),
+        },
+    }
+}
+
+fn going_away() -> End {
+    End::Close(CloseReason {
+        code: CloseCode::Away,
+        description: Some("the gateway is shutting down".to_owned()),
+    })
+}
+
+fn silent(keep_alive: KeepAlive) -> End {
+    End::Close(CloseReason {
+        code: CloseCode::Policy,
+        description: Some(format!(
+            "no answer to pings for {} s",
+            keep_alive.timeout.as_secs()
+        )),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use mcpgw_core::{ServerState, Timestamp};
+
+    use super::*;
+
+    fn id(raw: &str) -> ServerId {
+        ServerId::parse(raw).unwrap()
+    }
+
+    /// One event of every kind.
+    fn every_event() -> Vec<DomainEvent> {
+        vec![
+            DomainEvent::McpServerRegistered {
+                mcp_server_id: id("a"),
+                mode: "subprocess",
+                origin: "api",
+            },
+            DomainEvent::McpServerUpdated {
+                mcp_server_id: id("a"),
+                restart_required: false,
+            },
+            DomainEvent::McpServerRemoved {
+                mcp_server_id: id("a"),
+            },
+            DomainEvent::McpServerStateChanged {
+                mcp_server_id: id("a"),
+                from: ServerState::Cold,
+                to: ServerState::Initializing,
+                reason: "start".to_owned(),
+            },
+            DomainEvent::McpServerStarted {
+                mcp_server_id: id("a"),
+                duration_ms: 5,
+                tool_count: 2,
+            },
+            DomainEvent::McpServerStartFailed {
+                mcp_server_id: id("a"),
+                error: "x".to_owned(),
+                consecutive_failures: 1,
+            },
+            DomainEvent::McpServerStopped {
+                mcp_server_id: id("a"),
+                reason: "api",
+            },
+            DomainEvent::McpServerCrashed {
+                mcp_server_id: id("a"),
+                exit: "1".to_owned(),
+                consecutive_failures: 1,
+            },
+            DomainEvent::McpServerToolsChanged {
+                mcp_server_id: id("a"),
+                tool_count: 1,
+            },
+            DomainEvent::HealthCheckFailed {
+                mcp_server_id: id("a"),
+                error: "x".to_owned(),
+                consecutive_failures: 1,
+            },
+            DomainEvent::ToolInvocationCompleted {
+                mcp_server_id: id("a"),
+                tool: "t".to_owned(),
+                duration_ms: 1.0,
+                is_error: false,
+                principal: None,
+            },
+            DomainEvent::ToolInvocationFailed {
+                mcp_server_id: id("a"),
+                tool: "t".to_owned(),
+                duration_ms: 1.0,
+                error_kind: "timeout",
+                error: "x".to_owned(),
+                principal: None,
+            },
+            DomainEvent::GroupCreated {
+                group_id: id("g"),
+                strategy: "round_robin",
+                origin: "api",
+            },
+            DomainEvent::GroupUpdated { group_id: id("g") },
+            DomainEvent::GroupDeleted { group_id: id("g") },
+            DomainEvent::GroupMemberAdded {
+                group_id: id("g"),
+                mcp_server_id: id("a"),
+            },
+            DomainEvent::GroupMemberRemoved {
+                group_id: id("g"),
+                mcp_server_id: id("a"),
+            },
+            DomainEvent::GroupMemberHealthChanged {
+                group_id: id("g"),
+                mcp_server_id: id("a"),
+                in_rotation: true,
+                reason: "server_ready",
+            },
+            DomainEvent::GroupStateChanged {
+                group_id: id("g"),
+                from: "healthy",
+                to: "partial",
+            },
+        ]
+    }
+
+    #[test]
+    fn every_kind_of_event_passes_a_filter_naming_its_type() {
+        for event in every_event() {
+            let filter = Filter::parse([event.event_type()], []).unwrap();
+            assert!(filter.matches(&event), "{event:?}");
+        }
+    }
+
+    #[test]
+    fn a_frame_is_the_event_with_its_id_and_time() {
+        let published = PublishedEvent {
+            event_id: 42,
+            occurred_at: Timestamp::from_unix_micros(1_500_000),
+            event: DomainEvent::McpServerStopped {
+                mcp_server_id: id("demo"),
+                reason: "api",
+            },
+        };
+        let frame: serde_json::Value = serde_json::from_str(&event_frame(&published)).unwrap();
+        assert_eq!(
+            frame,
+            serde_json::json!({"event_type": "McpServerStopped", "mcp_server_id": "demo",
+                "reason": "api", "event_id": "42", "occurred_at": "1970-01-01T00:00:01.500000"})
+        );
+        let cache = FrameCache::default();
+        assert_eq!(&*cache.frame_of(&published), event_frame(&published));
+        assert_eq!(cache.frame_of(&published), cache.frame_of(&published));
+    }
+
+    #[test]
+    fn filters_match_by_type_and_by_server_or_group() {
+        let everything = Filter::parse([""], [" "]).unwrap();
+        assert!(every_event().iter().all(|event| everything.matches(event)));
+
+        let by_type = Filter::parse(["McpServerStarted", " McpServerStopped "], []).unwrap();
+        let matched: Vec<&str> = every_event()
+            .iter()
+            .filter(|event| by_type.matches(event))
+            .map(DomainEvent::event_type)
+            .collect();
+        assert_eq!(matched, ["McpServerStarted", "McpServerStopped"]);
+
+        // A member's event matches its member and its group; a whole group's only the group.
+        let member = DomainEvent::GroupMemberAdded {
+            group_id: id("g"),
+            mcp_server_id: id("a"),
+        };
+        let whole = DomainEvent::GroupUpdated { group_id: id("g") };
+        let by_server = Filter::parse([], ["a"]).unwrap();
+        let by_group = Filter::parse([], ["g"]).unwrap();
+        let by_other = Filter::parse([], ["b"]).unwrap();
+        assert!(by_server.matches(&member) && by_group.matches(&member));
+        assert!(!by_server.matches(&whole) && by_group.matches(&whole));
+        assert!(!by_other.matches(&member));
+    }
+
+    #[test]
+    fn bad_filters_say_what_is_wrong() {
+        let unknown = Filter::parse(["McpServerStarted", "Nope"], []).unwrap_err();
+        assert!(
+            unknown.contains("`Nope`") && unknown.contains("GroupStateChanged"),
+            "{unknown}"
+        );
+        let bad_id = Filter::parse([], ["ok", "not ok"]).unwrap_err();
+        assert!(bad_id.starts_with("mcp_server_ids:"), "{bad_id}");
+    }
+
+    #[test]
+    fn subscribe_messages_replace_the_filter_or_answer_an_error() {
+        let mut filter = Filter::parse(["McpServerStarted"], ["a"]).unwrap();
+        let before = filter.clone();
+        // Not JSON, an unknown message type, an unknown event type, a list of the wrong type:
+        // an error each time, and the filter stays as it was.
+        for bad in [
+            "{",
+            r#"{"type":"other"}"#,
+            r#"{"type":"subscribe","event_types":["Nope"]}"#,
+            r#"{"type":"subscribe","event_types":"McpServerStarted"}"#,
+        ] {
+            let answer: serde_json::Value =
+                serde_json::from_str(&answer_to_text(&mut filter, bad)).unwrap();
+            assert_eq!(answer["type"], "error", "{bad}");
+            assert!(answer["message"].as_str().is_some_and(|m| !m.is_empty()));
+            assert_eq!(filter, before);
+        }
+        let answer: serde_json::Value = serde_json::from_str(&answer_to_text(
+            &mut filter,
+            r#"{"type":"subscribe","event_types":["GroupCreated"],"mcp_server_ids":["g"]}"#,
+        ))
+        .unwrap();
+        assert_eq!(
+            answer,
+            serde_json::json!({"type": "subscribed", "event_types": ["GroupCreated"], "mcp_server_ids": ["g"]})
+        );
+        assert_eq!(filter, Filter::parse(["GroupCreated"], ["g"]).unwrap());
+        let answer: serde_json::Value =
+            serde_json::from_str(&answer_to_text(&mut filter, r#"{"type":"subscribe"}"#)).unwrap();
+        assert_eq!(
+            answer,
+            serde_json::json!({"type": "subscribed", "event_types": [], "mcp_server_ids": []})
+        );
+        assert_eq!(filter, Filter::default());
+    }
+
+    /// The bundled server on a real socket, streaming from `bus`.
+    mod on_a_socket {
+        use std::net::{SocketAddr, TcpListener, TcpStream};
+
+        use mcpgw_core::{EventSink as _, ManagerSettings, NullEventSink, ServerManager};
+        use mcpgw_gateway::{Gateway, GatewayInfo, TokioClock, TokioSpawner};
+        use mcpgw_testkit::fakes::FakeLauncher;
+        use tungstenite::WebSocket;
+
+        use super::*;
+        use crate::{HttpSettings, build_server, install_metrics_recorder};
+
+        type Client = WebSocket<TcpStream>;
+
+        fn serve(bus: &Arc<EventBus>, keep_alive: KeepAlive) -> SocketAddr {
+            let manager = ServerManager::new(
+                Arc::new(FakeLauncher::new()),
+                Arc::new(TokioClock::default()),
+                Arc::new(NullEventSink),
+                Arc::new(TokioSpawner::current()),
+                None,
+                ManagerSettings::default(),
+            );
+            let gateway = Gateway::new(
+                manager,
+                GatewayInfo {
+                    version: "0.0.0".to_owned(),
+                    config_path: None,
+                },
+            );
+            let settings = HttpSettings {
+                workers: 1,
+                ..HttpSettings::default()
+            };
+            let state = ApiState::new(
+                gateway,
+                install_metrics_recorder().unwrap(),
+                settings.clone(),
+            )
+            .with_events(EventStreams::new(bus.clone()).with_keep_alive(keep_alive));
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            let address = listener.local_addr().unwrap();
+            actix_web::rt::spawn(build_server(state, listener, &settings).unwrap());
+            address
+        }
+
+        fn connect(address: SocketAddr) -> Client {
+            let stream = TcpStream::connect(address).unwrap();
+            stream
+                .set_read_timeout(Some(Duration::from_secs(20)))
+                .unwrap();
+            let url = format!("ws://{address}{EVENTS_WS_PATH}");
+            tungstenite::client(url.as_str(), stream).unwrap().0
+        }
+
+        fn removed(n: usize) -> DomainEvent {
+            DomainEvent::McpServerRemoved {
+                mcp_server_id: id(&format!("server-with-a-rather-long-id-{n}")),
+            }
+        }
+
+        /// The next text frame as JSON, answering pings on the way.
+        fn next_json(client: &mut Client) -> serde_json::Value {
+            loop {
+                match client.read().unwrap() {
+                    tungstenite::Message::Text(text) => {
+                        return serde_json::from_str(text.as_str()).unwrap();
+                    }
+                    tungstenite::Message::Close(frame) => panic!("closed: {frame:?}"),
+                    _ => {}
+                }
+            }
+        }
+
+        /// The code of the first close frame among unmasked server frames (payloads under
+        /// 64 KiB).
+        fn close_code(mut bytes: &[u8]) -> Option<u16> {
+            while bytes.len() >= 2 {
+                let opcode = bytes[0] & 0x0f;
+                let (length, header) = match bytes[1] & 0x7f {
+                    126 => (usize::from(u16::from_be_bytes([bytes[2], bytes[3]])), 4),
+                    127 => return None,
+                    short => (usize::from(short), 2),
+                };
+                let payload = bytes.get(header..header + length)?;
+                if opcode == 8 {
+                    return Some(u16::from_be_bytes([*payload.first()?, *payload.get(1)?]));
+                }
+                bytes = &bytes[header + length..];
+            }
+            None
+        }
+
+        /// Until the first event has arrived, the connection may not be subscribed yet.
+        async fn wait_until_subscribed(bus: &Arc<EventBus>, client: Client) -> Client {
+            bus.publish(Timestamp::from_unix_micros(0), removed(0));
+            actix_web::rt::task::spawn_blocking(move || {
+                let mut client = client;
+                assert_eq!(next_json(&mut client)["event_type"], "McpServerRemoved");
+                client
+            })
+            .await
+            .unwrap()
+        }
+
+        #[actix_web::test]
+        async fn a_client_that_does_not_read_loses_its_oldest_events_and_is_told_how_many() {
+            const CAPACITY: usize = 64;
+            const EVENTS: usize = 200_000;
+            let bus = Arc::new(EventBus::new(CAPACITY));
+            let address = serve(&bus, KeepAlive::default());
+            let client = actix_web::rt::task::spawn_blocking(move || connect(address))
+                .await
+                .unwrap();
+            let client = wait_until_subscribed(&bus, client).await;
+
+            // Far more than the socket's buffers and the bus's hold, published while the
+            // client reads nothing: publishing never waits for it.
+            let began = std::time::Instant::now();
+            for n in 1..=EVENTS {
+                bus.publish(Timestamp::from_unix_micros(0), removed(n));
+            }
+            assert!(began.elapsed() < Duration::from_secs(30));
+
+            let (lagged, ids) = actix_web::rt::task::spawn_blocking(move || {
+                let mut client = client;
+                let mut lagged = 0;
+                let mut ids = Vec::new();
+                loop {
+                    let frame = next_json(&mut client);
+                    if frame["type"] == "lagged" {
+                        lagged += frame["missed"].as_u64().unwrap();
+                        continue;
+                    }
+                    let event_id: u64 = frame["event_id"].as_str().unwrap().parse().unwrap();
+                    ids.push(event_id);
+                    if event_id == EVENTS as u64 + 1 {
+                        return (lagged, ids);
+                    }
+                }
+            })
+            .await
+            .unwrap();
+            assert!(lagged > 0, "the client was told it lagged");
+            assert!(ids.windows(2).all(|pair| pair[0] < pair[1]), "in order");
+            // Every event was either received or counted as missed.
+            assert_eq!(ids.len() as u64 + lagged, EVENTS as u64);
+        }
+
+        #[actix_web::test]
+        async fn a_silent_client_is_closed_and_one_that_answers_pings_stays() {
+            let bus = Arc::new(EventBus::new(16));
+            let keep_alive = KeepAlive {
+                ping_every: Duration::from_millis(100),
+                timeout: Duration::from_millis(500),
+            };
+            let address = serve(&bus, keep_alive);
+            let (silent, answering) =
+                actix_web::rt::task::spawn_blocking(move || (connect(address), connect(address)))
+                    .await
+                    .unwrap();
+            let silent = wait_until_subscribed(&bus, silent).await;
+            let answering = wait_until_subscribed(&bus, answering).await;
+
+            let (silent_close, answering) = actix_web::rt::task::spawn_blocking(move || {
+                let mut answering = answering;
+                // Reading answers the server's pings; the silent client reads nothing.
+                answering
+                    .get_mut()
+                    .set_read_timeout(Some(Duration::from_millis(50)))
+                    .unwrap();
+                let until = std::time::Instant::now() + Duration::from_millis(1500);
+                let mut pings = 0;
+                while std::time::Instant::now() < until {
+                    match answering.read() {
+                        Ok(tungstenite::Message::Ping(_)) => pings += 1,
+                        // The event that showed the silent client subscribed.
+                        Ok(tungstenite::Message::Text(_)) => {}
+                        Ok(other) => panic!("unexpected {other:?}"),
+                        Err(tungstenite::Error::Io(error))
+                            if matches!(
+                                error.kind(),
+                                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                            ) => {}
+                        Err(error) => panic!("the answering client was dropped: {error}"),
+                    }
+                }
+                assert!(pings >= 3, "{pings} pings");
+                answering
+                    .get_mut()
+                    .set_read_timeout(Some(Duration::from_secs(20)))
+                    .unwrap();
+                // Read as raw frames: answering the buffered pings would fail on a closed
+                // connection before the close frame is reached.
+                let mut silent = silent;
+                let mut bytes = Vec::new();
+                let _ = std::io::Read::read_to_end(silent.get_mut(), &mut bytes);
+                let close = close_code(&bytes);
+                (close, answering)
+            })
+            .await
+            .unwrap();
+            assert_eq!(silent_close, Some(1008));
+
+            bus.publish(Timestamp::from_unix_micros(0), removed(1));
+            let event = actix_web::rt::task::spawn_blocking(move || {
+                let mut answering = answering;
+                next_json(&mut answering)
+            })
+            .await
+            .unwrap();
+            assert_eq!(event["event_type"], "McpServerRemoved");
+        }
+    }
+}

@@ -1,0 +1,743 @@
+//! End-to-end tests of authentication and authorization against the real binary: API keys made
+//! with the command line and over REST, the seed's failure messages, the built-in roles, the
+//! lockout of an address, tool access policies seen through the official Python SDK, and what
+//! survives a restart.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::peers::run_python_client;
+use support::{RunningGateway, fixture_server_yaml, gateway, gateway_binary};
+
+/// Makes a key with `mcp-gateway auth create-key` in `data_dir`; answers the raw key.
+fn cli_key(data_dir: &Path, principal: &str, role: Option<&str>) -> String {
+    let mut command = Command::new(gateway_binary());
+    command
+        .args([
+            "auth",
+            "create-key",
+            "--principal",
+            principal,
+            "--name",
+            "e2e",
+        ])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .stdin(Stdio::null());
+    if let Some(role) = role {
+        command.args(["--role", role]);
+    }
+    let output = command.output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap().trim().to_owned()
+}
+
+fn config(extra: &str) -> String {
+    format!(
+        "auth:\n  enabled: true\n  trusted_proxies: [\"127.0.0.1\"]\n{extra}mcp_servers:\n{}",
+        fixture_server_yaml("demo", &[])
+    )
+}
+
+struct Reply {
+    status: u16,
+    headers: ureq::http::HeaderMap,
+    body: Value,
+}
+
+/// One request with optional key and client address (`X-Forwarded-For`, believed because the
+/// tests' gateways trust 127.0.0.1 as a proxy).
+fn call(
+    gw: &RunningGateway,
+    method: &str,
+    path: &str,
+    key: Option<&str>,
+    client: &str,
+    body: Option<&Value>,
+) -> Reply {
+    let agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .new_agent();
+    let uri = gw.url(path);
+    let mut request = ureq::http::Request::builder()
+        .method(method)
+        .uri(&uri)
+        .header("x-forwarded-for", client)
+        .header("content-type", "application/json");
+    if let Some(key) = key {
+        request = request.header("x-api-key", key);
+    }
+    let payload = body.map(Value::to_string).unwrap_or_default();
+    let request = request.body(payload).unwrap();
+    let mut response = agent.run(request).expect("the gateway answers");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let text = response.body_mut().read_to_string().unwrap_or_default();
+    let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    Reply {
+        status,
+        headers,
+        body,
+    }
+}
+
+#[track_caller]
+fn assert_refused(reply: &Reply, status: u16, error: &str, message: &str) {
+    assert_eq!(reply.status, status, "{}", reply.body);
+    assert_eq!(reply.body["error"], error, "{}", reply.body);
+    assert_eq!(reply.body["message"], message, "{}", reply.body);
+    assert_eq!(reply.body["status_code"], status, "{}", reply.body);
+}
+
+/// Every route of the API description with its placeholders filled in.
+fn every_route(gw: &RunningGateway, admin: &str) -> Vec<(String, String)> {
+    let document = call(
+        gw,
+        "GET",
+        "/api/openapi.json",
+        Some(admin),
+        "10.9.0.1",
+        None,
+    );
+    assert_eq!(document.status, 200, "{}", document.body);
+    let mut routes = Vec::new();
+    for (path, operations) in document.body["paths"].as_object().unwrap() {
+        for method in operations.as_object().unwrap().keys() {
+            let concrete: String = path
+                .split('/')
+                .map(|segment| {
+                    if segment.starts_with('{') {
+                        "x"
+                    } else {
+                        segment
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("/");
+            routes.push((method.to_uppercase(), concrete));
+        }
+    }
+    assert!(routes.len() > 30, "{routes:?}");
+    routes
+}
+
+#[test]
+fn no_route_answers_without_credentials_and_probes_stay_open() {
+    let data = tempfile::tempdir().unwrap();
+    let admin = cli_key(data.path(), "user:root", Some("admin"));
+    let gw = gateway().config(&config("")).data_dir(data).start();
+
+    for (method, path) in every_route(&gw, &admin) {
+        let reply = call(&gw, &method, &path, None, "10.9.0.2", Some(&json!({})));
+        if path.starts_with("/api/") || path == "/mcp" {
+            assert_refused(
+                &reply,
+                401,
+                "AuthenticationError",
+                "No valid credentials provided",
+            );
+            let challenge = reply.headers.get("www-authenticate").unwrap();
+            assert!(
+                challenge.to_str().unwrap().contains("X-API-Key"),
+                "{method} {path}: {challenge:?}"
+            );
+        } else {
+            assert!(reply.status < 500, "{method} {path}: {}", reply.body);
+        }
+    }
+    // A path no route knows is not a way around it either.
+    let reply = call(&gw, "GET", "/api/nothing/here", None, "10.9.0.2", None);
+    assert_eq!(reply.status, 401);
+    // With a valid key, an unmapped route is denied rather than served.
+    let reply = call(
+        &gw,
+        "GET",
+        "/api/nothing/here",
+        Some(&admin),
+        "10.9.0.2",
+        None,
+    );
+    assert_refused(&reply, 403, "AccessDeniedError", "Access denied");
+
+    for open in [
+        "/health/live",
+        "/health/ready",
+        "/health/startup",
+        "/metrics",
+    ] {
+        assert_eq!(
+            call(&gw, "GET", open, None, "10.9.0.2", None).status,
+            200,
+            "{open}"
+        );
+    }
+}
+
+#[test]
+fn every_key_failure_answers_401_and_repeated_failures_lock_out_one_address_only() {
+    let data = tempfile::tempdir().unwrap();
+    let admin = cli_key(data.path(), "user:root", Some("admin"));
+    let gw = gateway().config(&config("")).data_dir(data).start();
+    let client = "203.0.113.10";
+
+    // Bad input: no header, a wrong prefix, a well-formed unknown key, a malformed key.
+    let no_header = call(&gw, "GET", "/api/mcp_servers", None, client, None);
+    assert_refused(
+        &no_header,
+        401,
+        "AuthenticationError",
+        "No valid credentials provided",
+    );
+    let wrong_prefix = call(
+        &gw,
+        "GET",
+        "/api/mcp_servers",
+        Some("sk_live_abc"),
+        client,
+        None,
+    );
+    assert_refused(
+        &wrong_prefix,
+        401,
+        "AuthenticationError",
+        "No valid credentials provided",
+    );
+    let unknown = format!("mcp_{}", "A".repeat(43));
+    let reply = call(&gw, "GET", "/api/mcp_servers", Some(&unknown), client, None);
+    assert_refused(&reply, 401, "AuthenticationError", "Invalid API key");
+
+    // A key made over REST works until it is revoked, then it is refused at once.
+    let made = call(
+        &gw,
+        "POST",
+        "/api/auth/keys",
+        Some(&admin),
+        "10.9.1.1",
+        Some(&json!({"principal": "user:carol", "name": "laptop", "role": "viewer"})),
+    );
+    assert_eq!(made.status, 201, "{}", made.body);
+    let carol = made.body["key"].as_str().unwrap().to_owned();
+    assert_eq!(made.body["raw_key"], made.body["key"]);
+    let key_id = made.body["key_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        call(
+            &gw,
+            "GET",
+            "/api/mcp_servers",
+            Some(&carol),
+            "10.9.1.2",
+            None
+        )
+        .status,
+        200
+    );
+    let revoked = call(
+        &gw,
+        "DELETE",
+        &format!("/api/auth/keys/{key_id}"),
+        Some(&admin),
+        "10.9.1.1",
+        None,
+    );
+    assert!(revoked.status < 300, "{}", revoked.body);
+    let reply = call(&gw, "GET", "/api/mcp_servers", Some(&carol), client, None);
+    assert_refused(&reply, 401, "AuthenticationError", "Invalid API key");
+
+    // Three refused credentials so far from `client` (the missing header does not count: it
+    // guesses nothing); seven more reach the limit of ten.
+    for _ in 0..7 {
+        let reply = call(&gw, "GET", "/api/mcp_servers", Some(&unknown), client, None);
+        assert_eq!(reply.status, 401, "{}", reply.body);
+    }
+    let locked = call(&gw, "GET", "/api/mcp_servers", Some(&admin), client, None);
+    assert_eq!(locked.status, 429, "{}", locked.body);
+    assert_eq!(locked.body["error"], "RateLimitExceeded");
+    let retry_after: u64 = locked.headers["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&retry_after), "{retry_after}");
+    // Another address is not affected, even with the same key.
+    assert_eq!(
+        call(
+            &gw,
+            "GET",
+            "/api/mcp_servers",
+            Some(&admin),
+            "203.0.113.11",
+            None
+        )
+        .status,
+        200
+    );
+}
+
+#[test]
+fn built_in_roles_reach_exactly_their_routes() {
+    let data = tempfile::tempdir().unwrap();
+    let keys: Vec<(&str, String)> = ["admin", "viewer", "developer", "operator", "auditor"]
+        .into_iter()
+        .map(|role| {
+            (
+                role,
+                cli_key(data.path(), &format!("user:{role}"), Some(role)),
+            )
+        })
+        .collect();
+    let gw = gateway().config(&config("")).data_dir(data).start();
+    let key = |role: &str| {
+        keys.iter()
+            .find(|(name, _)| *name == role)
+            .unwrap()
+            .1
+            .clone()
+    };
+
+    // (method, path, roles that may) over a sample of every resource.
+    let table: [(&str, &str, &[&str]); 9] = [
+        ("GET", "/api/mcp_servers", &["admin", "viewer", "developer"]),
+        (
+            "GET",
+            "/api/mcp_servers/demo",
+            &["admin", "viewer", "developer"],
+        ),
+        (
+            "POST",
+            "/api/mcp_servers/demo/start",
+            &["admin", "developer", "operator"],
+        ),
+        ("POST", "/api/mcp_servers/demo/stop", &["admin", "operator"]),
+        (
+            "GET",
+            "/api/mcp_servers/demo/tools/history",
+            &["admin", "auditor"],
+        ),
+        ("GET", "/api/groups", &["admin", "operator"]),
+        ("GET", "/api/auth/keys", &["admin"]),
+        ("GET", "/api/auth/permissions", &["admin"]),
+        ("DELETE", "/api/mcp_servers/nope", &["admin"]),
+    ];
+    for (method, path, allowed) in table {
+        for (role, _) in &keys {
+            let reply = call(&gw, method, path, Some(&key(role)), "10.9.2.1", None);
+            if allowed.contains(role) {
+                assert!(
+                    reply.status != 401 && reply.status != 403,
+                    "{role} may {method} {path}: {} {}",
+                    reply.status,
+                    reply.body
+                );
+            } else {
+                assert_refused(&reply, 403, "AccessDeniedError", "Access denied");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_tool_policy_hides_a_tool_from_one_principal_and_survives_a_restart() {
+    let data = tempfile::tempdir().unwrap();
+    let admin = cli_key(data.path(), "user:root", Some("admin"));
+    let alice = cli_key(data.path(), "user:alice", Some("developer"));
+    let bob = cli_key(data.path(), "user:bob", Some("developer"));
+    let gw = gateway().config(&config("")).data_dir(data).start();
+
+    let set = call(
+        &gw,
+        "POST",
+        "/api/auth/policies/tool/demo__add",
+        Some(&admin),
+        "10.9.3.1",
+        Some(&json!({"allow_list": [], "deny_list": ["user:bob"]})),
+    );
+    assert!(set.status < 300, "{}", set.body);
+
+    let listed_by = |key: &str, gw: &RunningGateway| -> Vec<String> {
+        let run = run_python_client(
+            "http_client.py",
+            &[
+                gw.url("/mcp"),
+                "--protocol".to_owned(),
+                "2025-11-25".to_owned(),
+                "--header".to_owned(),
+                format!("X-API-Key: {key}"),
+            ],
+        );
+        run["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|tool| tool.as_str().unwrap().to_owned())
+            .collect()
+    };
+    let for_alice = listed_by(&alice, &gw);
+    let for_bob = listed_by(&bob, &gw);
+    assert!(for_alice.contains(&"demo__add".to_owned()), "{for_alice:?}");
+    assert!(!for_bob.contains(&"demo__add".to_owned()), "{for_bob:?}");
+    assert!(for_bob.contains(&"demo__echo".to_owned()), "{for_bob:?}");
+
+    // Calling it anyway answers like an unknown tool.
+    let run = run_python_client(
+        "http_client.py",
+        &[
+            gw.url("/mcp"),
+            "--protocol".to_owned(),
+            "2025-11-25".to_owned(),
+            "--header".to_owned(),
+            format!("X-API-Key: {bob}"),
+            "--no-list".to_owned(),
+            "--call".to_owned(),
+            "demo__add".to_owned(),
+            r#"{"a": 1, "b": 2}"#.to_owned(),
+        ],
+    );
+    let answer = run["calls"][0].to_string();
+    assert!(
+        answer.contains("-32602") || answer.contains("unknown tool"),
+        "{run}"
+    );
+
+    // Keys and policies are in the store: a new gateway on the same data directory keeps them.
+    let mut gw = gw;
+    let data = std::mem::replace(&mut gw.data_dir, tempfile::tempdir().unwrap());
+    drop(gw);
+    let reopened = gateway().config(&config("")).data_dir(data).start();
+    let for_bob = listed_by(&bob, &reopened);
+    assert!(!for_bob.contains(&"demo__add".to_owned()), "{for_bob:?}");
+    assert!(listed_by(&alice, &reopened).contains(&"demo__add".to_owned()));
+}
+
+/// A stand-in for OPA's data API: answers every POST as `mode` says, and records the inputs.
+struct PolicyServer {
+    url: String,
+    mode: std::sync::Arc<std::sync::Mutex<&'static str>>,
+    inputs: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+}
+
+impl PolicyServer {
+    fn start() -> Self {
+        use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let mode = std::sync::Arc::new(std::sync::Mutex::new("allow"));
+        let inputs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (thread_mode, thread_inputs) = (mode.clone(), inputs.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let (mode, inputs) = (thread_mode.clone(), thread_inputs.clone());
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(stream.try_clone().unwrap());
+                    let mut length = 0;
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let line = line.trim_end();
+                        if line.is_empty() {
+                            break;
+                        }
+                        if let Some((name, value)) = line.split_once(':')
+                            && name.eq_ignore_ascii_case("content-length")
+                        {
+                            length = value.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    if let Ok(input) = serde_json::from_slice::<Value>(&body) {
+                        inputs.lock().unwrap().push(input);
+                    }
+                    let mode = *mode.lock().unwrap();
+                    let answer = match mode {
+                        "allow" => r#"{"result": true}"#,
+                        "deny" => r#"{"result": false}"#,
+                        "garbage" => "<html>not a decision</html>",
+                        _ => {
+                            // "hang": never answer within the gateway's limit.
+                            std::thread::sleep(Duration::from_secs(10));
+                            return;
+                        }
+                    };
+                    let mut stream = stream;
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+                        answer.len()
+                    );
+                });
+            }
+        });
+        Self { url, mode, inputs }
+    }
+
+    fn set(&self, mode: &'static str) {
+        *self.mode.lock().unwrap() = mode;
+    }
+}
+
+#[test]
+fn an_external_policy_engine_can_only_take_permissions_away() {
+    let opa = PolicyServer::start();
+    let data = tempfile::tempdir().unwrap();
+    let admin = cli_key(data.path(), "user:root", Some("admin"));
+    let viewer = cli_key(data.path(), "user:val", Some("viewer"));
+    let section = format!(
+        "  opa:\n    enabled: true\n    url: \"{}\"\n    policy_path: v1/data/mcpgw/allow\n",
+        opa.url
+    );
+    let gw = gateway().config(&config(&section)).data_dir(data).start();
+
+    opa.set("allow");
+    assert_eq!(
+        call(
+            &gw,
+            "GET",
+            "/api/mcp_servers",
+            Some(&admin),
+            "10.9.4.1",
+            None
+        )
+        .status,
+        200
+    );
+    let input = opa.inputs.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(input["input"]["principal"], "user:root", "{input}");
+    assert_eq!(input["input"]["action"], "mcp_server:list", "{input}");
+
+    // What the gateway itself denies is never asked, and an engine's "yes" does not grant it.
+    let asked = opa.inputs.lock().unwrap().len();
+    let reply = call(
+        &gw,
+        "DELETE",
+        "/api/mcp_servers/demo",
+        Some(&viewer),
+        "10.9.4.1",
+        None,
+    );
+    assert_refused(&reply, 403, "AccessDeniedError", "Access denied");
+    assert_eq!(opa.inputs.lock().unwrap().len(), asked);
+
+    // A "no", an answer that is not a decision, and no answer in time all deny.
+    for mode in ["deny", "garbage", "hang"] {
+        opa.set(mode);
+        let started = std::time::Instant::now();
+        let reply = call(
+            &gw,
+            "GET",
+            "/api/mcp_servers",
+            Some(&admin),
+            "10.9.4.1",
+            None,
+        );
+        assert_refused(&reply, 403, "AccessDeniedError", "Access denied");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{mode}: {:?}",
+            started.elapsed()
+        );
+    }
+    opa.set("allow");
+    assert_eq!(
+        call(
+            &gw,
+            "GET",
+            "/api/mcp_servers",
+            Some(&admin),
+            "10.9.4.1",
+            None
+        )
+        .status,
+        200
+    );
+}
+
+/// A stand-in OIDC issuer: discovery metadata and a key set with the RSA test key.
+struct Issuer {
+    url: String,
+}
+
+impl Issuer {
+    fn start(jwks: Value) -> Self {
+        use std::io::{BufRead as _, BufReader, Write as _};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let issuer = url.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut request_line = String::new();
+                let _ = reader.read_line(&mut request_line);
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
+                        break;
+                    }
+                }
+                let path = request_line.split_whitespace().nth(1).unwrap_or("/");
+                let body = match path {
+                    "/.well-known/openid-configuration" => {
+                        json!({"issuer": issuer, "jwks_uri": format!("{issuer}/keys")}).to_string()
+                    }
+                    "/keys" => jwks.to_string(),
+                    _ => String::new(),
+                };
+                let status = if body.is_empty() {
+                    "404 Not Found"
+                } else {
+                    "200 OK"
+                };
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        Self { url }
+    }
+}
+
+const RSA_A: &[u8] = include_bytes!("../crates/oidc/tests/keys/rsa-a.der");
+const RSA_B: &[u8] = include_bytes!("../crates/oidc/tests/keys/rsa-b.der");
+
+fn token(key: &[u8], kid: &str, claims: &Value) -> String {
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256);
+    header.kid = Some(kid.to_owned());
+    jsonwebtoken::encode(
+        &header,
+        claims,
+        &jsonwebtoken::EncodingKey::from_rsa_der(key),
+    )
+    .unwrap()
+}
+
+fn bearer(gw: &RunningGateway, method: &str, path: &str, token: &str) -> Reply {
+    let agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .new_agent();
+    let request = ureq::http::Request::builder()
+        .method(method)
+        .uri(gw.url(path))
+        .header("authorization", format!("Bearer {token}"))
+        .header("x-forwarded-for", "10.9.5.1")
+        .body(String::new())
+        .unwrap();
+    let mut response = agent.run(request).unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let text = response.body_mut().read_to_string().unwrap_or_default();
+    Reply {
+        status,
+        headers,
+        body: serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    }
+}
+
+#[test]
+fn bearer_tokens_from_the_issuer_authenticate_and_every_bad_token_is_refused() {
+    let mut jwk = jsonwebtoken::jwk::Jwk::from_encoding_key(
+        &jsonwebtoken::EncodingKey::from_rsa_der(RSA_A),
+        jsonwebtoken::Algorithm::RS256,
+    )
+    .unwrap();
+    jwk.common.key_id = Some("a".to_owned());
+    let issuer = Issuer::start(json!({"keys": [jwk]}));
+    let section = format!(
+        "  oidc:\n    enabled: true\n    issuer: \"{}\"\n    audience: mcpgw\n  role_assignments:\n    - {{principal: \"user:alice\", role: viewer}}\n    - {{principal: \"group:ops\", role: operator}}\n    - {{principal: \"user:tim\", role: viewer, scope: \"tenant:acme\"}}\n",
+        issuer.url
+    );
+    let gw = gateway().config(&config(&section)).start();
+    let now = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+    )
+    .unwrap();
+    let claims = |subject: &str, extra: Value| {
+        let mut claims = json!({"iss": issuer.url, "aud": "mcpgw", "sub": subject,
+                                "iat": now, "exp": now + 600});
+        for (key, value) in extra.as_object().unwrap() {
+            claims[key] = value.clone();
+        }
+        claims
+    };
+
+    // A valid token is the principal its subject names, with its assigned role.
+    let alice = token(RSA_A, "a", &claims("alice", json!({})));
+    assert_eq!(bearer(&gw, "GET", "/api/mcp_servers", &alice).status, 200);
+    let reply = bearer(&gw, "POST", "/api/mcp_servers/demo/stop", &alice);
+    assert_refused(&reply, 403, "AccessDeniedError", "Access denied");
+    // Roles come through the groups claim too.
+    let ops = token(RSA_A, "a", &claims("olga", json!({"groups": ["ops"]})));
+    assert_eq!(
+        bearer(&gw, "POST", "/api/mcp_servers/demo/stop", &ops).status,
+        200
+    );
+    // A tenant assignment applies within that tenant only.
+    let in_acme = token(RSA_A, "a", &claims("tim", json!({"tenant_id": "acme"})));
+    assert_eq!(bearer(&gw, "GET", "/api/mcp_servers", &in_acme).status, 200);
+    let elsewhere = token(RSA_A, "a", &claims("tim", json!({"tenant_id": "globex"})));
+    let reply = bearer(&gw, "GET", "/api/mcp_servers", &elsewhere);
+    assert_refused(&reply, 403, "AccessDeniedError", "Access denied");
+
+    // Bad input: a forged signature, the wrong issuer or audience, an expired token, `alg:
+    // none`, and a token that is not a JWT at all.
+    let forged = token(RSA_B, "a", &claims("alice", json!({})));
+    let wrong_issuer = token(
+        RSA_A,
+        "a",
+        &claims("alice", json!({"iss": "https://evil.example"})),
+    );
+    let wrong_audience = token(RSA_A, "a", &claims("alice", json!({"aud": "someone-else"})));
+    let expired = token(
+        RSA_A,
+        "a",
+        &claims("alice", json!({"iat": now - 7200, "exp": now - 3600})),
+    );
+    let unsigned = {
+        use base64::Engine as _;
+        let encode = |value: &Value| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(value.to_string())
+        };
+        format!(
+            "{}.{}.",
+            encode(&json!({"alg": "none", "typ": "JWT"})),
+            encode(&claims("alice", json!({})))
+        )
+    };
+    for (what, bad) in [
+        ("forged", forged),
+        ("wrong issuer", wrong_issuer),
+        ("wrong audience", wrong_audience),
+        ("expired", expired),
+        ("alg none", unsigned),
+        ("not a jwt", "not.a.jwt".to_owned()),
+    ] {
+        let reply = bearer(&gw, "GET", "/api/mcp_servers", &bad);
+        assert_eq!(reply.status, 401, "{what}: {}", reply.body);
+        assert_eq!(
+            reply.body["message"], "No valid credentials provided",
+            "{what}"
+        );
+        let challenge = reply.headers["www-authenticate"].to_str().unwrap();
+        assert!(challenge.contains("Bearer"), "{what}: {challenge}");
+    }
+}
