@@ -312,8 +312,11 @@ fn built_in_roles_reach_exactly_their_routes() {
     routes.retain(|(method, path)| !(method == "DELETE" && path.starts_with("/api/auth/keys/")));
     let mut checked = 0;
     for (method, path) in &routes {
-        let Some(permission) = Permission::for_rest_route(method, path) else {
+        if !path.starts_with("/api/") || path == "/api/openapi.json" {
             continue;
+        }
+        let Some(permission) = Permission::for_rest_route(method, path) else {
+            panic!("{method} {path} is mounted but no permission opens it");
         };
         for (role, key) in &keys {
             let reply = call(&gw, method, path, Some(key), "10.9.2.1", Some(&json!({})));

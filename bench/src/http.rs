@@ -10,6 +10,8 @@ pub struct Client {
     reader: BufReader<TcpStream>,
     writer: TcpStream,
     host: String,
+    /// One more header line sent with every request (`X-API-Key: ...`), without the CRLF.
+    extra_header: Option<String>,
 }
 
 impl Client {
@@ -20,13 +22,26 @@ impl Client {
             writer: stream.try_clone()?,
             reader: BufReader::new(stream),
             host: address.to_owned(),
+            extra_header: None,
         })
     }
 
+    /// Sends `line` (`Name: value`) with every request.
+    #[must_use]
+    pub fn with_header(mut self, line: &str) -> Self {
+        self.extra_header = Some(line.to_owned());
+        self
+    }
+
     pub fn get(&mut self, path: &str) -> anyhow::Result<(u16, Vec<u8>)> {
+        let extra = self
+            .extra_header
+            .as_deref()
+            .map(|line| format!("{line}\r\n"))
+            .unwrap_or_default();
         write!(
             self.writer,
-            "GET {path} HTTP/1.1\r\nHost: {}\r\nAccept: */*\r\n\r\n",
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nAccept: */*\r\n{extra}\r\n",
             self.host
         )?;
         self.writer.flush()?;

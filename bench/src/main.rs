@@ -13,6 +13,9 @@
 //!   concurrency 16; and the p50/p99 at concurrency 1 of a group of 3 servers without delay
 //!   against one such server outside it, which is the latency group routing adds.
 //!
+//! - `auth`: what API-key authentication and authorization add to `GET /api/mcp_servers` and
+//!   to a tool call at concurrency 1, with one key and with 10,000 keys in the store.
+//!
 //! - `load [SECONDS]`: calls through the gateway at concurrency 16 for SECONDS (default 20),
 //!   printing the gateway's pid first, so that a profiler can be attached to it
 //!   (`perf record -g -p PID`).
@@ -23,6 +26,7 @@
 
 #![allow(clippy::print_stdout)]
 
+mod auth;
 mod groups;
 mod http;
 mod mcp;
@@ -43,9 +47,10 @@ fn main() -> anyhow::Result<()> {
         "control-plane" => control_plane(),
         "data-plane" => data_plane(),
         "groups" => groups::run(),
+        "auth" => auth::run(),
         "load" => load(),
         other => bail!(
-            "unknown scenario `{other}`; the scenarios are: control-plane, data-plane, groups, load"
+            "unknown scenario `{other}`; the scenarios are: control-plane, data-plane, groups, auth, load"
         ),
     }
 }

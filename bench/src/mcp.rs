@@ -13,6 +13,8 @@ pub struct McpClient {
     path: String,
     session: Option<String>,
     next_id: u64,
+    /// One more header line sent with every request (`X-API-Key: ...`), without the CRLF.
+    extra_header: Option<String>,
 }
 
 /// Splits `http://host:port/path` into its address and path.
@@ -25,6 +27,11 @@ pub fn split_url(url: &str) -> anyhow::Result<(String, String)> {
 impl McpClient {
     /// Connects and runs the `initialize` handshake.
     pub fn connect(url: &str) -> anyhow::Result<Self> {
+        Self::connect_with_header(url, None)
+    }
+
+    /// Connects with `header` (`Name: value`) on every request, and runs the handshake.
+    pub fn connect_with_header(url: &str, header: Option<&str>) -> anyhow::Result<Self> {
         let (address, path) = split_url(url)?;
         let stream = TcpStream::connect(&address)?;
         stream.set_nodelay(true)?;
@@ -35,6 +42,7 @@ impl McpClient {
             path,
             session: None,
             next_id: 1,
+            extra_header: header.map(str::to_owned),
         };
         let initialize = r#"{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"mcpgw-bench","version":"0"}}"#;
         client.request("initialize", initialize)?;
@@ -62,6 +70,10 @@ impl McpClient {
             self.host,
             body.len()
         );
+        if let Some(line) = &self.extra_header {
+            head.push_str(line);
+            head.push_str("\r\n");
+        }
         if let Some(session) = &self.session {
             head.push_str(&format!(
                 "Mcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n"

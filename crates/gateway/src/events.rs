@@ -105,10 +105,14 @@ impl EventBus {
     fn deliver(&self, occurred_at: Timestamp, event: DomainEvent) {
         let event_id = self.next_id.fetch_add(1, Ordering::Relaxed);
         // Events are logged as JSON so that log shippers can forward them as they are. Tool
-        // invocations are frequent and logged at debug level: serialize only when it is on.
+        // invocations and granted requests are as frequent as requests and logged at debug
+        // level: serialize only when it is on. Refusals stay at info.
         let frequent = matches!(
             event,
-            DomainEvent::ToolInvocationCompleted { .. } | DomainEvent::ToolInvocationFailed { .. }
+            DomainEvent::ToolInvocationCompleted { .. }
+                | DomainEvent::ToolInvocationFailed { .. }
+                | DomainEvent::AuthenticationSucceeded { .. }
+                | DomainEvent::AuthorizationGranted { .. }
         );
         if frequent {
             if tracing::enabled!(tracing::Level::DEBUG) {

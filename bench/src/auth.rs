@@ -1,0 +1,187 @@
+//! The `auth` scenario: what authentication and authorization add to a request.
+//!
+//! Three gateways run side by side on the same configuration and the same fixture server:
+//! auth off; auth on with one API key in the store; auth on with 10,000 more keys in the store.
+//! Rounds alternate between them. For each, at concurrency 1: `GET /api/mcp_servers` and a
+//! `tools/call` of `fx__echo` through `/mcp`. The added p50 is each auth-on figure minus the
+//! auth-off figure of the same round; the harness prints the medians over the rounds.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use mcpgw_authz::{AuthStore as _, NewApiKey, RandomnessError, RoleBook, SecretSource};
+
+use crate::{http, mcp, sibling_binary, start_gateway, stats};
+
+const ROUNDS: usize = 5;
+const REQUESTS: usize = 3000;
+const WARM_UP: usize = 300;
+const EXTRA_KEYS: usize = 10_000;
+
+struct OsSecrets;
+
+impl SecretSource for OsSecrets {
+    fn fill(&self, destination: &mut [u8]) -> Result<(), RandomnessError> {
+        use std::io::Read as _;
+        std::fs::File::open("/dev/urandom")
+            .and_then(|mut file| file.read_exact(destination))
+            .map_err(|error| RandomnessError(error.to_string()))
+    }
+}
+
+fn now() -> mcpgw_core::Timestamp {
+    let micros = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            i64::try_from(since.as_micros()).unwrap_or(i64::MAX)
+        });
+    mcpgw_core::Timestamp::from_unix_micros(micros)
+}
+
+/// Writes `extra` keys for other principals and one admin key into the store under `data_dir`;
+/// answers the admin key.
+fn seed_keys(data_dir: &Path, extra: usize) -> anyhow::Result<String> {
+    std::fs::create_dir_all(data_dir)?;
+    let store = mcpgw_store_sqlite::SqliteStore::open(&data_dir.join("mcpgw.db"))?;
+    let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+    let roles = RoleBook::new([]);
+    let issue = |principal: &str, role: Option<&str>| -> anyhow::Result<_> {
+        NewApiKey::parse(principal, "bench", role, None, &roles)
+            .map_err(|error| anyhow::anyhow!("{error}"))?
+            .issue(&OsSecrets, now())
+            .map_err(|error| anyhow::anyhow!("{error}"))
+    };
+    runtime.block_on(async {
+        for index in 0..extra {
+            let issued = issue(&format!("service:bench-{index}"), Some("viewer"))?;
+            store
+                .insert_key(&issued.record)
+                .await
+                .map_err(|error| anyhow::anyhow!("{error}"))?;
+        }
+        let admin = issue("user:bench", Some("admin"))?;
+        store
+            .insert_key(&admin.record)
+            .await
+            .map_err(|error| anyhow::anyhow!("{error}"))?;
+        Ok(admin.raw_key.expose().to_owned())
+    })
+}
+
+struct Figures {
+    rest_p50: Duration,
+    call_p50: Duration,
+}
+
+fn measure(address: &str, header: Option<&str>) -> anyhow::Result<Figures> {
+    let mut client = http::Client::connect(address)?;
+    if let Some(line) = header {
+        client = client.with_header(line);
+    }
+    let mut rest = Vec::with_capacity(REQUESTS);
+    for index in 0..WARM_UP + REQUESTS {
+        let sent = Instant::now();
+        let (status, _) = client.get("/api/mcp_servers")?;
+        if status != 200 {
+            bail!("GET /api/mcp_servers answered {status}");
+        }
+        if index >= WARM_UP {
+            rest.push(sent.elapsed());
+        }
+    }
+    let url = format!("http://{address}/mcp");
+    let mut mcp = mcp::McpClient::connect_with_header(&url, header)?;
+    let params = r#"{"name":"fx__echo","arguments":{"text":"hello"}}"#;
+    let mut calls = Vec::with_capacity(REQUESTS);
+    for index in 0..WARM_UP + REQUESTS {
+        let sent = Instant::now();
+        let answer = mcp.request("tools/call", params)?;
+        if !answer.contains("hello") {
+            bail!("unexpected answer: {answer}");
+        }
+        if index >= WARM_UP {
+            calls.push(sent.elapsed());
+        }
+    }
+    Ok(Figures {
+        rest_p50: stats::median(&mut rest),
+        call_p50: stats::median(&mut calls),
+    })
+}
+
+fn micros(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1e6
+}
+
+fn added(on: Duration, off: Duration) -> f64 {
+    micros(on) - micros(off)
+}
+
+pub fn run() -> anyhow::Result<()> {
+    let gateway_binary = sibling_binary("mcp-gateway")?;
+    let fixture = sibling_binary("mcpgw-fixture-server")?;
+    let work = tempfile::tempdir()?;
+    let servers = format!(
+        "mcp_servers:\n  fx:\n    mode: subprocess\n    command: [\"{}\"]\n",
+        fixture.display()
+    );
+    let off_config = work.path().join("off.yaml");
+    std::fs::write(&off_config, &servers)?;
+    let on_config = work.path().join("on.yaml");
+    std::fs::write(&on_config, format!("auth:\n  enabled: true\n{servers}"))?;
+
+    let one_key_dir = work.path().join("one-key");
+    let one_key = seed_keys(&one_key_dir, 0)?;
+    let many_keys_dir = work.path().join("many-keys");
+    let started = Instant::now();
+    let many_keys = seed_keys(&many_keys_dir, EXTRA_KEYS)?;
+    println!(
+        "# auth: API-key authentication and authorization added to a request, c=1, p50 over {REQUESTS} requests"
+    );
+    println!(
+        "({EXTRA_KEYS} extra keys written in {:.1} s)",
+        started.elapsed().as_secs_f64()
+    );
+
+    let off = start_gateway(&gateway_binary, &off_config, &work.path().join("off"))?;
+    let on = start_gateway(&gateway_binary, &on_config, &one_key_dir)?;
+    let many = start_gateway(&gateway_binary, &on_config, &many_keys_dir)?;
+    let one_header = format!("X-API-Key: {one_key}");
+    let many_header = format!("X-API-Key: {many_keys}");
+
+    let mut rest_added = Vec::new();
+    let mut call_added = Vec::new();
+    let mut rest_added_many = Vec::new();
+    let mut call_added_many = Vec::new();
+    for round in 1..=ROUNDS {
+        let baseline = measure(&off.address, None).context("auth off")?;
+        let with_key = measure(&on.address, Some(&one_header)).context("auth on")?;
+        let with_many = measure(&many.address, Some(&many_header)).context("auth on, 10k keys")?;
+        println!(
+            "round {round}: GET /api/mcp_servers p50 off {:.1} µs, on {:.1} µs, on+10k keys {:.1} µs | tools/call p50 off {:.1} µs, on {:.1} µs, on+10k keys {:.1} µs",
+            micros(baseline.rest_p50),
+            micros(with_key.rest_p50),
+            micros(with_many.rest_p50),
+            micros(baseline.call_p50),
+            micros(with_key.call_p50),
+            micros(with_many.call_p50),
+        );
+        rest_added.push(added(with_key.rest_p50, baseline.rest_p50));
+        call_added.push(added(with_key.call_p50, baseline.call_p50));
+        rest_added_many.push(added(with_many.rest_p50, baseline.rest_p50));
+        call_added_many.push(added(with_many.call_p50, baseline.call_p50));
+    }
+    let median = |values: &mut Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    };
+    println!(
+        "median added p50 (target < 20 µs): GET /api/mcp_servers {:+.1} µs (10k keys {:+.1} µs); tools/call {:+.1} µs (10k keys {:+.1} µs)",
+        median(&mut rest_added),
+        median(&mut rest_added_many),
+        median(&mut call_added),
+        median(&mut call_added_many),
+    );
+    Ok(())
+}
