@@ -793,3 +793,62 @@ fn bearer_tokens_from_the_issuer_authenticate_and_every_bad_token_is_refused() {
         assert!(challenge.contains("Bearer"), "{what}: {challenge}");
     }
 }
+
+#[test]
+fn the_event_stream_takes_its_key_from_the_query_and_needs_events_read() {
+    let data = tempfile::tempdir().unwrap();
+    let auditor = cli_key(data.path(), "user:audrey", Some("auditor"));
+    let viewer = cli_key(data.path(), "user:val", Some("viewer"));
+    let admin = cli_key(data.path(), "user:root", Some("admin"));
+    let gw = gateway().config(&config("")).data_dir(data).start();
+    let address = gw.base_url.trim_start_matches("http://").to_owned();
+    let handshake = |query: &str| {
+        let stream = std::net::TcpStream::connect(&address).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        tungstenite::client(
+            format!("ws://{address}/api/ws/events?{query}").as_str(),
+            stream,
+        )
+    };
+    // Bad input: no key, an unknown key, and a key whose role may not read events.
+    for (query, status) in [
+        ("event_types=McpServerStarted", 401),
+        (&*format!("api_key=mcp_{}", "B".repeat(43)), 401),
+        (&*format!("api_key={viewer}"), 403),
+    ] {
+        match handshake(query) {
+            Err(tungstenite::handshake::HandshakeError::Failure(tungstenite::Error::Http(
+                response,
+            ))) => assert_eq!(response.status().as_u16(), status, "{query}"),
+            Ok(_) => panic!("{query}: the stream opened"),
+            Err(other) => panic!("{query}: {other}"),
+        }
+    }
+    let (mut client, response) =
+        handshake(&format!("api_key={auditor}&event_types=McpServerStarted"))
+            .unwrap_or_else(|error| panic!("the auditor's handshake fails: {error}"));
+    assert_eq!(response.status().as_u16(), 101);
+    let started = call(
+        &gw,
+        "POST",
+        "/api/mcp_servers/demo/start",
+        Some(&admin),
+        "10.9.7.1",
+        None,
+    );
+    assert!(started.status < 300, "{}", started.body);
+    loop {
+        match client.read().expect("an event arrives") {
+            tungstenite::Message::Text(text) => {
+                let event: Value = serde_json::from_str(text.as_str()).unwrap();
+                assert_eq!(event["event_type"], "McpServerStarted", "{event}");
+                assert_eq!(event["mcp_server_id"], "demo", "{event}");
+                break;
+            }
+            tungstenite::Message::Ping(_) | tungstenite::Message::Pong(_) => {}
+            other => panic!("unexpected frame {other:?}"),
+        }
+    }
+}
