@@ -802,15 +802,26 @@ fn the_event_stream_takes_its_key_from_the_query_and_needs_events_read() {
     let admin = cli_key(data.path(), "user:root", Some("admin"));
     let gw = gateway().config(&config("")).data_dir(data).start();
     let address = gw.base_url.trim_start_matches("http://").to_owned();
-    let handshake = |query: &str| {
+    // The open stream, or the HTTP status that refused the handshake.
+    type Socket = tungstenite::WebSocket<std::net::TcpStream>;
+    let handshake = |query: &str| -> Result<Socket, u16> {
         let stream = std::net::TcpStream::connect(&address).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(10)))
             .unwrap();
-        tungstenite::client(
+        match tungstenite::client(
             format!("ws://{address}/api/ws/events?{query}").as_str(),
             stream,
-        )
+        ) {
+            Ok((socket, response)) => {
+                assert_eq!(response.status().as_u16(), 101);
+                Ok(socket)
+            }
+            Err(tungstenite::handshake::HandshakeError::Failure(tungstenite::Error::Http(
+                response,
+            ))) => Err(response.status().as_u16()),
+            Err(other) => panic!("{query}: {other}"),
+        }
     };
     // Bad input: no key, an unknown key, and a key whose role may not read events.
     for (query, status) in [
@@ -819,17 +830,12 @@ fn the_event_stream_takes_its_key_from_the_query_and_needs_events_read() {
         (&*format!("api_key={viewer}"), 403),
     ] {
         match handshake(query) {
-            Err(tungstenite::handshake::HandshakeError::Failure(tungstenite::Error::Http(
-                response,
-            ))) => assert_eq!(response.status().as_u16(), status, "{query}"),
+            Err(refused) => assert_eq!(refused, status, "{query}"),
             Ok(_) => panic!("{query}: the stream opened"),
-            Err(other) => panic!("{query}: {other}"),
         }
     }
-    let (mut client, response) =
-        handshake(&format!("api_key={auditor}&event_types=McpServerStarted"))
-            .unwrap_or_else(|error| panic!("the auditor's handshake fails: {error}"));
-    assert_eq!(response.status().as_u16(), 101);
+    let mut client = handshake(&format!("api_key={auditor}&event_types=McpServerStarted"))
+        .unwrap_or_else(|status| panic!("the auditor's handshake was refused with {status}"));
     let started = call(
         &gw,
         "POST",
