@@ -858,3 +858,31 @@ fn the_event_stream_takes_its_key_from_the_query_and_needs_events_read() {
         }
     }
 }
+
+#[test]
+fn a_key_made_by_the_command_line_while_the_gateway_runs_is_accepted_soon() {
+    let gw = gateway().config(&config("")).start();
+    let late = cli_key(gw.data_dir.path(), "user:late", Some("viewer"));
+    // Keys are read again every 5 s.
+    let deadline = std::time::Instant::now() + Duration::from_secs(9);
+    loop {
+        let reply = call(
+            &gw,
+            "GET",
+            "/api/mcp_servers",
+            Some(&late),
+            "10.9.8.1",
+            None,
+        );
+        if reply.status == 200 {
+            break;
+        }
+        assert_eq!(reply.status, 401, "{}", reply.body);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the key was not picked up within 9 s"
+        );
+        // Slowly: each refused try counts toward the address's lockout (ten a minute).
+        std::thread::sleep(Duration::from_millis(1000));
+    }
+}

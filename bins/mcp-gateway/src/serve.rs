@@ -34,6 +34,26 @@ struct Assembled {
     groups: Arc<GroupService>,
     events: Arc<EventBus>,
     auth: Arc<AuthService>,
+    store: Arc<mcpgw_store_sqlite::SqliteStore>,
+}
+
+/// How often API keys are read again from the database, for keys that another process (the
+/// `auth create-key` command) wrote while the gateway runs. Keys made over the API are in
+/// memory at once.
+const KEY_RELOAD_PERIOD: Duration = Duration::from_secs(5);
+
+fn spawn_key_reload(store: Arc<mcpgw_store_sqlite::SqliteStore>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(KEY_RELOAD_PERIOD);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticker.tick().await;
+        loop {
+            ticker.tick().await;
+            if let Err(error) = store.reload_api_keys().await {
+                tracing::warn!(%error, "could not read the API keys again from the store");
+            }
+        }
+    })
 }
 
 pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
@@ -61,7 +81,7 @@ pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
         assembled.catalog.probe_unknown_tools();
         anyhow::Ok(())
     })?;
-    let (maintenance, group_recovery) = {
+    let (maintenance, group_recovery, key_reload) = {
         let _entered = core_runtime.enter();
         (
             mcpgw_gateway::spawn_maintenance(
@@ -69,6 +89,10 @@ pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
                 MAINTENANCE_PERIOD,
             ),
             assembled.groups.spawn_recovery(MAINTENANCE_PERIOD),
+            config
+                .auth
+                .enabled
+                .then(|| spawn_key_reload(assembled.store.clone())),
         )
     };
 
@@ -80,6 +104,9 @@ pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
 
     maintenance.abort();
     group_recovery.abort();
+    if let Some(key_reload) = key_reload {
+        key_reload.abort();
+    }
     // Every managed server is stopped before the process ends, so nothing is left behind.
     core_runtime.block_on(assembled.gateway.shutdown());
     core_runtime.shutdown_timeout(Duration::from_secs(1));
@@ -128,7 +155,7 @@ fn assemble(
 
     let groups = Arc::new(
         GroupService::new(manager.clone(), events.clone() as Arc<dyn EventSink>)
-            .with_repository(store as Arc<dyn GroupRepository>),
+            .with_repository(store.clone() as Arc<dyn GroupRepository>),
     );
     events.add_observer(groups.observer());
 
@@ -159,6 +186,7 @@ fn assemble(
         groups,
         events,
         auth,
+        store,
     })
 }
 
