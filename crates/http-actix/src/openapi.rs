@@ -94,7 +94,46 @@ pub struct ApiDoc;
 pub fn openapi_document(version: &str) -> utoipa::openapi::OpenApi {
     let mut document = ApiDoc::openapi();
     version.clone_into(&mut document.info.version);
+    declare_security(&mut document);
     document
+}
+
+/// The credentials of `/api/*` and `/mcp` when auth is enabled (`docs/auth.md`): an API key in
+/// `X-API-Key` (the default header name) or a bearer JWT. Probes, metrics and the docs page
+/// need none.
+fn declare_security(document: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::security::{
+        ApiKey, ApiKeyValue, Http, HttpAuthScheme, SecurityRequirement, SecurityScheme,
+    };
+    let components = document.components.get_or_insert_with(Default::default);
+    components.add_security_scheme(
+        "api_key",
+        SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("X-API-Key"))),
+    );
+    let mut bearer = Http::new(HttpAuthScheme::Bearer);
+    bearer.bearer_format = Some("JWT".to_owned());
+    components.add_security_scheme("bearer", SecurityScheme::Http(bearer));
+    let requirements = vec![
+        SecurityRequirement::new("api_key", Vec::<String>::new()),
+        SecurityRequirement::new("bearer", Vec::<String>::new()),
+    ];
+    for (path, item) in &mut document.paths.paths {
+        if !(path.starts_with("/api/") || path == crate::MCP_PATH) {
+            continue;
+        }
+        for operation in [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            operation.security = Some(requirements.clone());
+        }
+    }
 }
 
 /// The serialized document, made once when the routes are mounted.
@@ -187,4 +226,30 @@ pub(crate) async fn docs_page(request: HttpRequest) -> HttpResponse {
 /// The Swagger UI's assets.
 pub(crate) async fn docs_asset(request: HttpRequest, tail: web::Path<String>) -> HttpResponse {
     swagger_file(&tail, &request)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protected_operations_declare_the_api_key_and_bearer_credentials() {
+        let document = serde_json::to_value(openapi_document("test")).unwrap();
+        let schemes = &document["components"]["securitySchemes"];
+        assert_eq!(schemes["api_key"]["type"], "apiKey");
+        assert_eq!(schemes["api_key"]["in"], "header");
+        assert_eq!(schemes["api_key"]["name"], "X-API-Key");
+        assert_eq!(schemes["bearer"]["scheme"], "bearer");
+        let listed = &document["paths"]["/api/mcp_servers"]["get"]["security"];
+        assert_eq!(
+            listed,
+            &serde_json::json!([{"api_key": []}, {"bearer": []}])
+        );
+        assert!(document["paths"]["/mcp"]["post"]["security"].is_array());
+        assert!(
+            document["paths"]["/health/live"]["get"]
+                .get("security")
+                .is_none()
+        );
+    }
 }
