@@ -14,9 +14,9 @@ use mcpgw_core::{
 };
 use mcpgw_gateway::groups_domain::GroupRepository;
 use mcpgw_gateway::{
-    AuthService, AuthSettings, AuthorizedFrontend, CompositeLauncher, DEFAULT_HISTORY_PER_SERVER,
-    EventBus, Gateway, GatewayInfo, GroupService, HistoryRecorder, StdioLauncher, TokioClock,
-    TokioSpawner, ToolCatalog,
+    AuthService, AuthSettings, AuthorizedFrontend, CallStats, CompositeLauncher,
+    DEFAULT_HISTORY_PER_SERVER, EventBus, Gateway, GatewayInfo, GroupService, HistoryRecorder,
+    StdioLauncher, TokioClock, TokioSpawner, ToolCatalog,
 };
 
 use crate::cli::Cli;
@@ -165,6 +165,8 @@ fn assemble(
     runtime.spawn(catalog.clone().run_change_notifier());
     let history = Arc::new(InMemoryInvocationHistory::new(DEFAULT_HISTORY_PER_SERVER));
     events.add_observer(Arc::new(HistoryRecorder::new(history.clone())));
+    let call_stats = Arc::new(CallStats::new());
+    events.add_observer(call_stats.clone());
     // Over HTTP, what a caller may list and call follows its permissions and the tool access
     // policies (a no-op while auth is off).
     let frontend: Arc<dyn McpFrontend> = AuthorizedFrontend::new(catalog.clone(), auth.clone());
@@ -177,6 +179,7 @@ fn assemble(
         },
     )
     .with_history(history)
+    .with_call_stats(call_stats)
     .with_frontend(frontend.clone())
     .with_groups(groups.clone());
     Ok(Assembled {
@@ -359,6 +362,10 @@ fn serve_http(cli: &Cli, config: &GatewayConfig, assembled: &Assembled) -> anyho
                 mcpgw_http_actix::TrustedProxies::parse(&config.auth.trusted_proxies)
                     .map_err(|error| anyhow::anyhow!("auth.trusted_proxies: {error}"))?,
             );
+    let state = match cors_settings()? {
+        Some(cors) => state.with_cors(cors),
+        None => state,
+    };
     let event_streams = mcpgw_http_actix::EventStreams::new(assembled.events.clone());
     let state = state.with_events(event_streams.clone());
 
@@ -419,6 +426,26 @@ async fn serve_stdio(assembled: &Assembled) -> anyhow::Result<()> {
     }
     assembled.gateway.mark_shutting_down();
     Ok(())
+}
+
+/// CORS from `MCP_CORS_ORIGINS`, `MCP_CORS_METHODS` and `MCP_CORS_HEADERS`; off while
+/// `MCP_CORS_ORIGINS` is unset or empty. A bad value stops the start with the reason.
+fn cors_settings() -> anyhow::Result<Option<mcpgw_http_actix::CorsSettings>> {
+    let variable = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .filter(|value| !value.trim().is_empty())
+    };
+    let Some(origins) = variable("MCP_CORS_ORIGINS") else {
+        return Ok(None);
+    };
+    let methods = variable("MCP_CORS_METHODS");
+    let headers = variable("MCP_CORS_HEADERS");
+    let settings =
+        mcpgw_http_actix::CorsSettings::parse(&origins, methods.as_deref(), headers.as_deref())
+            .map_err(|error| anyhow::anyhow!("invalid CORS settings: {error}"))?;
+    tracing::info!(origins = %origins, "CORS is on");
+    Ok(Some(settings))
 }
 
 /// A thread count from the environment (a positive integer), else `default`.

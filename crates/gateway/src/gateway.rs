@@ -28,6 +28,7 @@ pub struct Gateway {
     history: Arc<dyn InvocationHistory>,
     frontend: Option<Arc<dyn McpFrontend>>,
     groups: Option<Arc<crate::GroupService>>,
+    call_stats: Option<Arc<crate::CallStats>>,
 }
 
 /// How many invocations per server the default in-memory history keeps.
@@ -55,6 +56,7 @@ impl Gateway {
             history: Arc::new(InMemoryInvocationHistory::new(DEFAULT_HISTORY_PER_SERVER)),
             frontend: None,
             groups: None,
+            call_stats: None,
         }
     }
 
@@ -78,6 +80,19 @@ impl Gateway {
     pub fn with_groups(mut self, groups: Arc<crate::GroupService>) -> Self {
         self.groups = Some(groups);
         self
+    }
+
+    /// Reports tool call counts and latencies from `stats` (register it on the event bus as an
+    /// observer so that it sees every invocation).
+    #[must_use]
+    pub fn with_call_stats(mut self, stats: Arc<crate::CallStats>) -> Self {
+        self.call_stats = Some(stats);
+        self
+    }
+
+    /// The tool call counts and latencies, when the composition keeps them.
+    pub fn call_stats(&self) -> Option<&Arc<crate::CallStats>> {
+        self.call_stats.as_ref()
     }
 
     /// The groups, when the composition enabled them.

@@ -9,6 +9,7 @@
 //! follows the members' health; [`ToolCatalog`] lists a group's tools in place of its members'.
 //! [`AuthService`] authenticates requests, authorizes them against roles, tool access policies
 //! and an optional external policy engine, and runs the auth management use cases.
+//! [`CallStats`] counts tool calls and keeps their recent latencies for the system summary.
 //!
 //! It must never know a concrete adapter: no HTTP framework, no database, no process or
 //! protocol library. Adapters are handed in as `Arc<dyn Port>` by whoever composes the gateway.
@@ -22,6 +23,7 @@ mod groups;
 mod history;
 mod launcher;
 mod runtime;
+mod stats;
 
 pub use auth::{
     ApiKeySummary, AuthService, AuthServiceError, AuthSettings, CreateKeyRequest, Credentials,
@@ -38,6 +40,7 @@ pub use groups::{
 pub use history::HistoryRecorder;
 pub use launcher::{CompositeLauncher, LaunchFilter, StdioLauncher};
 pub use runtime::{TokioClock, TokioSpawner, spawn_maintenance};
+pub use stats::{CALL_DURATION_WINDOW, CallStats, CallStatsSnapshot};
 
 pub use mcpgw_authz as authz;
 pub use mcpgw_config as config;

@@ -19,6 +19,7 @@
 
 mod auth_api;
 mod authn;
+mod cors;
 mod definition;
 pub mod dto;
 mod error;
@@ -28,6 +29,7 @@ mod openapi;
 mod probes;
 mod servers;
 mod state;
+mod system;
 mod telemetry;
 mod ws;
 
@@ -37,6 +39,7 @@ use actix_web::http::Method;
 use actix_web::{App, HttpRequest, HttpServer, Resource, web};
 
 pub use authn::{TrustedProxies, identity_of};
+pub use cors::{CORS_ALL_METHODS, CORS_EXPOSED_HEADERS, CORS_MAX_AGE_SECONDS, CorsSettings};
 pub use error::{
     ApiError, ErrorEnvelope, names as error_names, route_not_found, status_and_name_of,
 };
@@ -190,6 +193,11 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: ApiState) {
     )
     .service(
         mounter
+            .resource(web::resource("/api/system"), "GET")
+            .route(web::get().to(system::system_info)),
+    )
+    .service(
+        mounter
             .resource(web::resource(EVENTS_WS_PATH), "GET")
             .route(web::get().to(ws::events_socket)),
     )
@@ -233,7 +241,9 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: ApiState) {
     .default_service(web::to(route_not_found));
 }
 
-/// The whole application: every route, the envelope 404, and request metrics around all of it.
+/// The whole application: every route, the envelope 404, authentication, CORS outside it (so
+/// that a 401 carries CORS headers too and preflights need no credentials), and request metrics
+/// around all of it.
 pub fn app(
     state: ApiState,
 ) -> App<
@@ -250,6 +260,7 @@ pub fn app(
         .app_data(web::Data::new(state.clone()))
         .configure(|cfg| configure(cfg, state))
         .wrap(actix_web::middleware::from_fn(authn::authenticate))
+        .wrap(actix_web::middleware::from_fn(cors::cors))
         .wrap(RequestMetrics)
 }
 

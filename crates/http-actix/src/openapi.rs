@@ -8,7 +8,7 @@ use utoipa::OpenApi;
 use utoipa_swagger_ui::Config;
 
 use crate::error::{ApiError, ErrorEnvelope};
-use crate::{auth_api, dto, groups, mcp_endpoint, probes, servers, telemetry, ws};
+use crate::{auth_api, dto, groups, mcp_endpoint, probes, servers, system, telemetry, ws};
 
 pub const OPENAPI_PATH: &str = "/api/openapi.json";
 pub const DOCS_PATH: &str = "/docs";
@@ -66,6 +66,7 @@ pub const DOCS_PATH: &str = "/docs";
         auth_api::set_policy,
         auth_api::delete_policy,
         ws::events_socket,
+        system::system_info,
         mcp_endpoint::open_stream,
         mcp_endpoint::send_message,
         mcp_endpoint::end_session,
@@ -85,6 +86,7 @@ pub const DOCS_PATH: &str = "/docs";
         (name = "mcp", description = "The MCP Streamable HTTP endpoint: every tool of every server the caller may use, as `{server_id}__{tool}`"),
         (name = "probes", description = "Liveness, startup and readiness probes; no credentials, never rate limited"),
         (name = "observability", description = "Prometheus metrics"),
+        (name = "system", description = "The running gateway: uptime, version, and a summary of its servers, tools and tool calls"),
         (name = "docs", description = "This document and its Swagger UI"),
     )
 )]

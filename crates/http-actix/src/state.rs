@@ -8,6 +8,7 @@ use mcpgw_gateway::{AuthService, Gateway};
 use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::authn::TrustedProxies;
+use crate::cors::CorsSettings;
 use crate::mcp_endpoint::McpHttpHandler;
 use crate::ws::EventStreams;
 
@@ -59,6 +60,7 @@ pub struct ApiState {
     event_streams: Option<EventStreams>,
     auth: Option<Arc<AuthService>>,
     trusted_proxies: TrustedProxies,
+    cors: Option<CorsSettings>,
 }
 
 impl std::fmt::Debug for ApiState {
@@ -68,6 +70,7 @@ impl std::fmt::Debug for ApiState {
             .field("settings", &self.settings)
             .field("mcp_endpoint_enabled", &self.mcp_handler.is_some())
             .field("event_streams", &self.event_streams)
+            .field("cors", &self.cors)
             .finish_non_exhaustive()
     }
 }
@@ -83,6 +86,7 @@ impl ApiState {
             event_streams: None,
             auth: None,
             trusted_proxies: TrustedProxies::default(),
+            cors: None,
         }
     }
 
@@ -118,6 +122,18 @@ impl ApiState {
     pub fn with_trusted_proxies(mut self, proxies: TrustedProxies) -> Self {
         self.trusted_proxies = proxies;
         self
+    }
+
+    /// Answers cross-origin requests as `cors` says (see [`CorsSettings`]). Without it, CORS is
+    /// off: no response carries a CORS header and preflights reach the routes.
+    #[must_use]
+    pub fn with_cors(mut self, cors: CorsSettings) -> Self {
+        self.cors = Some(cors);
+        self
+    }
+
+    pub fn cors(&self) -> Option<&CorsSettings> {
+        self.cors.as_ref()
     }
 
     pub fn trusted_proxies(&self) -> &TrustedProxies {

@@ -2,6 +2,7 @@
 //! real `Gateway` whose MCP servers are the testkit's fakes.
 
 mod auth;
+mod cors;
 mod errors;
 mod groups;
 mod history;
@@ -10,3 +11,4 @@ mod platform;
 mod server;
 mod servers;
 mod support;
+mod system;

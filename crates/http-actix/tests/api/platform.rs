@@ -49,6 +49,7 @@ const MOUNTED_ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/auth/policies/{scope}/{target_id}"),
     ("DELETE", "/api/auth/policies/{scope}/{target_id}"),
     ("GET", "/api/ws/events"),
+    ("GET", "/api/system"),
     ("GET", "/mcp"),
     ("POST", "/mcp"),
     ("DELETE", "/mcp"),
