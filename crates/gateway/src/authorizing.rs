@@ -110,30 +110,18 @@ pub fn caller_of(identity: &Identity) -> Caller {
 #[async_trait]
 impl McpFrontend for AuthorizedFrontend {
     fn tools(&self, caller: &Caller) -> Arc<Vec<Tool>> {
-        let all = self.catalog.tools(caller);
         if !self.enforced() {
-            return all;
+            return self.catalog.tools(caller);
         }
         let identity = identity_of(caller);
-        if !self.may_list(identity.as_ref()) {
-            return Arc::new(Vec::new());
-        }
-        let Some(identity) = identity else {
-            return Arc::new(Vec::new());
-        };
-        let visible: Vec<Tool> = all
-            .iter()
-            .filter(|tool| {
+        match identity {
+            Some(identity) if self.may_list(Some(&identity)) => {
+                // One snapshot of the rules for the whole list.
+                let authorizer = self.auth.authorizer();
                 self.catalog
-                    .access_path(&tool.name)
-                    .is_some_and(|path| self.auth.admits_tool(&identity, &path))
-            })
-            .cloned()
-            .collect();
-        if visible.len() == all.len() {
-            all
-        } else {
-            Arc::new(visible)
+                    .tools_admitted(|path| authorizer.admits(&identity, path).is_ok())
+            }
+            _ => Arc::new(Vec::new()),
         }
     }
 

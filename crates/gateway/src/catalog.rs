@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::future::BoxFuture;
+use mcpgw_authz::AccessPath;
 use mcpgw_config::ToolNaming;
 use mcpgw_core::{
     CallContext, Caller, CoreError, DomainEvent, EventObserver, FrontendError, FrontendErrorKind,
@@ -54,6 +55,9 @@ struct Snapshot {
     tools: Arc<Vec<Tool>>,
     /// Exposed tool name -> (owner, the upstream's own name).
     routes: HashMap<String, (Owner, String)>,
+    /// Exposed tool name -> its access path for authorization, made once per build rather
+    /// than per listing.
+    paths: HashMap<String, AccessPath>,
 }
 
 /// The [`McpFrontend`] over a [`ServerManager`] (and, when given, a [`GroupService`]).
@@ -271,6 +275,7 @@ impl ToolCatalog {
         }
         let mut exposed = Vec::new();
         let mut routes = HashMap::new();
+        let mut paths = HashMap::new();
         for (owner, tools) in &per_server {
             for tool in tools {
                 let unique = name_counts.get(tool.name.as_str()) == Some(&1);
@@ -279,6 +284,13 @@ impl ToolCatalog {
                 } else {
                     format!("{}{NAME_SEPARATOR}{}", owner.id(), tool.name)
                 };
+                let path = match owner {
+                    Owner::Server(server) => AccessPath::server_tool(server, &tool.name).ok(),
+                    Owner::Group(group) => AccessPath::group_tool(group, &tool.name, None).ok(),
+                };
+                if let Some(path) = path {
+                    paths.insert(name.clone(), path);
+                }
                 routes.insert(name.clone(), (owner.clone(), tool.name.clone()));
                 exposed.push(Tool {
                     name,
@@ -290,16 +302,32 @@ impl ToolCatalog {
             built_at,
             tools: Arc::new(exposed),
             routes,
+            paths,
         }
     }
 
     /// The tool access path of an exposed tool name, for authorization: the tool and its
     /// server, or the tool and its group. `None` for a name that is not listed.
-    pub fn access_path(&self, name: &str) -> Option<mcpgw_authz::AccessPath> {
-        let (owner, tool) = self.route(name)?;
-        match owner {
-            Owner::Server(server) => mcpgw_authz::AccessPath::server_tool(&server, &tool).ok(),
-            Owner::Group(group) => mcpgw_authz::AccessPath::group_tool(&group, &tool, None).ok(),
+    pub fn access_path(&self, name: &str) -> Option<AccessPath> {
+        self.current_tools();
+        self.snapshot().paths.get(name).cloned()
+    }
+
+    /// The listed tools whose access path `admit` lets through, read from one snapshot; the
+    /// whole list (the same `Arc`) when every tool passes.
+    pub fn tools_admitted(&self, admit: impl Fn(&AccessPath) -> bool) -> Arc<Vec<Tool>> {
+        self.current_tools();
+        let snapshot = self.snapshot();
+        let visible: Vec<Tool> = snapshot
+            .tools
+            .iter()
+            .filter(|tool| snapshot.paths.get(&tool.name).is_some_and(&admit))
+            .cloned()
+            .collect();
+        if visible.len() == snapshot.tools.len() {
+            Arc::clone(&snapshot.tools)
+        } else {
+            Arc::new(visible)
         }
     }
 
