@@ -346,29 +346,14 @@ fn built_in_roles_reach_exactly_their_routes() {
 
 #[test]
 fn an_expired_key_is_refused() {
-    use mcpgw_authz::{AuthStore as _, NewApiKey, RoleBook, SecretSource};
-    struct Os;
-    impl SecretSource for Os {
-        fn fill(&self, destination: &mut [u8]) -> Result<(), mcpgw_authz::RandomnessError> {
-            use std::io::Read as _;
-            std::fs::File::open("/dev/urandom")
-                .and_then(|mut file| file.read_exact(destination))
-                .map_err(|error| mcpgw_authz::RandomnessError(error.to_string()))
-        }
-    }
+    use mcpgw_authz::{AuthStore as _, NewApiKey, RoleBook};
+    use mcpgw_core::Clock as _;
     // A one-day key made two days ago, written into the store the gateway will open.
     let data = tempfile::tempdir().unwrap();
     let store = mcpgw_store_sqlite::SqliteStore::open(&data.path().join("mcpgw.db")).unwrap();
-    let two_days_ago = mcpgw_core::Timestamp::from_unix_micros(
-        i64::try_from(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_micros(),
-        )
-        .unwrap()
-            - 2 * 86_400_000_000,
-    );
+    let now = mcpgw_gateway::TokioClock::default().wall();
+    let two_days_ago =
+        mcpgw_core::Timestamp::from_unix_micros(now.unix_micros() - 2 * 86_400_000_000);
     let issued = NewApiKey::parse(
         "user:old",
         "old",
@@ -377,7 +362,7 @@ fn an_expired_key_is_refused() {
         &RoleBook::new([]),
     )
     .unwrap()
-    .issue(&Os, two_days_ago)
+    .issue(&mcpgw_gateway::OsSecrets, two_days_ago)
     .unwrap();
     tokio::runtime::Builder::new_current_thread()
         .build()

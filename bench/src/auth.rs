@@ -10,7 +10,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use mcpgw_authz::{AuthStore as _, NewApiKey, RandomnessError, RoleBook, SecretSource};
+use mcpgw_authz::{AuthStore as _, NewApiKey, RoleBook};
+use mcpgw_core::Clock as _;
+use mcpgw_gateway::{OsSecrets, TokioClock};
 
 use crate::{http, mcp, sibling_binary, start_gateway, stats};
 
@@ -18,26 +20,6 @@ const ROUNDS: usize = 5;
 const REQUESTS: usize = 3000;
 const WARM_UP: usize = 300;
 const EXTRA_KEYS: usize = 10_000;
-
-struct OsSecrets;
-
-impl SecretSource for OsSecrets {
-    fn fill(&self, destination: &mut [u8]) -> Result<(), RandomnessError> {
-        use std::io::Read as _;
-        std::fs::File::open("/dev/urandom")
-            .and_then(|mut file| file.read_exact(destination))
-            .map_err(|error| RandomnessError(error.to_string()))
-    }
-}
-
-fn now() -> mcpgw_core::Timestamp {
-    let micros = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| {
-            i64::try_from(since.as_micros()).unwrap_or(i64::MAX)
-        });
-    mcpgw_core::Timestamp::from_unix_micros(micros)
-}
 
 /// Writes `extra` keys for other principals and one admin key into the store under `data_dir`;
 /// answers the admin key.
@@ -49,7 +31,7 @@ fn seed_keys(data_dir: &Path, extra: usize) -> anyhow::Result<String> {
     let issue = |principal: &str, role: Option<&str>| -> anyhow::Result<_> {
         NewApiKey::parse(principal, "bench", role, None, &roles)
             .map_err(|error| anyhow::anyhow!("{error}"))?
-            .issue(&OsSecrets, now())
+            .issue(&OsSecrets, TokioClock::default().wall())
             .map_err(|error| anyhow::anyhow!("{error}"))
     };
     runtime.block_on(async {

@@ -5,27 +5,10 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use mcpgw_authz::{AuthStore, NewApiKey, RandomnessError, RoleBook, SecretSource};
-use mcpgw_core::Timestamp;
+use mcpgw_authz::{AuthStore, NewApiKey, RoleBook};
+use mcpgw_core::Clock as _;
+use mcpgw_gateway::{OsSecrets, TokioClock};
 use mcpgw_store_sqlite::SqliteStore;
-
-/// The operating system's random source, read from `/dev/urandom` (never blocks once the
-/// system has booted, and is what `getrandom` falls back to).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct OsSecrets;
-
-impl SecretSource for OsSecrets {
-    fn fill(&self, destination: &mut [u8]) -> Result<(), RandomnessError> {
-        use std::io::Read as _;
-        std::fs::File::open("/dev/urandom")
-            .and_then(|mut source| source.read_exact(destination))
-            .map_err(|error| {
-                RandomnessError(format!(
-                    "cannot read random bytes from /dev/urandom: {error}"
-                ))
-            })
-    }
-}
 
 /// What `auth create-key` was asked for.
 #[derive(Debug)]
@@ -68,7 +51,7 @@ pub fn create_key(data_dir: &Path, request: &CreateKey<'_>) -> anyhow::Result<Ex
             Err(error) => return Ok(Err(error)),
         };
         let issued = request
-            .issue(&OsSecrets, now())
+            .issue(&OsSecrets, TokioClock::default().wall())
             .context("cannot make a key")?;
         store
             .insert_key(&issued.record)
@@ -104,13 +87,4 @@ pub fn create_key(data_dir: &Path, request: &CreateKey<'_>) -> anyhow::Result<Ex
             .unwrap_or_else(|| ", never expiring".to_owned()),
     );
     Ok(ExitCode::SUCCESS)
-}
-
-fn now() -> Timestamp {
-    let micros = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| {
-            i64::try_from(since.as_micros()).unwrap_or(i64::MAX)
-        });
-    Timestamp::from_unix_micros(micros)
 }

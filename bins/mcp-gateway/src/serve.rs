@@ -209,7 +209,7 @@ fn build_auth(
         store as Arc<dyn mcpgw_gateway::authz::AuthStore>,
         events as Arc<dyn EventSink>,
         clock,
-        Arc::new(crate::keys::OsSecrets),
+        Arc::new(mcpgw_gateway::OsSecrets),
     );
     if section.enabled && section.oidc.enabled {
         let issuer = section

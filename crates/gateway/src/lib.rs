@@ -39,7 +39,7 @@ pub use groups::{
 };
 pub use history::HistoryRecorder;
 pub use launcher::{CompositeLauncher, LaunchFilter, StdioLauncher};
-pub use runtime::{TokioClock, TokioSpawner, spawn_maintenance};
+pub use runtime::{OsSecrets, TokioClock, TokioSpawner, spawn_maintenance};
 pub use stats::{CALL_DURATION_WINDOW, CallStats, CallStatsSnapshot};
 
 pub use mcpgw_authz as authz;

@@ -77,3 +77,21 @@ pub fn spawn_maintenance(manager: ServerManager, period: Duration) -> tokio::tas
         }
     })
 }
+
+/// The operating system's random source for API keys, read from `/dev/urandom` (which never
+/// blocks once the system has booted).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct OsSecrets;
+
+impl mcpgw_authz::SecretSource for OsSecrets {
+    fn fill(&self, destination: &mut [u8]) -> Result<(), mcpgw_authz::RandomnessError> {
+        use std::io::Read as _;
+        std::fs::File::open("/dev/urandom")
+            .and_then(|mut source| source.read_exact(destination))
+            .map_err(|error| {
+                mcpgw_authz::RandomnessError(format!(
+                    "cannot read random bytes from /dev/urandom: {error}"
+                ))
+            })
+    }
+}
