@@ -42,7 +42,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
-use crate::http_service::McpHttpBody;
+use crate::http_service::{McpHttpBody, normalize_host};
 use crate::server::jsonrpc_error;
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -102,12 +102,6 @@ impl HostPolicy {
             *allowed == host && allowed_port.is_none_or(|p| Some(p) == port)
         })
     }
-}
-
-fn normalize_host(host: &str) -> String {
-    host.trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_ascii_lowercase()
 }
 
 /// A session as this module tracks it.

@@ -284,7 +284,7 @@ fn default_port(scheme: &str) -> Option<u16> {
     }
 }
 
-fn normalize_host(host: &str) -> String {
+pub(crate) fn normalize_host(host: &str) -> String {
     host.trim_start_matches('[')
         .trim_end_matches(']')
         .to_ascii_lowercase()
