@@ -8,19 +8,27 @@
 use async_trait::async_trait;
 use mcpgw_core::{RepositoryError, ServerId};
 use mcpgw_groups::{GroupRepository, GroupSpec, GroupStrategy, MemberSpec};
-use rusqlite::params;
 use serde::{Deserialize, Serialize};
 
+use crate::definitions::DefinitionTable;
 use crate::error::StoreError;
 use crate::store::SqliteStore;
 
 const TABLE: &str = "groups";
 
-const UPSERT_SQL: &str = "INSERT INTO groups (id, strategy, definition, created_at, updated_at)
+static GROUPS: DefinitionTable = DefinitionTable {
+    upsert_sql: "INSERT INTO groups (id, strategy, definition, created_at, updated_at)
      VALUES (?1, ?2, ?3, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
      ON CONFLICT (id) DO UPDATE SET
          strategy = excluded.strategy, definition = excluded.definition,
-         updated_at = excluded.updated_at";
+         updated_at = excluded.updated_at",
+    delete_sql: "DELETE FROM groups WHERE id = ?1",
+    select_sql: "SELECT id, definition FROM groups ORDER BY id",
+    save_operation: "save the group",
+    delete_operation: "delete the group",
+    list_operation: "list the groups",
+    read_operation: "read a group row",
+};
 
 #[derive(Serialize, Deserialize)]
 struct StoredGroup {
@@ -102,46 +110,22 @@ impl SqliteStore {
                 reason: error.to_string(),
             }
         })?;
-        let id = spec.id.as_str().to_owned();
-        let strategy = spec.strategy.as_str();
-        self.run_blocking(move |connection| {
-            connection
-                .execute(UPSERT_SQL, params![id, strategy, definition])
-                .map_err(StoreError::sqlite("save the group"))?;
-            Ok(())
-        })
+        self.upsert_definition(
+            &GROUPS,
+            spec.id.as_str().to_owned(),
+            spec.strategy.as_str(),
+            definition,
+        )
         .await
     }
 
     async fn delete_group(&self, id: &ServerId) -> Result<(), StoreError> {
-        let id = id.as_str().to_owned();
-        self.run_blocking(move |connection| {
-            connection
-                .execute("DELETE FROM groups WHERE id = ?1", params![id])
-                .map_err(StoreError::sqlite("delete the group"))?;
-            Ok(())
-        })
-        .await
+        self.delete_definition(&GROUPS, id.as_str().to_owned())
+            .await
     }
 
     async fn load_groups(&self) -> Result<Vec<GroupSpec>, StoreError> {
-        self.run_blocking(|connection| {
-            let mut statement = connection
-                .prepare("SELECT id, definition FROM groups ORDER BY id")
-                .map_err(StoreError::sqlite("list the groups"))?;
-            let rows = statement
-                .query_map([], |row| {
-                    Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
-                })
-                .map_err(StoreError::sqlite("list the groups"))?;
-            let mut specs = Vec::new();
-            for row in rows {
-                let (id, definition) = row.map_err(StoreError::sqlite("read a group row"))?;
-                specs.push(decode_row(id, &definition)?);
-            }
-            Ok(specs)
-        })
-        .await
+        self.load_definitions(&GROUPS, decode_row).await
     }
 }
 

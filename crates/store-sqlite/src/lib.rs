@@ -20,6 +20,7 @@
 //! [`SqliteStore::reload_api_keys`] or the next open. The database never holds a raw key.
 
 mod auth;
+mod definitions;
 mod error;
 mod groups;
 mod schema;

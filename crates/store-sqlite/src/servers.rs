@@ -11,9 +11,9 @@ use async_trait::async_trait;
 use mcpgw_core::{
     LaunchSpec, RepositoryError, ServerId, ServerOrigin, ServerRepository, ServerSpec, Tool,
 };
-use rusqlite::params;
 use serde::{Deserialize, Serialize};
 
+use crate::definitions::DefinitionTable;
 use crate::error::StoreError;
 use crate::store::SqliteStore;
 
@@ -21,10 +21,18 @@ const TABLE: &str = "mcp_servers";
 
 // SQLite's own clock stamps the rows: the port passes no time, and these columns are for
 // operators reading the file, not for the domain.
-const UPSERT_SQL: &str = "INSERT INTO mcp_servers (id, mode, definition, created_at, updated_at)
+static SERVERS: DefinitionTable = DefinitionTable {
+    upsert_sql: "INSERT INTO mcp_servers (id, mode, definition, created_at, updated_at)
      VALUES (?1, ?2, ?3, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
      ON CONFLICT (id) DO UPDATE SET
-         mode = excluded.mode, definition = excluded.definition, updated_at = excluded.updated_at";
+         mode = excluded.mode, definition = excluded.definition, updated_at = excluded.updated_at",
+    delete_sql: "DELETE FROM mcp_servers WHERE id = ?1",
+    select_sql: "SELECT id, definition FROM mcp_servers ORDER BY id",
+    save_operation: "save the mcp server",
+    delete_operation: "delete the mcp server",
+    list_operation: "list the mcp servers",
+    read_operation: "read an mcp server row",
+};
 
 #[derive(Serialize, Deserialize)]
 struct StoredServer {
@@ -199,46 +207,22 @@ impl SqliteStore {
                     reason: error.to_string(),
                 }
             })?;
-        let id = spec.id.as_str().to_owned();
-        let mode = spec.mode();
-        self.run_blocking(move |connection| {
-            connection
-                .execute(UPSERT_SQL, params![id, mode, definition])
-                .map_err(StoreError::sqlite("save the mcp server"))?;
-            Ok(())
-        })
+        self.upsert_definition(
+            &SERVERS,
+            spec.id.as_str().to_owned(),
+            spec.mode(),
+            definition,
+        )
         .await
     }
 
     async fn delete_server(&self, id: &ServerId) -> Result<(), StoreError> {
-        let id = id.as_str().to_owned();
-        self.run_blocking(move |connection| {
-            connection
-                .execute("DELETE FROM mcp_servers WHERE id = ?1", params![id])
-                .map_err(StoreError::sqlite("delete the mcp server"))?;
-            Ok(())
-        })
-        .await
+        self.delete_definition(&SERVERS, id.as_str().to_owned())
+            .await
     }
 
     async fn load_servers(&self) -> Result<Vec<ServerSpec>, StoreError> {
-        self.run_blocking(|connection| {
-            let mut statement = connection
-                .prepare("SELECT id, definition FROM mcp_servers ORDER BY id")
-                .map_err(StoreError::sqlite("list the mcp servers"))?;
-            let rows = statement
-                .query_map([], |row| {
-                    Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
-                })
-                .map_err(StoreError::sqlite("list the mcp servers"))?;
-            let mut specs = Vec::new();
-            for row in rows {
-                let (id, definition) = row.map_err(StoreError::sqlite("read an mcp server row"))?;
-                specs.push(decode_row(id, &definition)?);
-            }
-            Ok(specs)
-        })
-        .await
+        self.load_definitions(&SERVERS, decode_row).await
     }
 }
 

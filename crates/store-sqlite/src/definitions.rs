@@ -1,0 +1,82 @@
+//! Tables that keep one JSON definition per id (servers, groups): the shared writes and reads.
+//!
+//! Each such table has `id` (the primary key), one short column an operator can read at a
+//! glance (a server's mode, a group's strategy), `definition` (the JSON document, in the
+//! table's own file format) and `created_at` / `updated_at` stamped by SQLite's clock.
+
+use rusqlite::params;
+
+use crate::error::StoreError;
+use crate::store::SqliteStore;
+
+/// The statements of one definitions table, and how its failures are named.
+pub(crate) struct DefinitionTable {
+    /// `INSERT ... ON CONFLICT (id) DO UPDATE` with `?1` id, `?2` the short column, `?3` the
+    /// definition.
+    pub upsert_sql: &'static str,
+    /// `DELETE ... WHERE id = ?1`.
+    pub delete_sql: &'static str,
+    /// `SELECT id, definition ... ORDER BY id`.
+    pub select_sql: &'static str,
+    pub save_operation: &'static str,
+    pub delete_operation: &'static str,
+    pub list_operation: &'static str,
+    pub read_operation: &'static str,
+}
+
+impl SqliteStore {
+    pub(crate) async fn upsert_definition(
+        &self,
+        table: &'static DefinitionTable,
+        id: String,
+        summary: &'static str,
+        definition: String,
+    ) -> Result<(), StoreError> {
+        self.run_blocking(move |connection| {
+            connection
+                .execute(table.upsert_sql, params![id, summary, definition])
+                .map_err(StoreError::sqlite(table.save_operation))?;
+            Ok(())
+        })
+        .await
+    }
+
+    pub(crate) async fn delete_definition(
+        &self,
+        table: &'static DefinitionTable,
+        id: String,
+    ) -> Result<(), StoreError> {
+        self.run_blocking(move |connection| {
+            connection
+                .execute(table.delete_sql, params![id])
+                .map_err(StoreError::sqlite(table.delete_operation))?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Every row in id order, each decoded by `decode(id, definition)`.
+    pub(crate) async fn load_definitions<T: Send + 'static>(
+        &self,
+        table: &'static DefinitionTable,
+        decode: fn(String, &str) -> Result<T, StoreError>,
+    ) -> Result<Vec<T>, StoreError> {
+        self.run_blocking(move |connection| {
+            let mut statement = connection
+                .prepare(table.select_sql)
+                .map_err(StoreError::sqlite(table.list_operation))?;
+            let rows = statement
+                .query_map([], |row| {
+                    Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+                })
+                .map_err(StoreError::sqlite(table.list_operation))?;
+            let mut decoded = Vec::new();
+            for row in rows {
+                let (id, definition) = row.map_err(StoreError::sqlite(table.read_operation))?;
+                decoded.push(decode(id, &definition)?);
+            }
+            Ok(decoded)
+        })
+        .await
+    }
+}
