@@ -39,6 +39,7 @@ const ADAPTER_CRATES: &[&str] = &[
     "mcpgw-store-sqlite",
     "mcpgw-oidc",
     "mcpgw-policy-opa",
+    "mcpgw-ratelimit",
 ];
 const TEST_SUPPORT_CRATES: &[&str] = &["mcpgw-testkit"];
 const BINARY_PACKAGE: &str = "mcp-gateway";

@@ -15,8 +15,8 @@ use mcpgw_core::{
 use mcpgw_gateway::groups_domain::GroupRepository;
 use mcpgw_gateway::{
     AuthService, AuthSettings, AuthorizedFrontend, CallStats, CompositeLauncher,
-    DEFAULT_HISTORY_PER_SERVER, EventBus, Gateway, GatewayInfo, GroupService, HistoryRecorder,
-    StdioLauncher, TokioClock, TokioSpawner, ToolCatalog,
+    DEFAULT_HISTORY_PER_SERVER, EventBus, Gateway, GatewayInfo, GroupService, StdioLauncher,
+    TokioClock, TokioSpawner, ToolCatalog,
 };
 
 use crate::cli::Cli;
@@ -164,7 +164,7 @@ fn assemble(
     events.add_observer(catalog.observer());
     runtime.spawn(catalog.clone().run_change_notifier());
     let history = Arc::new(InMemoryInvocationHistory::new(DEFAULT_HISTORY_PER_SERVER));
-    events.add_observer(Arc::new(HistoryRecorder::new(history.clone())));
+    events.add_observer(history.clone());
     let call_stats = Arc::new(CallStats::new());
     events.add_observer(call_stats.clone());
     // Over HTTP, what a caller may list and call follows its permissions and the tool access

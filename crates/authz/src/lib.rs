@@ -21,6 +21,7 @@
 //! - [`ApiKeyRecord`], [`NewApiKey`], [`PresentedApiKey`]: keys `mcp_` + base64url(32 bytes).
 //! - [`ToolAccessPolicy`] at a [`PolicyAddress`], checked along an [`AccessPath`].
 //! - [`Authorizer`]: [`Identity`] + [`Permission`] (+ [`AccessPath`]) → [`Decision`].
+//! - [`RateLimitPolicy`] and the [`RateLimiter`] port: token buckets per caller (and tool).
 //!
 //! The built-in roles grant exactly what the seed says (the union of its two lists):
 //!
@@ -47,6 +48,7 @@ mod permission;
 mod policy;
 mod ports;
 mod principal;
+mod rate_limit;
 mod role;
 mod scope;
 
@@ -75,6 +77,9 @@ pub use ports::{
 pub use principal::{
     ANONYMOUS_USER_NAME, PRINCIPAL_NAME_MAX_BYTES, Principal, PrincipalError, PrincipalKind,
     PrincipalPattern,
+};
+pub use rate_limit::{
+    RateLimitCaller, RateLimitDecision, RateLimitKey, RateLimitPolicy, RateLimitScope, RateLimiter,
 };
 pub use role::{
     BuiltInRole, ROLE_DESCRIPTION_MAX_BYTES, ROLE_MAX_GRANTS, ROLE_NAME_MAX_LEN, Role, RoleBook,

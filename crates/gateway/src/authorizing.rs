@@ -104,6 +104,7 @@ pub fn caller_of(identity: &Identity) -> Caller {
         groups: identity.groups.iter().map(ToString::to_string).collect(),
         tenant: identity.tenant.as_ref().map(ToString::to_string),
         key_role: identity.key_role.as_ref().map(ToString::to_string),
+        address: None,
     }
 }
 

@@ -33,6 +33,15 @@ impl EventBus {
         }
     }
 
+    /// Numbers the next events after `last_event_id` (the largest id of a persistent event
+    /// log), so that ids stay unique across restarts.
+    #[must_use]
+    pub fn continuing_after(self, last_event_id: u64) -> Self {
+        self.next_id
+            .store(last_event_id.saturating_add(1), Ordering::Relaxed);
+        self
+    }
+
     /// Also hands every event, with its id, to `observer` (the invocation history, an event
     /// log), inline and in order.
     pub fn add_observer(&self, observer: Arc<dyn EventObserver>) {

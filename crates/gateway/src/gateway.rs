@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use mcpgw_core::{
-    Clock, InMemoryInvocationHistory, InvocationHistory, McpFrontend, MonoTime, ServerManager,
+    Clock, EventLog, InMemoryInvocationHistory, InvocationHistory, McpFrontend, MonoTime,
+    ServerManager,
 };
 
 /// Facts about the running gateway that the API reports.
@@ -29,6 +30,7 @@ pub struct Gateway {
     frontend: Option<Arc<dyn McpFrontend>>,
     groups: Option<Arc<crate::GroupService>>,
     call_stats: Option<Arc<crate::CallStats>>,
+    event_log: Option<Arc<dyn EventLog>>,
 }
 
 /// How many invocations per server the default in-memory history keeps.
@@ -57,15 +59,32 @@ impl Gateway {
             frontend: None,
             groups: None,
             call_stats: None,
+            event_log: None,
         }
     }
 
     /// Uses `history` for the tool invocation history (the default keeps the most recent
-    /// invocations of each server in memory). Feed it with a [`crate::HistoryRecorder`].
+    /// invocations of each server in memory). Add it to the event bus as an observer
+    /// too, so that it sees every invocation.
     #[must_use]
     pub fn with_history(mut self, history: Arc<dyn InvocationHistory>) -> Self {
         self.history = history;
         self
+    }
+
+    /// Keeps the persistent event log `log` (register it on the event bus as an observer, and
+    /// number the bus's events after [`EventLog::last_event_id`]). The tool invocation history
+    /// then reads from it, so it survives restarts.
+    #[must_use]
+    pub fn with_event_log(mut self, log: Arc<dyn EventLog>) -> Self {
+        self.history = log.clone();
+        self.event_log = Some(log);
+        self
+    }
+
+    /// The persistent event log, when the composition keeps one.
+    pub fn event_log(&self) -> Option<&Arc<dyn EventLog>> {
+        self.event_log.as_ref()
     }
 
     /// Sets the MCP front end (the aggregated catalogue) that protocol adapters serve.

@@ -20,8 +20,8 @@ mod catalog;
 mod events;
 mod gateway;
 mod groups;
-mod history;
 mod launcher;
+pub mod metrics;
 mod runtime;
 mod stats;
 
@@ -37,7 +37,6 @@ pub use groups::{
     GroupService, GroupServiceError, GroupUpdate, GroupView, MemberView, SeededRandom,
     group_spec_from_config,
 };
-pub use history::HistoryRecorder;
 pub use launcher::{CompositeLauncher, LaunchFilter, StdioLauncher};
 pub use runtime::{OsSecrets, TokioClock, TokioSpawner, spawn_maintenance};
 pub use stats::{CALL_DURATION_WINDOW, CallStats, CallStatsSnapshot};

@@ -9,7 +9,7 @@ use mcpgw_core::{
     InvocationHistory, LaunchError, ManagerSettings, McpFrontend, ServerId, ServerManager,
     ServerSpec, Tool,
 };
-use mcpgw_gateway::{EventBus, HistoryRecorder, ToolCatalog};
+use mcpgw_gateway::{EventBus, ToolCatalog};
 use mcpgw_testkit::clock::FakeClock;
 use mcpgw_testkit::fakes::{FakeBehaviour, FakeLauncher, TokioSpawner};
 use serde_json::json;
@@ -35,7 +35,7 @@ fn harness(naming: ToolNaming) -> Harness {
     let catalog = ToolCatalog::new(manager.clone(), naming);
     bus.add_observer(catalog.observer());
     let history = Arc::new(InMemoryInvocationHistory::new(100));
-    bus.add_observer(Arc::new(HistoryRecorder::new(history.clone())));
+    bus.add_observer(history.clone());
     tokio::spawn(catalog.clone().run_change_notifier());
     Harness {
         manager,

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use mcpgw_gateway::authz::RateLimiter;
 use mcpgw_gateway::{AuthService, Gateway};
 use metrics_exporter_prometheus::PrometheusHandle;
 
@@ -61,6 +62,7 @@ pub struct ApiState {
     auth: Option<Arc<AuthService>>,
     trusted_proxies: TrustedProxies,
     cors: Option<CorsSettings>,
+    rate_limiter: Option<Arc<dyn RateLimiter>>,
 }
 
 impl std::fmt::Debug for ApiState {
@@ -87,6 +89,7 @@ impl ApiState {
             auth: None,
             trusted_proxies: TrustedProxies::default(),
             cors: None,
+            rate_limiter: None,
         }
     }
 
@@ -130,6 +133,19 @@ impl ApiState {
     pub fn with_cors(mut self, cors: CorsSettings) -> Self {
         self.cors = Some(cors);
         self
+    }
+
+    /// Limits REST requests per caller with `limiter` (and answers 429 `RateLimitExceeded` over
+    /// the limit). Tool calls over `/mcp` are limited by the front end, never here. Without it,
+    /// nothing is limited.
+    #[must_use]
+    pub fn with_rate_limiter(mut self, limiter: Arc<dyn RateLimiter>) -> Self {
+        self.rate_limiter = Some(limiter);
+        self
+    }
+
+    pub fn rate_limiter(&self) -> Option<&Arc<dyn RateLimiter>> {
+        self.rate_limiter.as_ref()
     }
 
     pub fn cors(&self) -> Option<&CorsSettings> {

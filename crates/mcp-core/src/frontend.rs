@@ -25,6 +25,9 @@ pub struct Caller {
     pub tenant: Option<String>,
     /// A role the credential itself carries (an API key made with a role).
     pub key_role: Option<String>,
+    /// The client's network address (behind trusted proxies, the forwarded one): what an
+    /// anonymous caller is told apart by, for rate limits.
+    pub address: Option<std::net::IpAddr>,
 }
 
 impl Caller {

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use serde::Serialize;
 
-use crate::events::{DomainEvent, PublishedEvent};
+use crate::events::{DomainEvent, EventObserver, PublishedEvent};
 use crate::id::ServerId;
 use crate::ports::RepositoryError;
 use crate::time::Timestamp;
@@ -79,14 +79,15 @@ pub struct HistoryPage {
     pub next_cursor: Option<u64>,
 }
 
-/// Where invocation records are kept.
+/// Where invocation records are read from. Implementations are fed by observing the event
+/// stream (they are [`EventObserver`]s too), so there is one way in for every record.
 ///
-/// Contract: `record` never blocks on I/O for long (a persistent store buffers); `page` returns
-/// the records of one server with `event_id < before` (all when `before` is `None`), newest
-/// first, at most `limit` of them, and a `next_cursor` exactly when older records remain.
+/// Contract: `page` returns the records of one server with `event_id < before` (all when
+/// `before` is `None`), newest first, at most `limit` of them, and a `next_cursor` exactly when
+/// older records remain. A record whose event was published before `page` was called is in the
+/// answer (a persistent store finishes its pending writes first).
 #[async_trait]
 pub trait InvocationHistory: Send + Sync {
-    fn record(&self, record: InvocationRecord);
     async fn page(
         &self,
         server: &ServerId,
@@ -118,9 +119,9 @@ impl InMemoryInvocationHistory {
     }
 }
 
-#[async_trait]
-impl InvocationHistory for InMemoryInvocationHistory {
-    fn record(&self, record: InvocationRecord) {
+impl InMemoryInvocationHistory {
+    /// Keeps `record`, dropping the server's oldest one when it already has `per_server`.
+    pub fn record(&self, record: InvocationRecord) {
         let mut records = self
             .records
             .lock()
@@ -131,7 +132,18 @@ impl InvocationHistory for InMemoryInvocationHistory {
         }
         list.push_back(record);
     }
+}
 
+impl EventObserver for InMemoryInvocationHistory {
+    fn observe(&self, published: &PublishedEvent) {
+        if let Some(record) = InvocationRecord::from_event(published) {
+            self.record(record);
+        }
+    }
+}
+
+#[async_trait]
+impl InvocationHistory for InMemoryInvocationHistory {
     async fn page(
         &self,
         server: &ServerId,

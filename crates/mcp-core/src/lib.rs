@@ -12,6 +12,7 @@
 //! so the whole lifecycle can be tested with fakes and a fake clock, without sleeping.
 
 pub mod error;
+pub mod event_log;
 pub mod events;
 pub mod frontend;
 pub mod health;
@@ -26,6 +27,7 @@ pub mod time;
 pub mod tool;
 
 pub use error::{CoreError, ErrorKind};
+pub use event_log::{CompactionReport, EventLog, EventLogError, EventLogStats, EventRetention};
 pub use events::{
     DomainEvent, EVENT_TYPES, EventObserver, EventSink, NullEventSink, PublishedEvent,
 };
