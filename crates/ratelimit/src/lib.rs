@@ -66,6 +66,9 @@ struct Bucket<C: BucketClock> {
     last_seen: Duration,
 }
 
+/// One shard of the bucket map.
+type Shard<C> = Mutex<HashMap<Box<str>, Bucket<C>>>;
+
 /// [`RateLimiter`] over one token bucket per key.
 pub struct TokenBuckets<C: BucketClock = ProcessClock> {
     policy: RateLimitPolicy,
@@ -73,7 +76,7 @@ pub struct TokenBuckets<C: BucketClock = ProcessClock> {
     idle_after: Duration,
     clock: C,
     hasher: RandomState,
-    shards: Box<[Mutex<HashMap<Box<str>, Bucket<C>>>]>,
+    shards: Box<[Shard<C>]>,
 }
 
 impl<C: BucketClock> std::fmt::Debug for TokenBuckets<C> {
@@ -110,7 +113,7 @@ impl<C: BucketClock> TokenBuckets<C> {
         }
     }
 
-    fn shard(&self, key: &str) -> &Mutex<HashMap<Box<str>, Bucket<C>>> {
+    fn shard(&self, key: &str) -> &Shard<C> {
         let index = self.hasher.hash_one(key) as usize % self.shards.len();
         &self.shards[index]
     }
