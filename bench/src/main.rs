@@ -87,6 +87,8 @@ fn start_gateway(binary: &Path, config: &Path, data_dir: &Path) -> anyhow::Resul
         .arg("--data-dir")
         .arg(data_dir)
         .env("MCP_LOG", "warn")
+        // The scenarios measure throughput, which rate limits would cap.
+        .env("MCP_RATE_LIMIT_RPS", "0")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -25,6 +25,8 @@ use crate::cli::Cli;
 const STOP_GRACE: Duration = Duration::from_secs(3);
 /// How often health checks, idle reaping and restarts are considered.
 const MAINTENANCE_PERIOD: Duration = Duration::from_secs(1);
+/// How often idle rate-limit buckets are forgotten.
+const BUCKET_EVICTION_PERIOD: Duration = Duration::from_secs(5);
 
 /// Everything the gateway is made of, before it starts serving.
 struct Assembled {
@@ -35,6 +37,7 @@ struct Assembled {
     events: Arc<EventBus>,
     auth: Arc<AuthService>,
     store: Arc<mcpgw_store_sqlite::SqliteStore>,
+    rate_limiter: Arc<dyn mcpgw_gateway::authz::RateLimiter>,
 }
 
 /// How often API keys are read again from the database, for keys that another process (the
@@ -81,7 +84,7 @@ pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
         assembled.catalog.probe_unknown_tools();
         anyhow::Ok(())
     })?;
-    let (maintenance, group_recovery, key_reload) = {
+    let (maintenance, group_recovery, key_reload, bucket_eviction) = {
         let _entered = core_runtime.enter();
         (
             mcpgw_gateway::spawn_maintenance(
@@ -93,6 +96,10 @@ pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
                 .auth
                 .enabled
                 .then(|| spawn_key_reload(assembled.store.clone())),
+            mcpgw_gateway::spawn_rate_limit_eviction(
+                assembled.rate_limiter.clone(),
+                BUCKET_EVICTION_PERIOD,
+            ),
         )
     };
 
@@ -104,6 +111,7 @@ pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
 
     maintenance.abort();
     group_recovery.abort();
+    bucket_eviction.abort();
     if let Some(key_reload) = key_reload {
         key_reload.abort();
     }
@@ -167,9 +175,16 @@ fn assemble(
     events.add_observer(history.clone());
     let call_stats = Arc::new(CallStats::new());
     events.add_observer(call_stats.clone());
+    let rate_limiter: Arc<dyn mcpgw_gateway::authz::RateLimiter> = Arc::new(
+        mcpgw_ratelimit::TokenBuckets::new(rate_limit_policy(config)?),
+    );
     // Over HTTP, what a caller may list and call follows its permissions and the tool access
-    // policies (a no-op while auth is off).
-    let frontend: Arc<dyn McpFrontend> = AuthorizedFrontend::new(catalog.clone(), auth.clone());
+    // policies (a no-op while auth is off), and tool calls count against rate limits.
+    let frontend: Arc<dyn McpFrontend> = AuthorizedFrontend::with_rate_limiter(
+        catalog.clone(),
+        auth.clone(),
+        rate_limiter.clone(),
+    );
 
     let gateway = Gateway::new(
         manager,
@@ -190,7 +205,59 @@ fn assemble(
         events,
         auth,
         store,
+        rate_limiter,
     })
+}
+
+/// The rate-limit policy: the `rate_limit` section, with `MCP_RATE_LIMIT_RPS` and
+/// `MCP_RATE_LIMIT_BURST` winning over it. A value that is not a number stops the start with
+/// the reason rather than running with limits nobody asked for.
+fn rate_limit_policy(
+    config: &GatewayConfig,
+) -> anyhow::Result<mcpgw_gateway::authz::RateLimitPolicy> {
+    let mut policy = mcpgw_gateway::authz::RateLimitPolicy {
+        requests_per_second: config.rate_limit.rps,
+        burst: config.rate_limit.burst,
+    };
+    if let Some(raw) = non_empty_variable("MCP_RATE_LIMIT_RPS") {
+        policy.requests_per_second = raw
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|rps| rps.is_finite() && *rps >= 0.0)
+            .with_context(|| {
+                format!(
+                    "MCP_RATE_LIMIT_RPS must be a number of requests per second, 0 or more \
+                     (0 turns rate limiting off), got `{raw}`"
+                )
+            })?;
+    }
+    if let Some(raw) = non_empty_variable("MCP_RATE_LIMIT_BURST") {
+        policy.burst = raw
+            .trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|burst| *burst >= 1)
+            .with_context(|| {
+                format!("MCP_RATE_LIMIT_BURST must be a whole number, 1 or more, got `{raw}`")
+            })?;
+    }
+    if policy.is_enabled() {
+        tracing::info!(
+            rps = policy.requests_per_second,
+            burst = policy.burst,
+            "rate limiting is on"
+        );
+    } else {
+        tracing::info!("rate limiting is off");
+    }
+    Ok(policy)
+}
+
+fn non_empty_variable(name: &str) -> Option<String> {
+    std::env::var(name)
+        .ok()
+        .filter(|value| !value.trim().is_empty())
 }
 
 /// Authentication and authorization as the `auth` section says: API keys in the store, bearer
@@ -367,7 +434,9 @@ fn serve_http(cli: &Cli, config: &GatewayConfig, assembled: &Assembled) -> anyho
         None => state,
     };
     let event_streams = mcpgw_http_actix::EventStreams::new(assembled.events.clone());
-    let state = state.with_events(event_streams.clone());
+    let state = state
+        .with_events(event_streams.clone())
+        .with_rate_limiter(assembled.rate_limiter.clone());
 
     actix_web::rt::System::new().block_on(async {
         let server = mcpgw_http_actix::build_server(state, listener, &http_settings)
@@ -431,16 +500,11 @@ async fn serve_stdio(assembled: &Assembled) -> anyhow::Result<()> {
 /// CORS from `MCP_CORS_ORIGINS`, `MCP_CORS_METHODS` and `MCP_CORS_HEADERS`; off while
 /// `MCP_CORS_ORIGINS` is unset or empty. A bad value stops the start with the reason.
 fn cors_settings() -> anyhow::Result<Option<mcpgw_http_actix::CorsSettings>> {
-    let variable = |name: &str| {
-        std::env::var(name)
-            .ok()
-            .filter(|value| !value.trim().is_empty())
-    };
-    let Some(origins) = variable("MCP_CORS_ORIGINS") else {
+    let Some(origins) = non_empty_variable("MCP_CORS_ORIGINS") else {
         return Ok(None);
     };
-    let methods = variable("MCP_CORS_METHODS");
-    let headers = variable("MCP_CORS_HEADERS");
+    let methods = non_empty_variable("MCP_CORS_METHODS");
+    let headers = non_empty_variable("MCP_CORS_HEADERS");
     let settings =
         mcpgw_http_actix::CorsSettings::parse(&origins, methods.as_deref(), headers.as_deref())
             .map_err(|error| anyhow::anyhow!("invalid CORS settings: {error}"))?;

@@ -6,12 +6,22 @@
 //! `prompts/get`, `resources/read`) need `tool:invoke`, and a tool the caller may not use is
 //! answered exactly like an unknown one, with an `AuthorizationDenied` event recording it.
 //! With authentication off, every call passes straight through.
+//!
+//! With a [`RateLimiter`], a call to a known tool also takes a token from the caller's bucket
+//! for that tool (the principal's, or the client address's when anonymous), and is answered
+//! [`FrontendErrorKind::RateLimited`] with the wait when there is none. Unknown names never
+//! reach the limiter, so callers cannot grow it with made-up tool names.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use mcpgw_authz::{Identity, Permission, Principal, RoleName, TenantId};
-use mcpgw_core::{CallContext, Caller, FrontendError, McpFrontend, Tool, ToolCallOutcome};
+use mcpgw_authz::{
+    Identity, Permission, Principal, RateLimitCaller, RateLimitKey, RateLimitScope, RateLimiter,
+    RoleName, TenantId,
+};
+use mcpgw_core::{
+    CallContext, Caller, FrontendError, FrontendErrorKind, McpFrontend, Tool, ToolCallOutcome,
+};
 use serde_json::{Map, Value};
 use tokio::sync::watch;
 
@@ -22,6 +32,7 @@ use crate::catalog::ToolCatalog;
 pub struct AuthorizedFrontend {
     catalog: Arc<ToolCatalog>,
     auth: Arc<AuthService>,
+    limiter: Option<Arc<dyn RateLimiter>>,
 }
 
 impl std::fmt::Debug for AuthorizedFrontend {
@@ -32,7 +43,56 @@ impl std::fmt::Debug for AuthorizedFrontend {
 
 impl AuthorizedFrontend {
     pub fn new(catalog: Arc<ToolCatalog>, auth: Arc<AuthService>) -> Arc<Self> {
-        Arc::new(Self { catalog, auth })
+        Arc::new(Self {
+            catalog,
+            auth,
+            limiter: None,
+        })
+    }
+
+    /// Like [`AuthorizedFrontend::new`], and limits tool calls per caller and tool with
+    /// `limiter`.
+    pub fn with_rate_limiter(
+        catalog: Arc<ToolCatalog>,
+        auth: Arc<AuthService>,
+        limiter: Arc<dyn RateLimiter>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            catalog,
+            auth,
+            limiter: Some(limiter),
+        })
+    }
+
+    /// Takes a token for `caller`'s call of the tool `name`, when there is a limiter and the
+    /// name is one the catalogue knows.
+    fn admit_rate(&self, caller: &Caller, name: &str) -> Result<(), FrontendError> {
+        let Some(limiter) = self.limiter.as_ref() else {
+            return Ok(());
+        };
+        if !limiter.policy().is_enabled() || self.catalog.access_path(name).is_none() {
+            return Ok(());
+        }
+        let who = RateLimitCaller::of(caller.principal.as_deref(), caller.address);
+        let decision = limiter.check(&RateLimitKey {
+            scope: RateLimitScope::ToolCall,
+            caller: &who,
+            tool: Some(name),
+        });
+        if decision.allowed {
+            return Ok(());
+        }
+        metrics::counter!(
+            crate::metrics::RATE_LIMIT_HITS_TOTAL,
+            "scope" => RateLimitScope::ToolCall.as_str()
+        )
+        .increment(1);
+        Err(FrontendError::new(
+            FrontendErrorKind::RateLimited {
+                retry_after_ms: decision.retry_after_millis(),
+            },
+            format!("rate limit exceeded for tool `{name}`"),
+        ))
     }
 
     fn enforced(&self) -> bool {
@@ -136,6 +196,7 @@ impl McpFrontend for AuthorizedFrontend {
         if self.enforced() && !self.may_invoke(identity_of(caller).as_ref(), name).await {
             return Err(FrontendError::unknown("tool", name));
         }
+        self.admit_rate(caller, name)?;
         self.catalog.call_tool(caller, name, arguments, ctx).await
     }
 

@@ -38,7 +38,9 @@ pub use groups::{
     group_spec_from_config,
 };
 pub use launcher::{CompositeLauncher, LaunchFilter, StdioLauncher};
-pub use runtime::{OsSecrets, TokioClock, TokioSpawner, spawn_maintenance};
+pub use runtime::{
+    OsSecrets, TokioClock, TokioSpawner, spawn_maintenance, spawn_rate_limit_eviction,
+};
 pub use stats::{CALL_DURATION_WINDOW, CallStats, CallStatsSnapshot};
 
 pub use mcpgw_authz as authz;

@@ -78,6 +78,29 @@ pub fn spawn_maintenance(manager: ServerManager, period: Duration) -> tokio::tas
     })
 }
 
+/// Forgets idle rate-limit buckets every `period` (the contract checks at least every 5 s), so
+/// memory follows the callers seen recently, not every caller ever seen.
+pub fn spawn_rate_limit_eviction(
+    limiter: std::sync::Arc<dyn mcpgw_authz::RateLimiter>,
+    period: Duration,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(period);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            let evicted = limiter.evict_idle();
+            if evicted > 0 {
+                tracing::debug!(
+                    evicted,
+                    tracked = limiter.tracked(),
+                    "idle rate-limit buckets forgotten"
+                );
+            }
+        }
+    })
+}
+
 /// The operating system's random source for API keys, read from `/dev/urandom` (which never
 /// blocks once the system has booted).
 #[derive(Debug, Default, Clone, Copy)]

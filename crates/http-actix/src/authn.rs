@@ -176,13 +176,7 @@ pub async fn authenticate(
     };
 
     let credentials = credentials_of(&request, &auth);
-    let client = state.trusted_proxies().client_address(
-        request.peer_addr().map(|peer| peer.ip()),
-        request
-            .headers()
-            .get("x-forwarded-for")
-            .and_then(|value| value.to_str().ok()),
-    );
+    let client = crate::rate_limit::client_address(&state, request.request());
     let identity = match auth.authenticate(credentials, client).await {
         Ok(identity) => identity,
         Err(error) => {
@@ -210,7 +204,9 @@ pub async fn authenticate(
             }
         }
     }
-    request.extensions_mut().insert(caller_of(&identity));
+    let mut caller = caller_of(&identity);
+    caller.address = client;
+    request.extensions_mut().insert(caller);
     request.extensions_mut().insert(identity);
     next.call(request)
         .await

@@ -27,6 +27,7 @@ mod groups;
 mod mcp_endpoint;
 mod openapi;
 mod probes;
+mod rate_limit;
 mod servers;
 mod state;
 mod system;
@@ -44,6 +45,7 @@ pub use error::{
     ApiError, ErrorEnvelope, names as error_names, route_not_found, status_and_name_of,
 };
 pub use mcp_endpoint::{MCP_ALLOWED_METHODS, MCP_PATH, McpHttpHandler, McpResponseBody};
+pub use rate_limit::{RATE_LIMIT_LIMIT_HEADER, RATE_LIMIT_REMAINING_HEADER};
 pub use openapi::{ApiDoc, DOCS_PATH, OPENAPI_PATH, openapi_document};
 pub use servers::{DEFAULT_HISTORY_LIMIT, DEFAULT_LOG_LINES, MAX_HISTORY_LIMIT, MAX_LOG_LINES};
 pub use state::{ApiState, HttpSettings};
@@ -241,9 +243,9 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: ApiState) {
     .default_service(web::to(route_not_found));
 }
 
-/// The whole application: every route, the envelope 404, authentication, CORS outside it (so
-/// that a 401 carries CORS headers too and preflights need no credentials), and request metrics
-/// around all of it.
+/// The whole application: every route, the envelope 404, rate limits inside authentication,
+/// CORS outside it (so that a 401 carries CORS headers too and preflights need no credentials),
+/// and request metrics around all of it.
 pub fn app(
     state: ApiState,
 ) -> App<
@@ -259,6 +261,8 @@ pub fn app(
         // The authentication middleware reads the state before routing.
         .app_data(web::Data::new(state.clone()))
         .configure(|cfg| configure(cfg, state))
+        // Inside authentication: the REST bucket is the authenticated caller's.
+        .wrap(actix_web::middleware::from_fn(rate_limit::limit_rate))
         .wrap(actix_web::middleware::from_fn(authn::authenticate))
         .wrap(actix_web::middleware::from_fn(cors::cors))
         .wrap(RequestMetrics)

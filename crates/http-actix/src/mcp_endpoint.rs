@@ -316,15 +316,18 @@ async fn forward(
     };
     let body = read_body(&request, payload, state.settings().max_mcp_body_bytes).await?;
     let mut standard = standard_request(&request, body)?;
-    // Who is calling, as the authentication middleware found: the MCP layer reads it from the
-    // request's extensions.
-    if let Some(caller) = request
+    // Who is calling, as the authentication middleware found (nobody in particular while
+    // authentication is off), and from where: the MCP layer reads it from the request's
+    // extensions, and tool-call rate limits tell anonymous callers apart by address.
+    let mut caller = request
         .extensions()
         .get::<mcpgw_gateway::core::Caller>()
         .cloned()
-    {
-        standard.extensions_mut().insert(caller);
+        .unwrap_or_default();
+    if caller.address.is_none() {
+        caller.address = crate::rate_limit::client_address(&state, &request);
     }
+    standard.extensions_mut().insert(caller);
     let response = handler(standard).await;
     Ok(actix_response(response))
 }

@@ -97,7 +97,74 @@ pub fn openapi_document(version: &str) -> utoipa::openapi::OpenApi {
     let mut document = ApiDoc::openapi();
     version.clone_into(&mut document.info.version);
     declare_security(&mut document);
+    declare_rate_limits(&mut document);
     document
+}
+
+/// Every REST operation may answer 429 when its caller's bucket is empty (`docs/operations.md`),
+/// with `Retry-After`; its answers carry `X-RateLimit-Limit` and `X-RateLimit-Remaining` while
+/// rate limiting is on.
+fn declare_rate_limits(document: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::header::HeaderBuilder;
+    use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder, Type};
+    let integer_header = |description: &str| {
+        HeaderBuilder::new()
+            .schema(Some(
+                utoipa::openapi::ObjectBuilder::new().schema_type(Type::Integer),
+            ))
+            .description(Some(description))
+            .build()
+    };
+    let limit = integer_header("The capacity of the caller's bucket (the burst)");
+    let remaining = integer_header("Whole requests left in the caller's bucket; 0 on a 429");
+    let too_many = ResponseBuilder::new()
+        .description("The caller's rate limit is exceeded; retry after `Retry-After` seconds")
+        .header(
+            "Retry-After",
+            integer_header("Seconds until a request will be let through"),
+        )
+        .header("X-RateLimit-Limit", limit.clone())
+        .header("X-RateLimit-Remaining", remaining.clone())
+        .content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("ErrorEnvelope")))
+                .build(),
+        )
+        .build();
+    for (path, item) in &mut document.paths.paths {
+        if !path.starts_with("/api/") {
+            continue;
+        }
+        for operation in [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            for (status, response) in &mut operation.responses.responses {
+                if let (true, utoipa::openapi::RefOr::T(response)) =
+                    (status.starts_with('2'), response)
+                {
+                    response
+                        .headers
+                        .insert("X-RateLimit-Limit".to_owned(), limit.clone().into());
+                    response
+                        .headers
+                        .insert("X-RateLimit-Remaining".to_owned(), remaining.clone().into());
+                }
+            }
+            operation
+                .responses
+                .responses
+                .entry("429".to_owned())
+                .or_insert_with(|| too_many.clone().into());
+        }
+    }
 }
 
 /// The credentials of `/api/*` and `/mcp` when auth is enabled (`docs/auth.md`): an API key in
