@@ -9,14 +9,13 @@ use std::time::Duration;
 use anyhow::Context as _;
 use mcpgw_config::GatewayConfig;
 use mcpgw_core::{
-    Clock, EventSink, InMemoryInvocationHistory, LaunchSpec, ManagerSettings, McpFrontend,
-    ServerLauncher, ServerManager, ServerRepository, ServerSpec,
+    Clock, EventLog, EventSink, LaunchSpec, ManagerSettings, McpFrontend, ServerLauncher,
+    ServerManager, ServerRepository, ServerSpec,
 };
 use mcpgw_gateway::groups_domain::GroupRepository;
 use mcpgw_gateway::{
-    AuthService, AuthSettings, AuthorizedFrontend, CallStats, CompositeLauncher,
-    DEFAULT_HISTORY_PER_SERVER, EventBus, Gateway, GatewayInfo, GroupService, StdioLauncher,
-    TokioClock, TokioSpawner, ToolCatalog,
+    AuthService, AuthSettings, AuthorizedFrontend, CallStats, CompositeLauncher, EventBus, Gateway,
+    GatewayInfo, GroupService, StdioLauncher, TokioClock, TokioSpawner, ToolCatalog,
 };
 
 use crate::cli::Cli;
@@ -37,6 +36,7 @@ struct Assembled {
     events: Arc<EventBus>,
     auth: Arc<AuthService>,
     store: Arc<mcpgw_store_sqlite::SqliteStore>,
+    event_log: Arc<mcpgw_store_sqlite::SqliteEventLog>,
     rate_limiter: Arc<dyn mcpgw_gateway::authz::RateLimiter>,
 }
 
@@ -71,6 +71,11 @@ pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
         .build()
         .context("cannot start the runtime")?;
 
+    if cli.http {
+        // Before anything runs, so that the starts and events of the boot count too.
+        mcpgw_http_actix::install_metrics_recorder()
+            .map_err(|error| anyhow::anyhow!("cannot install the metrics recorder: {error}"))?;
+    }
     let assembled = assemble(cli, &config, config_path, core_runtime.handle())?;
     core_runtime.block_on(async {
         register_servers(&assembled.gateway, &config).await?;
@@ -84,7 +89,7 @@ pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
         assembled.catalog.probe_unknown_tools();
         anyhow::Ok(())
     })?;
-    let (maintenance, group_recovery, key_reload, bucket_eviction) = {
+    let (maintenance, group_recovery, key_reload, bucket_eviction, compaction) = {
         let _entered = core_runtime.enter();
         (
             mcpgw_gateway::spawn_maintenance(
@@ -100,6 +105,12 @@ pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
                 assembled.rate_limiter.clone(),
                 BUCKET_EVICTION_PERIOD,
             ),
+            tokio::spawn(mcpgw_gateway::run_event_log_compaction(
+                assembled.event_log.clone(),
+                config.event_log.retention(),
+                assembled.gateway.servers().clock().clone(),
+                config.event_log.compaction_interval(),
+            )),
         )
     };
 
@@ -112,11 +123,18 @@ pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
     maintenance.abort();
     group_recovery.abort();
     bucket_eviction.abort();
+    compaction.abort();
     if let Some(key_reload) = key_reload {
         key_reload.abort();
     }
     // Every managed server is stopped before the process ends, so nothing is left behind.
-    core_runtime.block_on(assembled.gateway.shutdown());
+    core_runtime.block_on(async {
+        assembled.gateway.shutdown().await;
+        // The stop events of the shutdown are the log's last entries: write them before exiting.
+        if let Err(error) = assembled.event_log.close().await {
+            tracing::error!(%error, "the event log could not be written out at shutdown");
+        }
+    });
     core_runtime.shutdown_timeout(Duration::from_secs(1));
     outcome?;
     Ok(ExitCode::SUCCESS)
@@ -141,7 +159,18 @@ fn assemble(
     );
 
     let clock: Arc<dyn Clock> = Arc::new(TokioClock::default());
-    let events = Arc::new(EventBus::new(4096));
+    // Every event is kept in the persistent log (its own file, so that its writes never wait
+    // on the store's), and ids continue after the last one it holds.
+    let event_log_path = cli.data_dir.join("events.db");
+    let event_log = Arc::new(
+        mcpgw_store_sqlite::SqliteEventLog::open(&event_log_path)
+            .with_context(|| format!("cannot open the event log {}", event_log_path.display()))?,
+    );
+    let last_event_id = runtime
+        .block_on(event_log.last_event_id())
+        .map_err(|error| anyhow::anyhow!("cannot read the event log: {error}"))?;
+    let events = Arc::new(EventBus::new(4096).continuing_after(last_event_id));
+    events.add_observer(event_log.clone());
     let auth = Arc::new(build_auth(
         config,
         store.clone(),
@@ -171,20 +200,16 @@ fn assemble(
     catalog.set_probing(config.probe_tools);
     events.add_observer(catalog.observer());
     runtime.spawn(catalog.clone().run_change_notifier());
-    let history = Arc::new(InMemoryInvocationHistory::new(DEFAULT_HISTORY_PER_SERVER));
-    events.add_observer(history.clone());
     let call_stats = Arc::new(CallStats::new());
     events.add_observer(call_stats.clone());
+    events.add_observer(Arc::new(mcpgw_gateway::EventMetrics::new()));
     let rate_limiter: Arc<dyn mcpgw_gateway::authz::RateLimiter> = Arc::new(
         mcpgw_ratelimit::TokenBuckets::new(rate_limit_policy(config)?),
     );
     // Over HTTP, what a caller may list and call follows its permissions and the tool access
     // policies (a no-op while auth is off), and tool calls count against rate limits.
-    let frontend: Arc<dyn McpFrontend> = AuthorizedFrontend::with_rate_limiter(
-        catalog.clone(),
-        auth.clone(),
-        rate_limiter.clone(),
-    );
+    let frontend: Arc<dyn McpFrontend> =
+        AuthorizedFrontend::with_rate_limiter(catalog.clone(), auth.clone(), rate_limiter.clone());
 
     let gateway = Gateway::new(
         manager,
@@ -193,7 +218,7 @@ fn assemble(
             config_path: config_path.as_ref().map(|path| path.display().to_string()),
         },
     )
-    .with_history(history)
+    .with_event_log(event_log.clone())
     .with_call_stats(call_stats)
     .with_frontend(frontend.clone())
     .with_groups(groups.clone());
@@ -205,6 +230,7 @@ fn assemble(
         events,
         auth,
         store,
+        event_log,
         rate_limiter,
     })
 }
@@ -412,6 +438,7 @@ fn serve_http(cli: &Cli, config: &GatewayConfig, assembled: &Assembled) -> anyho
         .local_addr()
         .context("cannot read the bound address")?;
 
+    // Installed at the start of `serve`; this answers the same handle.
     let metrics = mcpgw_http_actix::install_metrics_recorder()
         .map_err(|error| anyhow::anyhow!("cannot install the metrics recorder: {error}"))?;
     let http_settings = mcpgw_http_actix::HttpSettings {

@@ -27,9 +27,9 @@ pub use error::{ConfigError, ConfigErrorKind, ConfigErrors, ConfigWarning};
 pub use expand::VariableReference;
 pub use schema::{
     ApiKeyConfig, AuthConfig, ConfigReloadConfig, ContainerRuntime, DiscoveryConfig, DiscoveryMode,
-    DiscoverySourceConfig, GatewayConfig, GroupMemberDefinition, GroupStrategy, McpEndpointConfig,
-    OidcConfig, OpaConfig, RateLimitConfig, RoleAssignmentConfig, ServerDefinition, ServerMode,
-    ToolNaming,
+    DiscoverySourceConfig, EventLogConfig, GatewayConfig, GroupMemberDefinition, GroupStrategy,
+    McpEndpointConfig, OidcConfig, OpaConfig, RateLimitConfig, RoleAssignmentConfig,
+    ServerDefinition, ServerMode, ToolNaming,
 };
 
 use locate::{KeyLocator, Position};

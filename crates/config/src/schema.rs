@@ -4,7 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use mcpgw_core::Tool;
+use std::time::Duration;
+
+use mcpgw_core::{EventRetention, Tool};
 use serde::{Deserialize, Serialize};
 
 use crate::de;
@@ -32,6 +34,8 @@ pub struct GatewayConfig {
     pub auth: AuthConfig,
     #[serde(default, deserialize_with = "de::null_as_default")]
     pub rate_limit: RateLimitConfig,
+    #[serde(default, deserialize_with = "de::null_as_default")]
+    pub event_log: EventLogConfig,
     #[serde(default)]
     pub tool_names: ToolNaming,
     /// How long a tool call may take before the gateway answers a timeout.
@@ -70,6 +74,7 @@ impl Default for GatewayConfig {
             discovery: None,
             auth: AuthConfig::default(),
             rate_limit: RateLimitConfig::default(),
+            event_log: EventLogConfig::default(),
             tool_names: ToolNaming::default(),
             tool_timeout_s: GatewayConfig::DEFAULT_TOOL_TIMEOUT_S,
             config_reload: ConfigReloadConfig::default(),
@@ -89,6 +94,7 @@ impl PartialEq for GatewayConfig {
             && self.discovery == other.discovery
             && self.auth == other.auth
             && self.rate_limit == other.rate_limit
+            && self.event_log == other.event_log
             && self.tool_names == other.tool_names
             && self.tool_timeout_s == other.tool_timeout_s
             && self.config_reload == other.config_reload
@@ -497,6 +503,48 @@ impl Default for RateLimitConfig {
         Self {
             rps: 10.0,
             burst: 20,
+        }
+    }
+}
+
+/// The `event_log` section: how much of the persistent event log is kept, and how often
+/// compaction applies it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EventLogConfig {
+    /// Events older than this many days are removed; 0 keeps them whatever their age.
+    pub max_age_days: u64,
+    /// Only the newest this many events are kept; 0 keeps them however many there are.
+    pub max_events: u64,
+    /// Seconds between two compactions.
+    pub compaction_interval_s: u64,
+}
+
+impl EventLogConfig {
+    pub const DEFAULT_MAX_AGE_DAYS: u64 = 7;
+    pub const DEFAULT_MAX_EVENTS: u64 = 1_000_000;
+    pub const DEFAULT_COMPACTION_INTERVAL_S: u64 = 60;
+
+    /// The retention compaction applies: a bound of 0 is no bound.
+    pub fn retention(&self) -> EventRetention {
+        EventRetention {
+            max_age: (self.max_age_days > 0)
+                .then(|| Duration::from_secs(self.max_age_days.saturating_mul(86_400))),
+            max_events: (self.max_events > 0).then_some(self.max_events),
+        }
+    }
+
+    pub fn compaction_interval(&self) -> Duration {
+        Duration::from_secs(self.compaction_interval_s)
+    }
+}
+
+impl Default for EventLogConfig {
+    fn default() -> Self {
+        Self {
+            max_age_days: Self::DEFAULT_MAX_AGE_DAYS,
+            max_events: Self::DEFAULT_MAX_EVENTS,
+            compaction_interval_s: Self::DEFAULT_COMPACTION_INTERVAL_S,
         }
     }
 }

@@ -1394,3 +1394,111 @@ fn the_mcp_endpoint_section_has_defaults_and_refuses_unknown_keys() {
         errors[0].message
     );
 }
+
+// --- event log ---
+
+#[test]
+fn the_event_log_keeps_a_week_and_a_million_events_by_default() {
+    for text in ["", "event_log:\n", "event_log: {}\n"] {
+        let config = parse_ok(text);
+        assert_eq!(
+            config.event_log,
+            EventLogConfig {
+                max_age_days: 7,
+                max_events: 1_000_000,
+                compaction_interval_s: 60
+            },
+            "{text:?}"
+        );
+        assert_eq!(
+            config.event_log.retention(),
+            mcpgw_core::EventRetention {
+                max_age: Some(mcpgw_core::EventRetention::DEFAULT_MAX_AGE),
+                max_events: Some(mcpgw_core::EventRetention::DEFAULT_MAX_EVENTS),
+            }
+        );
+        assert_eq!(
+            config.event_log.compaction_interval(),
+            Duration::from_secs(60)
+        );
+    }
+}
+
+#[test]
+fn event_log_bounds_of_zero_are_no_bounds() {
+    let config =
+        parse_ok("event_log: {max_age_days: 0, max_events: 0, compaction_interval_s: 1}\n");
+    assert_eq!(
+        config.event_log.retention(),
+        mcpgw_core::EventRetention::default()
+    );
+    assert_eq!(
+        config.event_log.compaction_interval(),
+        Duration::from_secs(1)
+    );
+    let config = parse_ok("event_log: {max_age_days: 2, max_events: 500}\n");
+    assert_eq!(
+        config.event_log.retention(),
+        mcpgw_core::EventRetention {
+            max_age: Some(Duration::from_secs(2 * 86_400)),
+            max_events: Some(500),
+        }
+    );
+    assert_eq!(config.event_log.compaction_interval_s, 60);
+    assert_ne!(
+        config,
+        GatewayConfig::default(),
+        "the section counts in equality"
+    );
+}
+
+#[test]
+fn event_log_values_out_of_range_are_reported_at_their_keys() {
+    for (good, bad, path, message) in [
+        (
+            "event_log: {compaction_interval_s: 1}\n",
+            "event_log: {compaction_interval_s: 0}\n",
+            "event_log.compaction_interval_s",
+            "must be between 1 and 86400, got 0",
+        ),
+        (
+            "event_log: {compaction_interval_s: 86400}\n",
+            "event_log: {compaction_interval_s: 86401}\n",
+            "event_log.compaction_interval_s",
+            "must be between 1 and 86400, got 86401",
+        ),
+        (
+            "event_log: {max_age_days: 36500}\n",
+            "event_log: {max_age_days: 36501}\n",
+            "event_log.max_age_days",
+            "must be between 0 and 36500, got 36501",
+        ),
+    ] {
+        parse_ok(good);
+        let error = only_error(bad);
+        assert_eq!(error.kind, ConfigErrorKind::OutOfRange, "{bad}");
+        assert_eq!(
+            (error.line, error.path.as_str(), error.message.as_str()),
+            (Some(1), path, message),
+            "{bad}"
+        );
+    }
+}
+
+#[test]
+fn event_log_unknown_keys_and_wrong_types_are_reported_at_their_keys() {
+    let error = only_error("event_log:\n  max_age: 3\n");
+    assert_eq!(error.kind, ConfigErrorKind::UnknownKey);
+    assert_eq!(
+        (error.line, error.column, error.path.as_str()),
+        (Some(2), Some(3), "event_log.max_age")
+    );
+    assert!(
+        error.message.contains("`max_age_days`"),
+        "{}",
+        error.message
+    );
+    let error = only_error("event_log:\n  max_events: -1\n");
+    assert_eq!(error.kind, ConfigErrorKind::WrongType);
+    assert_eq!(error.path, "event_log.max_events");
+}

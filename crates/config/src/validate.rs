@@ -10,8 +10,8 @@ use mcpgw_core::ServerId;
 use crate::error::ConfigErrorKind;
 use crate::path::KeyPath;
 use crate::schema::{
-    AuthConfig, DiscoveryConfig, DiscoverySourceConfig, GatewayConfig, RateLimitConfig,
-    ServerDefinition, ServerMode,
+    AuthConfig, DiscoveryConfig, DiscoverySourceConfig, EventLogConfig, GatewayConfig,
+    RateLimitConfig, ServerDefinition, ServerMode,
 };
 use crate::suggest::{nearest, quoted_list};
 
@@ -20,6 +20,9 @@ pub(crate) const HEALTH_CHECK_INTERVAL_S: (u64, u64) = (5, 3_600);
 pub(crate) const MAX_CONSECUTIVE_FAILURES: (u64, u64) = (1, 100);
 pub(crate) const TOOL_TIMEOUT_S: (u64, u64) = (1, 86_400);
 pub(crate) const REFRESH_INTERVAL_S: (u64, u64) = (1, 86_400);
+/// A century at most: beyond it the age in microseconds stops fitting the clock's range.
+pub(crate) const EVENT_LOG_MAX_AGE_DAYS: (u64, u64) = (0, 36_500);
+pub(crate) const COMPACTION_INTERVAL_S: (u64, u64) = (1, 86_400);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Finding {
@@ -156,6 +159,11 @@ pub(crate) fn validate_config(config: &GatewayConfig) -> Findings {
     validate_rate_limit(
         &config.rate_limit,
         &KeyPath::root().key("rate_limit"),
+        &mut findings,
+    );
+    validate_event_log(
+        &config.event_log,
+        &KeyPath::root().key("event_log"),
         &mut findings,
     );
     findings.range(
@@ -763,6 +771,19 @@ fn validate_rate_limit(rate_limit: &RateLimitConfig, path: &KeyPath, findings: &
             "must be at least 1, got 0",
         );
     }
+}
+
+fn validate_event_log(event_log: &EventLogConfig, path: &KeyPath, findings: &mut Findings) {
+    findings.range(
+        path.key("max_age_days"),
+        event_log.max_age_days,
+        EVENT_LOG_MAX_AGE_DAYS,
+    );
+    findings.range(
+        path.key("compaction_interval_s"),
+        event_log.compaction_interval_s,
+        COMPACTION_INTERVAL_S,
+    );
 }
 
 /// An absolute http(s) URL with a host. Deliberately small: the adapters parse URLs for real,

@@ -17,6 +17,7 @@
 mod auth;
 mod authorizing;
 mod catalog;
+mod event_log;
 mod events;
 mod gateway;
 mod groups;
@@ -25,12 +26,14 @@ pub mod metrics;
 mod runtime;
 mod stats;
 
+pub use self::metrics::EventMetrics;
 pub use auth::{
     ApiKeySummary, AuthService, AuthServiceError, AuthSettings, CreateKeyRequest, Credentials,
     DEFAULT_API_KEY_HEADER, HeldRole, LockoutPolicy, POLICY_DECIDER_DEADLINE, PermissionCheckView,
 };
 pub use authorizing::{AuthorizedFrontend, caller_of, identity_of};
 pub use catalog::{NAME_SEPARATOR, ToolCatalog};
+pub use event_log::{MIN_COMPACTION_PERIOD, run_event_log_compaction};
 pub use events::EventBus;
 pub use gateway::{DEFAULT_HISTORY_PER_SERVER, Gateway, GatewayInfo};
 pub use groups::{

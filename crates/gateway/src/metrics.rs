@@ -1,8 +1,15 @@
 //! Names of the gateway's Prometheus metrics that the application layer records, through the
-//! `metrics` facade (the HTTP adapter installs the exporter and records the HTTP ones).
+//! `metrics` facade (the HTTP adapter installs the exporter and records the HTTP ones), and
+//! [`EventMetrics`], the event observer that records those that domain events carry.
 //!
 //! Label values come only from bounded sets: server and group ids (the registry), tool names
 //! from the catalogue (never the name a caller sent), event types, states, result words.
+
+use std::collections::HashMap;
+use std::sync::{Arc, PoisonError, RwLock};
+
+use mcpgw_core::{DomainEvent, EventObserver, PublishedEvent, ServerId};
+use metrics::SharedString;
 
 pub const MCP_SERVER_UP: &str = "mcpgw_mcp_server_up";
 pub const MCP_SERVER_STATE: &str = "mcpgw_mcp_server_state";
@@ -20,3 +27,550 @@ pub const EVENTS_PUBLISHED_TOTAL: &str = "mcpgw_events_published_total";
 pub const EVENT_LOG_EVENTS: &str = "mcpgw_event_log_events";
 pub const EVENT_LOG_DROPPED_TOTAL: &str = "mcpgw_event_log_dropped_total";
 pub const EVENT_LOG_COMPACTIONS_TOTAL: &str = "mcpgw_event_log_compactions_total";
+
+/// The value of the `tool` label for tool names beyond [`MAX_TOOL_LABELS_PER_SERVER`]: not a
+/// valid MCP tool name, so it never collides with a real tool.
+pub const OTHER_TOOL_LABEL: &str = "(other)";
+
+/// How many distinct `tool` label values one server may have. Tool names reach the events
+/// through the catalogue's routes, so this bound only matters if an embedder calls the server
+/// manager with names of its own: it keeps the series count bounded even then.
+pub const MAX_TOOL_LABELS_PER_SERVER: usize = 1000;
+
+/// Records the metrics that domain events carry: starts and stops, start durations, tool calls
+/// and their durations, authentication and authorization decisions, and every event by type.
+/// Register it on the event bus as an observer.
+///
+/// Metric handles are looked up on every event, not kept: a handle belongs to the recorder that
+/// was installed when it was made, and the observer is registered before the exporter is. The
+/// label values of servers and tools are kept instead (shared strings, so the per-call cost is
+/// a map lookup and reference counts, not allocations of label strings).
+#[derive(Debug, Default)]
+pub struct EventMetrics {
+    labels: RwLock<HashMap<ServerId, ServerLabels>>,
+}
+
+#[derive(Debug)]
+struct ServerLabels {
+    id: SharedString,
+    tools: HashMap<String, SharedString>,
+}
+
+impl EventMetrics {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The label values of a server and, when given, one of its tools.
+    fn labels_of(&self, server: &ServerId, tool: Option<&str>) -> (SharedString, SharedString) {
+        {
+            let labels = self.labels.read().unwrap_or_else(PoisonError::into_inner);
+            if let Some(known) = labels.get(server) {
+                match tool {
+                    None => return (known.id.clone(), SharedString::const_str("")),
+                    Some(tool) => {
+                        if let Some(value) = known.tools.get(tool) {
+                            return (known.id.clone(), value.clone());
+                        }
+                    }
+                }
+            }
+        }
+        let mut labels = self.labels.write().unwrap_or_else(PoisonError::into_inner);
+        let known = labels
+            .entry(server.clone())
+            .or_insert_with(|| ServerLabels {
+                id: SharedString::from(Arc::<str>::from(server.as_str())),
+                tools: HashMap::new(),
+            });
+        let Some(tool) = tool else {
+            return (known.id.clone(), SharedString::const_str(""));
+        };
+        let value = match known.tools.get(tool) {
+            Some(value) => value.clone(),
+            None if known.tools.len() < MAX_TOOL_LABELS_PER_SERVER => {
+                let value = SharedString::from(Arc::<str>::from(tool));
+                known.tools.insert(tool.to_owned(), value.clone());
+                value
+            }
+            None => SharedString::const_str(OTHER_TOOL_LABEL),
+        };
+        (known.id.clone(), value)
+    }
+
+    /// Forgets the label values of a server that is gone, or the tool values of a server whose
+    /// tool list changed, so that memory follows the registry.
+    fn forget(&self, server: &ServerId, only_tools: bool) {
+        let mut labels = self.labels.write().unwrap_or_else(PoisonError::into_inner);
+        if only_tools {
+            if let Some(known) = labels.get_mut(server) {
+                known.tools.clear();
+            }
+        } else {
+            labels.remove(server);
+        }
+    }
+
+    fn tool_call(&self, server: &ServerId, tool: &str, status: &'static str, duration_ms: f64) {
+        let (server, tool) = self.labels_of(server, Some(tool));
+        metrics::counter!(
+            TOOL_CALLS_TOTAL,
+            "mcp_server_id" => server.clone(),
+            "tool" => tool.clone(),
+            "status" => status,
+        )
+        .increment(1);
+        metrics::histogram!(
+            TOOL_CALL_DURATION_SECONDS,
+            "mcp_server_id" => server,
+            "tool" => tool,
+        )
+        .record(duration_ms / 1000.0);
+    }
+
+    fn stopped(&self, server: &ServerId, reason: &'static str) {
+        metrics::counter!(
+            MCP_SERVER_STOPS_TOTAL,
+            "mcp_server_id" => self.server_id(server),
+            "reason" => reason,
+        )
+        .increment(1);
+    }
+
+    fn server_id(&self, server: &ServerId) -> SharedString {
+        self.labels_of(server, None).0
+    }
+}
+
+impl EventObserver for EventMetrics {
+    fn observe(&self, published: &PublishedEvent) {
+        let event = &published.event;
+        metrics::counter!(EVENTS_PUBLISHED_TOTAL, "event_type" => event.event_type()).increment(1);
+        match event {
+            DomainEvent::ToolInvocationCompleted {
+                mcp_server_id,
+                tool,
+                duration_ms,
+                is_error,
+                ..
+            } => {
+                let status = if *is_error { "tool_error" } else { "success" };
+                self.tool_call(mcp_server_id, tool, status, *duration_ms);
+            }
+            DomainEvent::ToolInvocationFailed {
+                mcp_server_id,
+                tool,
+                duration_ms,
+                error_kind,
+                ..
+            } => self.tool_call(mcp_server_id, tool, error_kind, *duration_ms),
+            DomainEvent::McpServerStarted {
+                mcp_server_id,
+                duration_ms,
+                ..
+            } => {
+                let server = self.server_id(mcp_server_id);
+                metrics::counter!(
+                    MCP_SERVER_STARTS_TOTAL,
+                    "mcp_server_id" => server.clone(),
+                    "result" => "success",
+                )
+                .increment(1);
+                // Precision beyond 2^53 ms is not a concern for a start duration.
+                #[allow(clippy::cast_precision_loss)]
+                let seconds = *duration_ms as f64 / 1000.0;
+                metrics::histogram!(MCP_SERVER_START_DURATION_SECONDS, "mcp_server_id" => server)
+                    .record(seconds);
+            }
+            DomainEvent::McpServerStartFailed { mcp_server_id, .. } => {
+                metrics::counter!(
+                    MCP_SERVER_STARTS_TOTAL,
+                    "mcp_server_id" => self.server_id(mcp_server_id),
+                    "result" => "failure",
+                )
+                .increment(1);
+            }
+            DomainEvent::McpServerStopped {
+                mcp_server_id,
+                reason,
+            } => self.stopped(mcp_server_id, reason),
+            DomainEvent::McpServerCrashed { mcp_server_id, .. } => {
+                self.stopped(mcp_server_id, "crashed");
+            }
+            DomainEvent::McpServerToolsChanged { mcp_server_id, .. } => {
+                self.forget(mcp_server_id, true);
+            }
+            DomainEvent::McpServerRemoved { mcp_server_id } => self.forget(mcp_server_id, false),
+            DomainEvent::AuthenticationSucceeded { .. } => {
+                auth_decision("authentication", "allowed")
+            }
+            DomainEvent::AuthenticationFailed { .. } => auth_decision("authentication", "denied"),
+            DomainEvent::AuthorizationGranted { .. } => auth_decision("authorization", "allowed"),
+            DomainEvent::AuthorizationDenied { .. } => auth_decision("authorization", "denied"),
+            _ => {}
+        }
+    }
+}
+
+fn auth_decision(stage: &'static str, outcome: &'static str) {
+    metrics::counter!(AUTH_DECISIONS_TOTAL, "stage" => stage, "outcome" => outcome).increment(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use mcpgw_core::Timestamp;
+    use metrics::{Counter, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder, Unit};
+
+    use super::*;
+
+    /// A metric's name and its labels, sorted by label name.
+    type Series = (String, BTreeMap<String, String>);
+
+    #[derive(Default)]
+    struct Samples(Mutex<Vec<f64>>);
+
+    impl HistogramFn for Samples {
+        fn record(&self, value: f64) {
+            self.0.lock().unwrap().push(value);
+        }
+    }
+
+    /// Keeps every counter and histogram series in memory, to read back what was recorded.
+    #[derive(Default)]
+    struct MemoryRecorder {
+        counters: Mutex<HashMap<Series, Arc<AtomicU64>>>,
+        histograms: Mutex<HashMap<Series, Arc<Samples>>>,
+    }
+
+    fn series_of(key: &Key) -> Series {
+        (
+            key.name().to_owned(),
+            key.labels()
+                .map(|label| (label.key().to_owned(), label.value().to_owned()))
+                .collect(),
+        )
+    }
+
+    fn series(name: &str, labels: &[(&str, &str)]) -> Series {
+        (
+            name.to_owned(),
+            labels
+                .iter()
+                .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+                .collect(),
+        )
+    }
+
+    impl MemoryRecorder {
+        fn counter(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
+            self.counters
+                .lock()
+                .unwrap()
+                .get(&series(name, labels))
+                .map_or(0, |value| value.load(Ordering::Relaxed))
+        }
+
+        fn samples(&self, name: &str, labels: &[(&str, &str)]) -> Vec<f64> {
+            self.histograms
+                .lock()
+                .unwrap()
+                .get(&series(name, labels))
+                .map(|samples| samples.0.lock().unwrap().clone())
+                .unwrap_or_default()
+        }
+
+        fn label_values(&self, name: &str, label: &str) -> Vec<String> {
+            let mut values: Vec<String> = self
+                .counters
+                .lock()
+                .unwrap()
+                .keys()
+                .filter(|(series, _)| series == name)
+                .filter_map(|(_, labels)| labels.get(label).cloned())
+                .collect();
+            values.sort();
+            values.dedup();
+            values
+        }
+    }
+
+    impl Recorder for MemoryRecorder {
+        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+
+        fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+            let mut counters = self.counters.lock().unwrap();
+            Counter::from_arc(counters.entry(series_of(key)).or_default().clone())
+        }
+
+        fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
+            Gauge::noop()
+        }
+
+        fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
+            let mut histograms = self.histograms.lock().unwrap();
+            Histogram::from_arc(histograms.entry(series_of(key)).or_default().clone())
+        }
+    }
+
+    fn id(raw: &str) -> ServerId {
+        ServerId::parse(raw).unwrap()
+    }
+
+    fn observe_all(recorder: &MemoryRecorder, observer: &EventMetrics, events: Vec<DomainEvent>) {
+        metrics::with_local_recorder(recorder, || {
+            for (event_id, event) in (1..).zip(events) {
+                observer.observe(&PublishedEvent {
+                    event_id,
+                    occurred_at: Timestamp::from_unix_micros(0),
+                    event,
+                });
+            }
+        });
+    }
+
+    fn completed(server: &str, tool: &str, duration_ms: f64, is_error: bool) -> DomainEvent {
+        DomainEvent::ToolInvocationCompleted {
+            mcp_server_id: id(server),
+            tool: tool.to_owned(),
+            duration_ms,
+            is_error,
+            principal: Some("user:alice".to_owned()),
+        }
+    }
+
+    fn failed(server: &str, tool: &str, error_kind: &'static str) -> DomainEvent {
+        DomainEvent::ToolInvocationFailed {
+            mcp_server_id: id(server),
+            tool: tool.to_owned(),
+            duration_ms: 30_000.0,
+            error_kind,
+            error: "the tool did not answer within 30 s".to_owned(),
+            principal: None,
+        }
+    }
+
+    #[test]
+    fn tool_calls_are_counted_by_status_and_timed_in_seconds() {
+        let recorder = MemoryRecorder::default();
+        observe_all(
+            &recorder,
+            &EventMetrics::new(),
+            vec![
+                completed("math", "add", 2.0, false),
+                completed("math", "add", 4.0, false),
+                completed("math", "add", 8.0, true),
+                failed("math", "add", "timeout"),
+                completed("math", "mul", 1.0, false),
+            ],
+        );
+        let add = |status| {
+            recorder.counter(
+                TOOL_CALLS_TOTAL,
+                &[
+                    ("mcp_server_id", "math"),
+                    ("tool", "add"),
+                    ("status", status),
+                ],
+            )
+        };
+        assert_eq!(add("success"), 2);
+        assert_eq!(add("tool_error"), 1);
+        assert_eq!(add("timeout"), 1);
+        assert_eq!(
+            recorder.samples(
+                TOOL_CALL_DURATION_SECONDS,
+                &[("mcp_server_id", "math"), ("tool", "add")]
+            ),
+            vec![0.002, 0.004, 0.008, 30.0]
+        );
+        assert_eq!(
+            recorder.counter(
+                TOOL_CALLS_TOTAL,
+                &[
+                    ("mcp_server_id", "math"),
+                    ("tool", "mul"),
+                    ("status", "success")
+                ]
+            ),
+            1
+        );
+        assert_eq!(
+            recorder.counter(
+                EVENTS_PUBLISHED_TOTAL,
+                &[("event_type", "ToolInvocationCompleted")]
+            ),
+            4
+        );
+        assert_eq!(
+            recorder.counter(
+                EVENTS_PUBLISHED_TOTAL,
+                &[("event_type", "ToolInvocationFailed")]
+            ),
+            1
+        );
+    }
+
+    #[test]
+    fn starts_stops_and_crashes_are_counted_per_server() {
+        let recorder = MemoryRecorder::default();
+        observe_all(
+            &recorder,
+            &EventMetrics::new(),
+            vec![
+                DomainEvent::McpServerStarted {
+                    mcp_server_id: id("math"),
+                    duration_ms: 1500,
+                    tool_count: 2,
+                },
+                DomainEvent::McpServerStartFailed {
+                    mcp_server_id: id("math"),
+                    error: "exited during the handshake".to_owned(),
+                    consecutive_failures: 1,
+                },
+                DomainEvent::McpServerStopped {
+                    mcp_server_id: id("math"),
+                    reason: "idle",
+                },
+                DomainEvent::McpServerCrashed {
+                    mcp_server_id: id("math"),
+                    exit: "signal 9".to_owned(),
+                    consecutive_failures: 1,
+                },
+            ],
+        );
+        let math = |key, value| [("mcp_server_id", "math"), (key, value)];
+        assert_eq!(
+            recorder.counter(MCP_SERVER_STARTS_TOTAL, &math("result", "success")),
+            1
+        );
+        assert_eq!(
+            recorder.counter(MCP_SERVER_STARTS_TOTAL, &math("result", "failure")),
+            1
+        );
+        assert_eq!(
+            recorder.counter(MCP_SERVER_STOPS_TOTAL, &math("reason", "idle")),
+            1
+        );
+        assert_eq!(
+            recorder.counter(MCP_SERVER_STOPS_TOTAL, &math("reason", "crashed")),
+            1
+        );
+        assert_eq!(
+            recorder.samples(
+                MCP_SERVER_START_DURATION_SECONDS,
+                &[("mcp_server_id", "math")]
+            ),
+            vec![1.5]
+        );
+    }
+
+    #[test]
+    fn auth_decisions_are_counted_by_stage_and_outcome() {
+        let recorder = MemoryRecorder::default();
+        observe_all(
+            &recorder,
+            &EventMetrics::new(),
+            vec![
+                DomainEvent::AuthenticationSucceeded {
+                    principal: "user:alice".to_owned(),
+                    credential: "api_key",
+                    client: None,
+                },
+                DomainEvent::AuthenticationFailed {
+                    credential: "api_key",
+                    reason: "unknown key".to_owned(),
+                    client: Some("10.0.0.1".to_owned()),
+                },
+                DomainEvent::AuthenticationFailed {
+                    credential: "bearer",
+                    reason: "expired".to_owned(),
+                    client: None,
+                },
+                DomainEvent::AuthorizationGranted {
+                    principal: "user:alice".to_owned(),
+                    permission: "mcp_servers:read".to_owned(),
+                    granted_by_role: "viewer".to_owned(),
+                },
+                DomainEvent::AuthorizationDenied {
+                    principal: "user:bob".to_owned(),
+                    permission: "mcp_servers:write".to_owned(),
+                    reason: "no role grants it".to_owned(),
+                },
+            ],
+        );
+        let decisions = |stage, outcome| {
+            recorder.counter(
+                AUTH_DECISIONS_TOTAL,
+                &[("stage", stage), ("outcome", outcome)],
+            )
+        };
+        assert_eq!(decisions("authentication", "allowed"), 1);
+        assert_eq!(decisions("authentication", "denied"), 2);
+        assert_eq!(decisions("authorization", "allowed"), 1);
+        assert_eq!(decisions("authorization", "denied"), 1);
+    }
+
+    #[test]
+    fn a_server_never_gets_more_tool_labels_than_the_bound() {
+        let recorder = MemoryRecorder::default();
+        let observer = EventMetrics::new();
+        let events = (0..=MAX_TOOL_LABELS_PER_SERVER)
+            .map(|n| completed("math", &format!("tool_{n}"), 1.0, false))
+            .collect();
+        observe_all(&recorder, &observer, events);
+        let tools = recorder.label_values(TOOL_CALLS_TOTAL, "tool");
+        assert_eq!(tools.len(), MAX_TOOL_LABELS_PER_SERVER + 1);
+        assert!(tools.contains(&OTHER_TOOL_LABEL.to_owned()));
+        assert!(!tools.contains(&format!("tool_{MAX_TOOL_LABELS_PER_SERVER}")));
+
+        // A changed tool list frees the labels, so new tools are named again.
+        observe_all(
+            &recorder,
+            &observer,
+            vec![
+                DomainEvent::McpServerToolsChanged {
+                    mcp_server_id: id("math"),
+                    tool_count: 1,
+                },
+                completed("math", "renamed", 1.0, false),
+            ],
+        );
+        assert_eq!(
+            recorder.counter(
+                TOOL_CALLS_TOTAL,
+                &[
+                    ("mcp_server_id", "math"),
+                    ("tool", "renamed"),
+                    ("status", "success")
+                ]
+            ),
+            1
+        );
+    }
+
+    #[test]
+    fn events_reach_the_recorder_installed_when_they_happen() {
+        let observer = EventMetrics::new();
+        let early = MemoryRecorder::default();
+        observe_all(
+            &early,
+            &observer,
+            vec![completed("math", "add", 1.0, false)],
+        );
+        let late = MemoryRecorder::default();
+        observe_all(&late, &observer, vec![completed("math", "add", 1.0, false)]);
+        let add = [
+            ("mcp_server_id", "math"),
+            ("tool", "add"),
+            ("status", "success"),
+        ];
+        assert_eq!(early.counter(TOOL_CALLS_TOTAL, &add), 1);
+        assert_eq!(late.counter(TOOL_CALLS_TOTAL, &add), 1);
+    }
+}

@@ -45,8 +45,8 @@ pub use error::{
     ApiError, ErrorEnvelope, names as error_names, route_not_found, status_and_name_of,
 };
 pub use mcp_endpoint::{MCP_ALLOWED_METHODS, MCP_PATH, McpHttpHandler, McpResponseBody};
-pub use rate_limit::{RATE_LIMIT_LIMIT_HEADER, RATE_LIMIT_REMAINING_HEADER};
 pub use openapi::{ApiDoc, DOCS_PATH, OPENAPI_PATH, openapi_document};
+pub use rate_limit::{RATE_LIMIT_LIMIT_HEADER, RATE_LIMIT_REMAINING_HEADER};
 pub use servers::{DEFAULT_HISTORY_LIMIT, DEFAULT_LOG_LINES, MAX_HISTORY_LIMIT, MAX_LOG_LINES};
 pub use state::{ApiState, HttpSettings};
 pub use telemetry::{

@@ -147,9 +147,8 @@ fn declare_rate_limits(document: &mut utoipa::openapi::OpenApi) {
         .flatten()
         {
             for (status, response) in &mut operation.responses.responses {
-                if let (true, utoipa::openapi::RefOr::T(response)) =
-                    (status.starts_with('2'), response)
-                {
+                let success = status.starts_with('2') || status == "101";
+                if let (true, utoipa::openapi::RefOr::T(response)) = (success, response) {
                     response
                         .headers
                         .insert("X-RateLimit-Limit".to_owned(), limit.clone().into());

@@ -4,6 +4,7 @@
 //! the raw path), a known method name or `other`, the status code, a server state. A label that
 //! copied caller input would let any caller grow the metrics without bound.
 
+use std::collections::BTreeSet;
 use std::future::{Ready, ready};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -13,9 +14,16 @@ use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform, forwar
 use actix_web::http::Method;
 use actix_web::web;
 use futures::future::LocalBoxFuture;
+use mcpgw_core::ServerState;
+use mcpgw_gateway::metrics::{
+    AUTH_DECISIONS_TOTAL, EVENT_LOG_COMPACTIONS_TOTAL, EVENT_LOG_DROPPED_TOTAL, EVENT_LOG_EVENTS,
+    EVENTS_PUBLISHED_TOTAL, HEALTH_CHECKS_TOTAL, MCP_SERVER_START_DURATION_SECONDS,
+    MCP_SERVER_STARTS_TOTAL, MCP_SERVER_STATE, MCP_SERVER_STOPS_TOTAL, MCP_SERVER_UP,
+    RATE_LIMIT_BUCKETS, RATE_LIMIT_HITS_TOTAL, TOOL_CALL_DURATION_SECONDS, TOOL_CALLS_TOTAL,
+    WEBSOCKET_CLIENTS,
+};
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 
-use crate::probes::count_by_state;
 use crate::state::ApiState;
 
 pub const HTTP_REQUESTS_TOTAL: &str = "mcpgw_http_requests_total";
@@ -30,6 +38,19 @@ pub const UNMATCHED_ROUTE: &str = "unmatched";
 /// Buckets of request durations, in seconds: from a cached lookup to a slow upstream start.
 const REQUEST_DURATION_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+
+/// Buckets of tool call durations, in seconds: from a local tool answering in half a
+/// millisecond to the default call timeout.
+const TOOL_CALL_DURATION_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0,
+];
+
+/// Buckets of server start durations (launch plus MCP handshake), in seconds: from a local
+/// process to a container image that is pulled first.
+const START_DURATION_BUCKETS: &[f64] = &[
+    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
 ];
 
 /// The handle of the recorder this crate installed, so a second install (another test, an
@@ -53,6 +74,14 @@ pub fn install_metrics_recorder() -> Result<PrometheusHandle, BuildError> {
             Matcher::Full(HTTP_REQUEST_DURATION_SECONDS.to_owned()),
             REQUEST_DURATION_BUCKETS,
         )?
+        .set_buckets_for_metric(
+            Matcher::Full(TOOL_CALL_DURATION_SECONDS.to_owned()),
+            TOOL_CALL_DURATION_BUCKETS,
+        )?
+        .set_buckets_for_metric(
+            Matcher::Full(MCP_SERVER_START_DURATION_SECONDS.to_owned()),
+            START_DURATION_BUCKETS,
+        )?
         .install_recorder()?;
     describe_metrics();
     *installed = Some(handle.clone());
@@ -75,6 +104,69 @@ fn describe_metrics() {
     );
     metrics::describe_gauge!(MCP_SERVERS, "Registered MCP servers, by state");
     metrics::describe_gauge!(UPTIME_SECONDS, "Seconds since the gateway started");
+    metrics::describe_gauge!(
+        MCP_SERVER_UP,
+        "1 when the MCP server is ready to take calls, else 0"
+    );
+    metrics::describe_gauge!(
+        MCP_SERVER_STATE,
+        "1 for the state the MCP server is in, 0 for every other state"
+    );
+    metrics::describe_counter!(
+        MCP_SERVER_STARTS_TOTAL,
+        "Starts of MCP servers (launch and handshake), by result"
+    );
+    metrics::describe_counter!(
+        MCP_SERVER_STOPS_TOTAL,
+        "Stops of MCP servers, by reason (crashed for an unexpected exit)"
+    );
+    metrics::describe_histogram!(
+        MCP_SERVER_START_DURATION_SECONDS,
+        metrics::Unit::Seconds,
+        "Time from launching an MCP server to the end of its handshake (cold-start time)"
+    );
+    metrics::describe_counter!(
+        TOOL_CALLS_TOTAL,
+        "Finished tool calls, by server, tool and status"
+    );
+    metrics::describe_histogram!(
+        TOOL_CALL_DURATION_SECONDS,
+        metrics::Unit::Seconds,
+        "Time of tool calls from the gateway to the upstream and back, by server and tool"
+    );
+    metrics::describe_counter!(
+        HEALTH_CHECKS_TOTAL,
+        "Health checks (pings) of running MCP servers, by result"
+    );
+    metrics::describe_counter!(
+        RATE_LIMIT_HITS_TOTAL,
+        "Requests and tool calls refused by the rate limiter, by scope"
+    );
+    metrics::describe_gauge!(
+        RATE_LIMIT_BUCKETS,
+        "Token buckets the rate limiter holds (one per active caller and scope)"
+    );
+    metrics::describe_counter!(
+        AUTH_DECISIONS_TOTAL,
+        "Authentication and authorization decisions, by stage and outcome"
+    );
+    metrics::describe_gauge!(
+        WEBSOCKET_CLIENTS,
+        "Clients connected to the WebSocket event stream"
+    );
+    metrics::describe_counter!(
+        EVENTS_PUBLISHED_TOTAL,
+        "Domain events published on the event bus, by type"
+    );
+    metrics::describe_gauge!(EVENT_LOG_EVENTS, "Events stored in the event log");
+    metrics::describe_counter!(
+        EVENT_LOG_DROPPED_TOTAL,
+        "Events the event log could not store"
+    );
+    metrics::describe_counter!(
+        EVENT_LOG_COMPACTIONS_TOTAL,
+        "Compactions of the event log (retention applied)"
+    );
 }
 
 /// Drains histogram samples into the exported distributions every `period`, so memory stays
@@ -194,13 +286,84 @@ fn route_label(request: &actix_web::HttpRequest) -> String {
 pub(crate) async fn metrics_text(state: web::Data<ApiState>) -> HttpResponse {
     let gateway = state.gateway();
     metrics::gauge!(BUILD_INFO, "version" => gateway.info().version.clone()).set(1.0);
-    for (server_state, count) in count_by_state(&state) {
-        metrics::gauge!(MCP_SERVERS, "state" => server_state.as_str()).set(count as f64);
-    }
+    record_servers(&state);
     metrics::gauge!(UPTIME_SECONDS).set(gateway.uptime().as_secs_f64());
+    if let Some(limiter) = state.rate_limiter() {
+        metrics::gauge!(RATE_LIMIT_BUCKETS).set(limiter.tracked() as f64);
+    }
+    if let Some(streams) = state.event_streams() {
+        metrics::gauge!(WEBSOCKET_CLIENTS).set(streams.client_count() as f64);
+    }
+    if let Some(log) = gateway.event_log() {
+        match log.stats().await {
+            #[allow(clippy::cast_precision_loss)]
+            Ok(stats) => metrics::gauge!(EVENT_LOG_EVENTS).set(stats.events as f64),
+            Err(error) => tracing::warn!(%error, "cannot read the event log's size for /metrics"),
+        }
+    }
     let handle = state.metrics();
     handle.run_upkeep();
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")
         .body(handle.render())
+}
+
+/// The ids of the servers whose gauges the last scrape set, so that the next one can zero the
+/// gauges of servers that were removed meanwhile (the exporter keeps a series once it exists).
+static SERVERS_WITH_GAUGES: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+
+/// Sets the per-server gauges and health check counters, and the servers by state, from one
+/// listing of the registry.
+fn record_servers(state: &ApiState) {
+    let servers = state.gateway().servers().list(None);
+    let mut by_state = [0_usize; ServerState::ALL.len()];
+    let mut present = BTreeSet::new();
+    for snapshot in &servers {
+        let id = snapshot.id().as_str().to_owned();
+        let up = if snapshot.state == ServerState::Ready {
+            1.0
+        } else {
+            0.0
+        };
+        metrics::gauge!(MCP_SERVER_UP, "mcp_server_id" => id.clone()).set(up);
+        for (index, server_state) in ServerState::ALL.into_iter().enumerate() {
+            let current = server_state == snapshot.state;
+            if current {
+                by_state[index] += 1;
+            }
+            metrics::gauge!(
+                MCP_SERVER_STATE,
+                "mcp_server_id" => id.clone(),
+                "state" => server_state.as_str(),
+            )
+            .set(if current { 1.0 } else { 0.0 });
+        }
+        metrics::counter!(HEALTH_CHECKS_TOTAL, "mcp_server_id" => id.clone(), "result" => "passed")
+            .absolute(snapshot.health_checks_passed);
+        metrics::counter!(HEALTH_CHECKS_TOTAL, "mcp_server_id" => id.clone(), "result" => "failed")
+            .absolute(snapshot.health_checks_failed);
+        present.insert(id);
+    }
+    for (server_state, count) in ServerState::ALL.into_iter().zip(by_state) {
+        metrics::gauge!(MCP_SERVERS, "state" => server_state.as_str()).set(count as f64);
+    }
+    let removed = {
+        let mut previous = SERVERS_WITH_GAUGES
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let removed: Vec<String> = previous.difference(&present).cloned().collect();
+        *previous = present;
+        removed
+    };
+    for id in removed {
+        metrics::gauge!(MCP_SERVER_UP, "mcp_server_id" => id.clone()).set(0.0);
+        for server_state in ServerState::ALL {
+            metrics::gauge!(
+                MCP_SERVER_STATE,
+                "mcp_server_id" => id.clone(),
+                "state" => server_state.as_str(),
+            )
+            .set(0.0);
+        }
+    }
 }

@@ -9,6 +9,7 @@
 //! down closes every stream with `1001 Going Away`.
 
 use std::collections::{BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -52,6 +53,7 @@ pub struct EventStreams {
     keep_alive: KeepAlive,
     closing: CancellationToken,
     frames: Arc<FrameCache>,
+    clients: Arc<AtomicUsize>,
 }
 
 impl std::fmt::Debug for EventStreams {
@@ -71,7 +73,13 @@ impl EventStreams {
             keep_alive: KeepAlive::default(),
             closing: CancellationToken::new(),
             frames: Arc::new(FrameCache::default()),
+            clients: Arc::new(AtomicUsize::new(0)),
         }
+    }
+
+    /// Connections open now (for the metrics).
+    pub fn client_count(&self) -> usize {
+        self.clients.load(Ordering::Relaxed)
     }
 
     #[must_use]
@@ -333,6 +341,7 @@ pub(crate) async fn events_socket(
         closing: streams.closing.clone(),
         frames: streams.frames.clone(),
         last_heard: Instant::now(),
+        _counted: CountedClient::enter(&streams.clients),
     };
     actix_web::rt::spawn(connection.run());
     Ok(response)
@@ -356,6 +365,23 @@ struct Connection {
     frames: Arc<FrameCache>,
     /// When the client last sent anything (a pong, a ping, a message).
     last_heard: Instant,
+    _counted: CountedClient,
+}
+
+/// Counts a connection as open for as long as it lives, however it ends.
+struct CountedClient(Arc<AtomicUsize>);
+
+impl CountedClient {
+    fn enter(clients: &Arc<AtomicUsize>) -> Self {
+        clients.fetch_add(1, Ordering::Relaxed);
+        Self(clients.clone())
+    }
+}
+
+impl Drop for CountedClient {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Connection {

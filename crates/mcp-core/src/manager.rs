@@ -94,6 +94,10 @@ pub struct ServerSnapshot {
     pub last_used_at: Option<Timestamp>,
     pub last_health_check_at: Option<Timestamp>,
     pub last_health_check_ok: Option<bool>,
+    /// Health checks that passed since the server was registered.
+    pub health_checks_passed: u64,
+    /// Health checks that failed (error or timeout) since the server was registered.
+    pub health_checks_failed: u64,
     pub in_flight_calls: usize,
     pub total_starts: u64,
     /// How long the next start still has to wait because of the restart backoff.
@@ -134,6 +138,8 @@ struct Status {
     health_check_running: bool,
     last_health_check_at: Option<Timestamp>,
     last_health_check_ok: Option<bool>,
+    health_checks_passed: u64,
+    health_checks_failed: u64,
     total_starts: u64,
     removed: bool,
 }
@@ -401,6 +407,8 @@ impl ServerManager {
                 health_check_running: false,
                 last_health_check_at: None,
                 last_health_check_ok: None,
+                health_checks_passed: 0,
+                health_checks_failed: 0,
                 total_starts: 0,
                 removed: false,
             }),
@@ -529,6 +537,8 @@ impl ServerManager {
             last_used_at: status.last_used_at,
             last_health_check_at: status.last_health_check_at,
             last_health_check_ok: status.last_health_check_ok,
+            health_checks_passed: status.health_checks_passed,
+            health_checks_failed: status.health_checks_failed,
             in_flight_calls: server.in_flight.load(Ordering::Relaxed),
             total_starts: status.total_starts,
             restart_backoff_remaining: status.failures.wait_before_start(now),
@@ -1180,10 +1190,14 @@ impl ServerManager {
             status.last_health_check_ok = Some(result.is_ok());
             match &result {
                 Ok(()) => {
+                    status.health_checks_passed += 1;
                     status.failures.record_success();
                     None
                 }
-                Err(error) => Some(error.to_string()),
+                Err(error) => {
+                    status.health_checks_failed += 1;
+                    Some(error.to_string())
+                }
             }
         };
         if let Some(error) = failure {

@@ -517,6 +517,11 @@ async fn health_checks_run_on_schedule_and_failures_degrade() {
         .await;
     }
     assert_eq!(state(&h, "s"), ServerState::Degraded);
+    let snapshot = h.manager.snapshot(&s).unwrap();
+    assert_eq!(
+        (snapshot.health_checks_passed, snapshot.health_checks_failed),
+        (1, 3)
+    );
     assert_eq!(
         h.events
             .event_types()

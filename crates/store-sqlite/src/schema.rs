@@ -67,6 +67,32 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     ) STRICT;",
 ];
 
+/// The event log's own database file (`events.rs`), migrated like the store's but counted
+/// separately: its `user_version` is the number of these that have run.
+pub(crate) const EVENT_LOG_MIGRATIONS: &[&str] = &[
+    // 1: the event log. `occurred_at` is microseconds since the Unix epoch (UTC); `payload` is
+    // the event as clients see it on the event stream (its fields with `event_type`, plus
+    // `event_id` and `occurred_at` as strings). `mcp_server_id` is the server the event concerns,
+    // when there is one. The partial index serves the tool history, which reads one server's
+    // invocations newest first. `event_log_state` holds the largest id ever written, which
+    // compaction must never lower, in its one row.
+    "CREATE TABLE events (
+        event_id INTEGER PRIMARY KEY NOT NULL,
+        occurred_at INTEGER NOT NULL,
+        event_type TEXT NOT NULL,
+        mcp_server_id TEXT,
+        payload TEXT NOT NULL
+    ) STRICT;
+    CREATE INDEX events_by_occurred_at ON events (occurred_at);
+    CREATE INDEX events_tool_invocations ON events (mcp_server_id, event_id)
+        WHERE event_type IN ('ToolInvocationCompleted', 'ToolInvocationFailed');
+    CREATE TABLE event_log_state (
+        id INTEGER PRIMARY KEY NOT NULL CHECK (id = 1),
+        last_event_id INTEGER NOT NULL
+    ) STRICT;
+    INSERT INTO event_log_state (id, last_event_id) VALUES (1, 0);",
+];
+
 /// Brings the database up to `migrations.len()`, all pending migrations in one transaction: a
 /// failure leaves the database exactly as it was, never half migrated.
 pub(crate) fn migrate(

@@ -2,7 +2,7 @@
 //!
 //! - Fakes of every port ([`clock::FakeClock`], [`fakes`]): in-memory, deterministic, with
 //!   knobs to make them fail. The domain crates' tests run on these.
-//! - Contract suites ([`repository_suite`], [`auth_store`]): one set of tests per port that every
+//! - Contract suites ([`repository_suite`], [`auth_store`], [`event_log`]): one set of tests per port that every
 //!   implementation, fake or real, must pass. A downstream adapter author runs the same suite.
 //! - A fixture MCP server (the `mcpgw-fixture-server` binary, built from [`fixture`]): tools
 //!   that echo, add, fail, sleep, crash and write to stderr on demand, for end-to-end tests and
@@ -16,6 +16,7 @@ pub mod auth_store;
 mod binaries;
 pub mod clock;
 pub mod conformance;
+pub mod event_log;
 pub mod fakes;
 pub mod fixture;
 pub mod repository_suite;

@@ -243,7 +243,42 @@ async fn the_openapi_document_is_3_1_and_lists_exactly_the_mounted_routes() {
         .keys()
         .map(String::as_str)
         .collect();
-    assert_eq!(statuses, BTreeSet::from(["201", "409", "413", "422"]));
+    assert_eq!(
+        statuses,
+        BTreeSet::from(["201", "409", "413", "422", "429"])
+    );
+    // Every REST operation documents the rate limit: the 429 with its headers, and the
+    // X-RateLimit headers on its successes.
+    for (method, path) in MOUNTED_ROUTES
+        .iter()
+        .filter(|(_, path)| path.starts_with("/api/"))
+    {
+        let responses = &document["paths"][path][method.to_lowercase()]["responses"];
+        let too_many = &responses["429"];
+        assert_eq!(
+            too_many["content"]["application/json"]["schema"]["$ref"],
+            "#/components/schemas/ErrorEnvelope",
+            "{method} {path}"
+        );
+        for header in ["Retry-After", "X-RateLimit-Limit", "X-RateLimit-Remaining"] {
+            assert!(
+                too_many["headers"][header].is_object(),
+                "{method} {path}: 429 without {header}"
+            );
+        }
+        let success = responses
+            .as_object()
+            .unwrap()
+            .iter()
+            // The event stream's success is the 101 of the WebSocket upgrade.
+            .find(|(status, _)| status.starts_with('2') || status.as_str() == "101")
+            .map(|(_, response)| response)
+            .unwrap_or_else(|| panic!("{method} {path} documents no success"));
+        assert!(
+            success["headers"]["X-RateLimit-Remaining"].is_object(),
+            "{method} {path}: {success}"
+        );
+    }
 
     let create_group = &document["paths"]["/api/groups"]["post"]["responses"];
     let statuses: BTreeSet<&str> = create_group
@@ -254,7 +289,7 @@ async fn the_openapi_document_is_3_1_and_lists_exactly_the_mounted_routes() {
         .collect();
     assert_eq!(
         statuses,
-        BTreeSet::from(["201", "404", "409", "413", "422"])
+        BTreeSet::from(["201", "404", "409", "413", "422", "429"])
     );
     for schema in [
         "GroupDetails",
@@ -433,8 +468,8 @@ async fn metrics_count_requests_by_route_template_and_report_the_gateway() {
     );
     assert!(by_template.is_some_and(|count| count >= 3.0), "{page}");
     assert!(
-        !page.contains("metered-one"),
-        "a raw id became a label:\n{page}"
+        !page.contains("/api/mcp_servers/metered-one"),
+        "a raw path became a route label:\n{page}"
     );
     assert!(
         !page.contains("metrics-probe-unmatched-path"),
