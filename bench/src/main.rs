@@ -16,6 +16,13 @@
 //! - `auth`: what API-key authentication and authorization add to `GET /api/mcp_servers` and
 //!   to a tool call at concurrency 1, with one key and with 10,000 keys in the store.
 //!
+//! - `events [SECONDS] [RATE] [CLIENTS]`: the HTTP adapter in-process, CLIENTS (default 100)
+//!   WebSocket subscribers of `/api/ws/events` and RATE (default 5,000) domain events per second
+//!   for SECONDS (default 10): events received and lost per subscriber, delivery latency, CPU.
+//!
+//! - `ratelimit`: the cost of one rate-limit check, the memory of 100,000 callers' buckets, and
+//!   the RSS of the real gateway after 100,000 distinct callers.
+//!
 //! - `load [SECONDS]`: calls through the gateway at concurrency 16 for SECONDS (default 20),
 //!   printing the gateway's pid first, so that a profiler can be attached to it
 //!   (`perf record -g -p PID`).
@@ -27,9 +34,11 @@
 #![allow(clippy::print_stdout)]
 
 mod auth;
+mod events;
 mod groups;
 mod http;
 mod mcp;
+mod ratelimit;
 mod stats;
 
 use std::io::{BufRead, BufReader};
@@ -48,9 +57,11 @@ fn main() -> anyhow::Result<()> {
         "data-plane" => data_plane(),
         "groups" => groups::run(),
         "auth" => auth::run(),
+        "events" => events::run(),
+        "ratelimit" => ratelimit::run(),
         "load" => load(),
         other => bail!(
-            "unknown scenario `{other}`; the scenarios are: control-plane, data-plane, groups, auth, load"
+            "unknown scenario `{other}`; the scenarios are: control-plane, data-plane, groups, auth, events, ratelimit, load"
         ),
     }
 }
@@ -81,14 +92,26 @@ impl Drop for Gateway {
 }
 
 fn start_gateway(binary: &Path, config: &Path, data_dir: &Path) -> anyhow::Result<Gateway> {
+    start_gateway_with_env(binary, config, data_dir, &[])
+}
+
+/// [`start_gateway`] with more environment variables (`MCP_RATE_LIMIT_RPS`, ...).
+fn start_gateway_with_env(
+    binary: &Path,
+    config: &Path,
+    data_dir: &Path,
+    env: &[(&str, &str)],
+) -> anyhow::Result<Gateway> {
     let mut child = Command::new(binary)
         .args(["--http", "--port", "0", "--config"])
         .arg(config)
         .arg("--data-dir")
         .arg(data_dir)
         .env("MCP_LOG", "warn")
-        // The scenarios measure throughput, which rate limits would cap.
+        // The scenarios measure throughput, which rate limits would cap; the rate-limit
+        // scenario turns them on through `env`.
         .env("MCP_RATE_LIMIT_RPS", "0")
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
