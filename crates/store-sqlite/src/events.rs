@@ -12,8 +12,8 @@
 //! touches SQLite: it queues the event for a dedicated writer thread, which writes whatever has
 //! queued up in one transaction per batch. When the queue is full, `observe` waits up to
 //! [`ENQUEUE_PATIENCE`] (by default) and then drops the event and counts it in
-//! [`EventLogStats::dropped`]; a batch the database refuses is counted there too. Reads, compaction and statistics use a
-//! second connection on the blocking thread pool. Dropping the log (or [`SqliteEventLog::close`])
+//! [`EventLogStats::dropped`]; a batch the database refuses is counted there too. Reads,
+//! compaction and statistics use a second connection on the blocking thread pool. Dropping the log (or [`SqliteEventLog::close`])
 //! lets the writer finish everything queued before it exits, so a graceful stop loses nothing.
 
 use std::path::{Path, PathBuf};
