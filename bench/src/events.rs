@@ -22,7 +22,7 @@ use mcpgw_testkit::fakes::FakeLauncher;
 use tungstenite::Message;
 
 /// The bus capacity of the gateway binary (`bins/mcp-gateway/src/serve.rs`).
-const BUS_CAPACITY: usize = 4096;
+const BUS_CAPACITY: usize = EventBus::DEFAULT_CAPACITY;
 /// Tool names that mark the phases of a round in the events' `tool` field.
 const WARMUP: &str = "warmup";
 const MEASURED: &str = "bench";

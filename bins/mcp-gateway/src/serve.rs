@@ -169,7 +169,8 @@ fn assemble(
     let last_event_id = runtime
         .block_on(event_log.last_event_id())
         .map_err(|error| anyhow::anyhow!("cannot read the event log: {error}"))?;
-    let events = Arc::new(EventBus::new(4096).continuing_after(last_event_id));
+    let events =
+        Arc::new(EventBus::new(EventBus::DEFAULT_CAPACITY).continuing_after(last_event_id));
     events.add_observer(event_log.clone());
     let auth = Arc::new(build_auth(
         config,

@@ -25,6 +25,12 @@ impl std::fmt::Debug for EventBus {
 }
 
 impl EventBus {
+    /// What the bundled server uses: about three seconds of 5,000 events per second, so a
+    /// subscriber that keeps up on average rides out a pause (a garbage-collecting client, a
+    /// busy worker) without losing events. Each slot holds one shared pointer.
+    pub const DEFAULT_CAPACITY: usize = 16_384;
+
+    /// A bus whose subscribers may fall `capacity` events behind before they lose the oldest.
     pub fn new(capacity: usize) -> Self {
         Self {
             next_id: AtomicU64::new(1),

@@ -7,25 +7,40 @@
 //! and replaced later by a `subscribe` message. The server pings every [`KeepAlive::ping_every`]
 //! and closes a connection that has sent nothing for [`KeepAlive::timeout`]; a gateway that shuts
 //! down closes every stream with `1001 Going Away`.
+//!
+//! A connection sends a lone event at once, then lingers for [`LINGER`] and sends what arrived
+//! meanwhile together: under load, each connection costs one wake-up and one write per batch
+//! rather than per event (see `docs/benchmarks.md`, "Event stream").
 
 use std::collections::{BTreeSet, VecDeque};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use actix_ws::{CloseCode, CloseReason, Message, MessageStream, Session};
+use bytestring::ByteString;
 use mcpgw_core::{DomainEvent, EVENT_TYPES, PublishedEvent, ServerId, bounded_for_message};
 use mcpgw_gateway::EventBus;
 use serde::{Deserialize, Serialize};
-use tokio::sync::broadcast::{self, error::RecvError};
-use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
+use tokio::sync::broadcast::{
+    self,
+    error::{RecvError, TryRecvError},
+};
+use tokio::time::{Instant, Sleep};
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use crate::error::{ApiError, ErrorEnvelope, names};
 use crate::state::ApiState;
 
 pub const EVENTS_WS_PATH: &str = "/api/ws/events";
+
+/// How long a connection that just sent a frame lets further events gather before sending
+/// them together.
+const LINGER: Duration = Duration::from_millis(5);
+/// The most events sent in one go before the connection looks at its client again.
+const BATCH: usize = 256;
 
 /// How the server keeps a connection alive and notices a client that went away.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,24 +115,27 @@ impl EventStreams {
 /// event again.
 #[derive(Default)]
 struct FrameCache {
-    recent: Mutex<VecDeque<(u64, Arc<str>)>>,
+    recent: Mutex<VecDeque<(u64, ByteString)>>,
 }
 
 impl FrameCache {
     const CAPACITY: usize = 64;
 
-    fn frame_of(&self, published: &PublishedEvent) -> Arc<str> {
+    /// The frame of `published`, serialized once: connections ask for the newest events, so
+    /// the search starts there, and a frame is shared (a reference count), never copied.
+    fn frame_of(&self, published: &PublishedEvent) -> ByteString {
         let mut recent = self
             .recent
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some((_, frame)) = recent
             .iter()
+            .rev()
             .find(|(event_id, _)| *event_id == published.event_id)
         {
             return frame.clone();
         }
-        let frame: Arc<str> = Arc::from(event_frame(published));
+        let frame = ByteString::from(event_frame(published));
         if recent.len() == Self::CAPACITY {
             recent.pop_front();
         }
@@ -332,15 +350,19 @@ pub(crate) async fn events_socket(
         )
     })?;
     // Subscribed before the answer goes out, so no event after the upgrade is missed.
+    let last_heard = Instant::now();
     let connection = Connection {
         events: streams.bus.subscribe(),
         session,
         messages,
         filter,
         keep_alive: streams.keep_alive,
-        closing: streams.closing.clone(),
+        closing: Box::pin(streams.closing.clone().cancelled_owned()),
         frames: streams.frames.clone(),
-        last_heard: Instant::now(),
+        last_heard,
+        silence: Box::pin(tokio::time::sleep_until(
+            last_heard + streams.keep_alive.timeout,
+        )),
         _counted: CountedClient::enter(&streams.clients),
     };
     actix_web::rt::spawn(connection.run());
@@ -361,10 +383,15 @@ struct Connection {
     messages: MessageStream,
     filter: Filter,
     keep_alive: KeepAlive,
-    closing: CancellationToken,
+    /// Completes when the gateway shuts down. Made once per connection (not per frame), like
+    /// `silence`, so that sending a frame registers no waker and no timer.
+    closing: Pin<Box<WaitForCancellationFutureOwned>>,
     frames: Arc<FrameCache>,
     /// When the client last sent anything (a pong, a ping, a message).
     last_heard: Instant,
+    /// Fires when the client has been silent for the keep-alive timeout; moved on whenever it
+    /// is heard.
+    silence: Pin<Box<Sleep>>,
     _counted: CountedClient,
 }
 
@@ -391,12 +418,41 @@ impl Connection {
             self.keep_alive.ping_every,
         );
         pings.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // After a frame goes out, the connection lingers: events that arrive meanwhile wait
+        // until `LINGER` has passed and then go out together. A lone event is sent at once; a
+        // busy stream costs one wake-up, one response poll and one write per batch instead of
+        // per event, which is what lets a gateway feed many subscribers at thousands of events
+        // per second.
+        let mut linger = Box::pin(tokio::time::sleep(Duration::ZERO));
+        let mut lingering = false;
         let end = loop {
             let step = tokio::select! {
                 biased;
-                () = self.closing.cancelled() => Err(going_away()),
+                () = self.closing.as_mut() => Err(going_away()),
                 message = self.messages.recv() => self.on_client(message).await,
-                received = self.events.recv() => self.on_event(received).await,
+                received = self.events.recv(), if !lingering => {
+                    match self.on_event(received).await {
+                        Ok(()) => {
+                            lingering = true;
+                            linger.as_mut().reset(Instant::now() + LINGER);
+                            Ok(())
+                        }
+                        Err(end) => Err(end),
+                    }
+                }
+                () = linger.as_mut(), if lingering => match self.drain_events().await {
+                    Ok(0) => {
+                        lingering = false;
+                        Ok(())
+                    }
+                    Ok(sent) => {
+                        // A full batch means more is waiting: go on at once.
+                        let pause = if sent == BATCH { Duration::ZERO } else { LINGER };
+                        linger.as_mut().reset(Instant::now() + pause);
+                        Ok(())
+                    }
+                    Err(end) => Err(end),
+                },
                 _ = pings.tick() => self.on_ping_tick().await,
             };
             if let Err(end) = step {
@@ -426,23 +482,23 @@ impl Connection {
             }
             Some(Ok(message)) => message,
         };
-        self.last_heard = Instant::now();
+        self.heard();
         match message {
             Message::Text(text) => {
                 let answer = answer_to_text(&mut self.filter, &text);
-                self.send(answer).await
+                self.send(answer.into()).await
             }
             Message::Binary(_) | Message::Continuation(_) => {
                 let answer = ServerMessage::Error {
                     message: "only JSON text messages are accepted".to_owned(),
                 };
-                self.send(answer.to_json()).await
+                self.send(answer.to_json().into()).await
             }
             Message::Ping(payload) => {
                 let sent = tokio::select! {
                     biased;
-                    () = self.closing.cancelled() => return Err(going_away()),
-                    () = tokio::time::sleep_until(self.deadline()) => return Err(silent(self.keep_alive)),
+                    () = self.closing.as_mut() => return Err(going_away()),
+                    () = self.silence.as_mut() => return Err(silent(self.keep_alive)),
                     sent = self.session.pong(&payload) => sent,
                 };
                 sent.map_err(|_| End::Gone)
@@ -462,13 +518,29 @@ impl Connection {
                     return Ok(());
                 }
                 let frame = self.frames.frame_of(&published);
-                self.send(String::from(&*frame)).await
+                self.send(frame).await
             }
             Err(RecvError::Lagged(missed)) => {
-                self.send(ServerMessage::Lagged { missed }.to_json()).await
+                self.send(ServerMessage::Lagged { missed }.to_json().into())
+                    .await
             }
             Err(RecvError::Closed) => Err(going_away()),
         }
+    }
+
+    /// Sends the events already waiting, at most [`BATCH`] of them (so that client messages
+    /// and pings are served between batches); answers how many it took from the bus.
+    async fn drain_events(&mut self) -> Result<usize, End> {
+        for taken in 0..BATCH {
+            let received = match self.events.try_recv() {
+                Ok(published) => Ok(published),
+                Err(TryRecvError::Lagged(missed)) => Err(RecvError::Lagged(missed)),
+                Err(TryRecvError::Closed) => Err(RecvError::Closed),
+                Err(TryRecvError::Empty) => return Ok(taken),
+            };
+            self.on_event(received).await?;
+        }
+        Ok(BATCH)
     }
 
     async fn on_ping_tick(&mut self) -> Result<(), End> {
@@ -477,8 +549,8 @@ impl Connection {
         }
         let sent = tokio::select! {
             biased;
-            () = self.closing.cancelled() => return Err(going_away()),
-            () = tokio::time::sleep_until(self.deadline()) => return Err(silent(self.keep_alive)),
+            () = self.closing.as_mut() => return Err(going_away()),
+            () = self.silence.as_mut() => return Err(silent(self.keep_alive)),
             sent = self.session.ping(b"") => sent,
         };
         sent.map_err(|_| End::Gone)
@@ -486,14 +558,21 @@ impl Connection {
 
     /// Sends one text frame. Waiting for a client that does not read ends at shutdown or when
     /// the client has been silent for too long; meanwhile the bus goes on without it.
-    async fn send(&mut self, text: String) -> Result<(), End> {
+    async fn send(&mut self, text: ByteString) -> Result<(), End> {
         let sent = tokio::select! {
             biased;
-            () = self.closing.cancelled() => return Err(going_away()),
-            () = tokio::time::sleep_until(self.deadline()) => return Err(silent(self.keep_alive)),
+            () = self.closing.as_mut() => return Err(going_away()),
+            () = self.silence.as_mut() => return Err(silent(self.keep_alive)),
             sent = self.session.text(text) => sent,
         };
         sent.map_err(|_| End::Gone)
+    }
+
+    /// The client sent something: its silence starts again.
+    fn heard(&mut self) {
+        self.last_heard = Instant::now();
+        let deadline = self.deadline();
+        self.silence.as_mut().reset(deadline);
     }
 
     fn deadline(&self) -> Instant {
