@@ -128,16 +128,22 @@ impl RateLimitKey<'_> {
     /// in none of them.
     pub fn bucket_key(&self) -> String {
         let mut key = String::with_capacity(48);
+        self.write_bucket_key(&mut key);
+        key
+    }
+
+    /// Appends the bucket's key to `key` (a limiter reuses one buffer instead of allocating a
+    /// string per check).
+    pub fn write_bucket_key(&self, key: &mut String) {
         key.push_str(match self.scope {
             RateLimitScope::Rest => "r\u{1f}",
             RateLimitScope::ToolCall => "t\u{1f}",
         });
-        self.caller.write_key(&mut key);
+        self.caller.write_key(key);
         if let Some(tool) = self.tool {
             key.push('\u{1f}');
             key.push_str(tool);
         }
-        key
     }
 }
 

@@ -134,29 +134,18 @@ impl<C: BucketClock> TokenBuckets<C> {
     }
 }
 
-fn clamp_u32(value: u64) -> u32 {
-    u32::try_from(value).unwrap_or(u32::MAX)
-}
-
-impl<C: BucketClock> RateLimiter for TokenBuckets<C> {
-    fn policy(&self) -> RateLimitPolicy {
-        self.policy
-    }
-
-    fn check(&self, key: &RateLimitKey<'_>) -> RateLimitDecision {
-        if self.rate_per_period == 0 {
-            return RateLimitDecision::UNLIMITED;
-        }
-        let key = key.bucket_key();
+impl<C: BucketClock> TokenBuckets<C> {
+    /// Takes a token from the bucket of `key`, making a full one for a key not seen recently.
+    fn check_key(&self, key: &str) -> RateLimitDecision {
         let now = ratelimit::Clock::elapsed(&self.clock);
         let mut shard = self
-            .shard(&key)
+            .shard(key)
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let bucket = match shard.get_mut(key.as_str()) {
+        let bucket = match shard.get_mut(key) {
             Some(bucket) => bucket,
             None => shard
-                .entry(key.into_boxed_str())
+                .entry(Box::from(key))
                 .or_insert_with(|| self.new_bucket(now)),
         };
         bucket.last_seen = now;
@@ -183,6 +172,33 @@ impl<C: BucketClock> RateLimiter for TokenBuckets<C> {
                 retry_after: self.idle_after,
             },
         }
+    }
+}
+
+thread_local! {
+    /// The key of the bucket being checked, built here so that a check allocates nothing for
+    /// a key already known.
+    static KEY_BUFFER: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+fn clamp_u32(value: u64) -> u32 {
+    u32::try_from(value).unwrap_or(u32::MAX)
+}
+
+impl<C: BucketClock> RateLimiter for TokenBuckets<C> {
+    fn policy(&self) -> RateLimitPolicy {
+        self.policy
+    }
+
+    fn check(&self, key: &RateLimitKey<'_>) -> RateLimitDecision {
+        if self.rate_per_period == 0 {
+            return RateLimitDecision::UNLIMITED;
+        }
+        KEY_BUFFER.with_borrow_mut(|buffer| {
+            buffer.clear();
+            key.write_bucket_key(buffer);
+            self.check_key(buffer)
+        })
     }
 
     fn evict_idle(&self) -> usize {
