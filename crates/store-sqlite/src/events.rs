@@ -48,6 +48,9 @@ pub const ENQUEUE_PATIENCE: Duration = Duration::from_secs(1);
 /// this log, or another process) before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long the writer gathers events into one transaction after the first one arrives.
+const GATHER: Duration = Duration::from_millis(20);
+
 /// The most events written in one transaction: bounds how long one commit holds the lock.
 const MAX_BATCH: usize = 4_096;
 
@@ -396,16 +399,26 @@ fn write_until_closed(connection: &mut Connection, receiver: &Receiver<Command>,
     let mut batch: Vec<PublishedEvent> = Vec::new();
     while let Ok(first) = receiver.recv() {
         let mut flushes = Vec::new();
+        // Group commit: what arrives within `GATHER` of the first event goes into the same
+        // transaction, so a busy gateway pays one commit (and one sync) per batch, not per
+        // event. A flush (a history read, a shutdown) ends the gathering at once.
+        let deadline = Instant::now() + GATHER;
         let mut next = Some(first);
         while let Some(command) = next.take() {
             match command {
                 Command::Append(event) => batch.push(*event),
                 Command::Flush(done) => flushes.push(done),
             }
-            if batch.len() >= MAX_BATCH {
+            if batch.len() >= MAX_BATCH || !flushes.is_empty() {
                 break;
             }
-            next = receiver.try_recv().ok();
+            next = match receiver.try_recv() {
+                Ok(command) => Some(command),
+                Err(mpsc::TryRecvError::Disconnected) => None,
+                Err(mpsc::TryRecvError::Empty) => deadline
+                    .checked_duration_since(Instant::now())
+                    .and_then(|left| receiver.recv_timeout(left).ok()),
+            };
         }
         if !batch.is_empty() {
             let count = batch.len() as u64;

@@ -187,14 +187,17 @@ async fn a_queue_that_stays_full_drops_and_counts_instead_of_hanging() {
     let patience = Duration::from_millis(20);
     let log = SqliteEventLog::open_with_queue(&path, 4, patience).unwrap();
     // Another connection holds the write lock, so the writer thread waits on its first batch
-    // and the queue fills up.
+    // (once it has gathered it) and the queue fills up.
     let blocker = raw_connection(&path);
     blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
 
     let events = sample_stream(1, 100);
+    log.observe(&events[0]);
+    // Longer than the writer gathers a batch: it is now stuck committing event 1.
+    tokio::time::sleep(Duration::from_millis(200)).await;
     let started = Instant::now();
     let mut longest = Duration::ZERO;
-    for event in &events {
+    for event in &events[1..] {
         let observed = Instant::now();
         log.observe(event);
         longest = longest.max(observed.elapsed());
