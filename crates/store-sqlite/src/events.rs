@@ -401,23 +401,29 @@ fn write_until_closed(connection: &mut Connection, receiver: &Receiver<Command>,
         let mut flushes = Vec::new();
         // Group commit: what arrives within `GATHER` of the first event goes into the same
         // transaction, so a busy gateway pays one commit (and one sync) per batch, not per
-        // event. A flush (a history read, a shutdown) ends the gathering at once.
-        let deadline = Instant::now() + GATHER;
+        // event. The writer sleeps through the gathering instead of waiting on the queue, so
+        // publishers never have to wake it: on a busy gateway an event costs its publisher a
+        // queue push, not a system call. A flush (a history read, a shutdown) is only answered
+        // once the gathering is over, within `GATHER`.
         let mut next = Some(first);
+        let mut gathered = false;
         while let Some(command) = next.take() {
             match command {
                 Command::Append(event) => batch.push(*event),
                 Command::Flush(done) => flushes.push(done),
             }
-            if batch.len() >= MAX_BATCH || !flushes.is_empty() {
+            if batch.len() >= MAX_BATCH {
                 break;
             }
             next = match receiver.try_recv() {
                 Ok(command) => Some(command),
                 Err(mpsc::TryRecvError::Disconnected) => None,
-                Err(mpsc::TryRecvError::Empty) => deadline
-                    .checked_duration_since(Instant::now())
-                    .and_then(|left| receiver.recv_timeout(left).ok()),
+                Err(mpsc::TryRecvError::Empty) if !gathered && !batch.is_empty() => {
+                    gathered = true;
+                    std::thread::sleep(GATHER);
+                    receiver.try_recv().ok()
+                }
+                Err(mpsc::TryRecvError::Empty) => None,
             };
         }
         if !batch.is_empty() {
