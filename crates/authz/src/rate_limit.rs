@@ -124,16 +124,8 @@ pub struct RateLimitKey<'a> {
 }
 
 impl RateLimitKey<'_> {
-    /// The bucket's key as one string: scope, caller and tool, separated by a byte that occurs
-    /// in none of them.
-    pub fn bucket_key(&self) -> String {
-        let mut key = String::with_capacity(48);
-        self.write_bucket_key(&mut key);
-        key
-    }
-
-    /// Appends the bucket's key to `key` (a limiter reuses one buffer instead of allocating a
-    /// string per check).
+    /// Appends the bucket's key to `key`: scope, caller and tool, separated by a byte that
+    /// occurs in none of them. A limiter reuses one buffer rather than allocating per check.
     pub fn write_bucket_key(&self, key: &mut String) {
         key.push_str(match self.scope {
             RateLimitScope::Rest => "r\u{1f}",

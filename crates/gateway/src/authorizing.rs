@@ -16,8 +16,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use mcpgw_authz::{
-    Identity, Permission, Principal, RateLimitCaller, RateLimitKey, RateLimitScope, RateLimiter,
-    RoleName, TenantId,
+    AccessPath, Identity, Permission, Principal, RateLimitCaller, RateLimitKey, RateLimitScope,
+    RateLimiter, RoleName, TenantId,
 };
 use mcpgw_core::{
     CallContext, Caller, FrontendError, FrontendErrorKind, McpFrontend, Tool, ToolCallOutcome,
@@ -64,15 +64,19 @@ impl AuthorizedFrontend {
         })
     }
 
-    /// Takes a token for `caller`'s call of the tool `name`, when there is a limiter and the
-    /// name is one the catalogue knows.
-    fn admit_rate(&self, caller: &Caller, name: &str) -> Result<(), FrontendError> {
-        let Some(limiter) = self.limiter.as_ref() else {
-            return Ok(());
-        };
-        if !limiter.policy().is_enabled() || self.catalog.access_path(name).is_none() {
-            return Ok(());
-        }
+    /// The limiter, when tool calls are limited.
+    fn active_limiter(&self) -> Option<&Arc<dyn RateLimiter>> {
+        self.limiter
+            .as_ref()
+            .filter(|limiter| limiter.policy().is_enabled())
+    }
+
+    /// Takes a token for `caller`'s call of the tool `name` (a name the catalogue knows).
+    fn admit_rate(
+        limiter: &dyn RateLimiter,
+        caller: &Caller,
+        name: &str,
+    ) -> Result<(), FrontendError> {
         let who = RateLimitCaller::of(caller.principal.as_deref(), caller.address);
         let decision = limiter.check(&RateLimitKey {
             scope: RateLimitScope::ToolCall,
@@ -110,16 +114,17 @@ impl AuthorizedFrontend {
         })
     }
 
-    async fn may_invoke(&self, identity: Option<&Identity>, name: &str) -> bool {
+    /// May the caller invoke the tool at `path` (`None`: a name the catalogue does not know,
+    /// which the catalogue answers as unknown)?
+    async fn may_invoke(&self, identity: Option<&Identity>, path: Option<&AccessPath>) -> bool {
         let Some(identity) = identity else {
             return false;
         };
-        let Some(path) = self.catalog.access_path(name) else {
-            // Unknown names are answered as unknown by the catalogue.
+        let Some(path) = path else {
             return true;
         };
         self.auth
-            .authorize(identity, Permission::ToolInvoke, Some(&path))
+            .authorize(identity, Permission::ToolInvoke, Some(path))
             .await
             .is_allowed()
     }
@@ -193,10 +198,21 @@ impl McpFrontend for AuthorizedFrontend {
         arguments: Option<Map<String, Value>>,
         ctx: CallContext,
     ) -> Result<ToolCallOutcome, FrontendError> {
-        if self.enforced() && !self.may_invoke(identity_of(caller).as_ref(), name).await {
-            return Err(FrontendError::unknown("tool", name));
+        let limiter = self.active_limiter();
+        if self.enforced() || limiter.is_some() {
+            // One lookup of the tool's path serves both checks.
+            let path = self.catalog.access_path(name);
+            if self.enforced()
+                && !self
+                    .may_invoke(identity_of(caller).as_ref(), path.as_ref())
+                    .await
+            {
+                return Err(FrontendError::unknown("tool", name));
+            }
+            if let (Some(limiter), Some(_)) = (limiter, &path) {
+                Self::admit_rate(limiter.as_ref(), caller, name)?;
+            }
         }
-        self.admit_rate(caller, name)?;
         self.catalog.call_tool(caller, name, arguments, ctx).await
     }
 

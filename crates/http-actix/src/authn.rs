@@ -176,7 +176,7 @@ pub async fn authenticate(
     };
 
     let credentials = credentials_of(&request, &auth);
-    let client = crate::rate_limit::client_address(&state, request.request());
+    let client = state.client_address(request.request());
     let identity = match auth.authenticate(credentials, client).await {
         Ok(identity) => identity,
         Err(error) => {

@@ -325,7 +325,7 @@ async fn forward(
         .cloned()
         .unwrap_or_default();
     if caller.address.is_none() {
-        caller.address = crate::rate_limit::client_address(&state, &request);
+        caller.address = state.client_address(&request);
     }
     standard.extensions_mut().insert(caller);
     let response = handler(standard).await;

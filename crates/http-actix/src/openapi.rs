@@ -132,37 +132,23 @@ fn declare_rate_limits(document: &mut utoipa::openapi::OpenApi) {
                 .build(),
         )
         .build();
-    for (path, item) in &mut document.paths.paths {
-        if !path.starts_with("/api/") {
-            continue;
-        }
-        for operation in [
-            &mut item.get,
-            &mut item.put,
-            &mut item.post,
-            &mut item.delete,
-            &mut item.patch,
-        ]
-        .into_iter()
-        .flatten()
-        {
-            for (status, response) in &mut operation.responses.responses {
-                let success = status.starts_with('2') || status == "101";
-                if let (true, utoipa::openapi::RefOr::T(response)) = (success, response) {
-                    response
-                        .headers
-                        .insert("X-RateLimit-Limit".to_owned(), limit.clone().into());
-                    response
-                        .headers
-                        .insert("X-RateLimit-Remaining".to_owned(), remaining.clone().into());
-                }
+    for operation in operations(document, |path| path.starts_with("/api/")) {
+        for (status, response) in &mut operation.responses.responses {
+            let success = status.starts_with('2') || status == "101";
+            if let (true, utoipa::openapi::RefOr::T(response)) = (success, response) {
+                response
+                    .headers
+                    .insert("X-RateLimit-Limit".to_owned(), limit.clone().into());
+                response
+                    .headers
+                    .insert("X-RateLimit-Remaining".to_owned(), remaining.clone().into());
             }
-            operation
-                .responses
-                .responses
-                .entry("429".to_owned())
-                .or_insert_with(|| too_many.clone().into());
         }
+        operation
+            .responses
+            .responses
+            .entry("429".to_owned())
+            .or_insert_with(|| too_many.clone().into());
     }
 }
 
@@ -185,23 +171,33 @@ fn declare_security(document: &mut utoipa::openapi::OpenApi) {
         SecurityRequirement::new("api_key", Vec::<String>::new()),
         SecurityRequirement::new("bearer", Vec::<String>::new()),
     ];
-    for (path, item) in &mut document.paths.paths {
-        if !(path.starts_with("/api/") || path == crate::MCP_PATH) {
-            continue;
-        }
-        for operation in [
-            &mut item.get,
-            &mut item.put,
-            &mut item.post,
-            &mut item.delete,
-            &mut item.patch,
-        ]
-        .into_iter()
-        .flatten()
-        {
-            operation.security = Some(requirements.clone());
-        }
+    for operation in operations(document, |path| {
+        path.starts_with("/api/") || path == crate::MCP_PATH
+    }) {
+        operation.security = Some(requirements.clone());
     }
+}
+
+/// Every operation of the paths that `include` accepts.
+fn operations(
+    document: &mut utoipa::openapi::OpenApi,
+    include: impl Fn(&str) -> bool,
+) -> impl Iterator<Item = &mut utoipa::openapi::path::Operation> {
+    document
+        .paths
+        .paths
+        .iter_mut()
+        .filter(move |(path, _)| include(path))
+        .flat_map(|(_, item)| {
+            [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.patch,
+            ]
+        })
+        .flatten()
 }
 
 /// The serialized document, made once when the routes are mounted.

@@ -31,21 +31,6 @@ fn is_limited(path: &str) -> bool {
     path.starts_with("/api/")
 }
 
-/// The client's address as the API sees it: the TCP peer, or the forwarded address when the
-/// peer is a trusted proxy.
-pub(crate) fn client_address(
-    state: &ApiState,
-    request: &actix_web::HttpRequest,
-) -> Option<std::net::IpAddr> {
-    state.trusted_proxies().client_address(
-        request.peer_addr().map(|peer| peer.ip()),
-        request
-            .headers()
-            .get("x-forwarded-for")
-            .and_then(|value| value.to_str().ok()),
-    )
-}
-
 /// The actix middleware (mount with `actix_web::middleware::from_fn`, inside authentication).
 pub async fn limit_rate(
     request: ServiceRequest,
@@ -69,14 +54,14 @@ pub async fn limit_rate(
             .await
             .map(ServiceResponse::map_into_left_body);
     }
-    let principal = request
+    // Authentication found the caller and its address already when it is on.
+    let known = request
         .extensions()
         .get::<Caller>()
-        .and_then(|caller| caller.principal.clone());
-    let caller = RateLimitCaller::of(
-        principal.as_deref(),
-        client_address(&state, request.request()),
-    );
+        .map(|caller| (caller.principal.clone(), caller.address));
+    let (principal, address) =
+        known.unwrap_or_else(|| (None, state.client_address(request.request())));
+    let caller = RateLimitCaller::of(principal.as_deref(), address);
     let decision = limiter.check(&RateLimitKey {
         scope: RateLimitScope::Rest,
         caller: &caller,

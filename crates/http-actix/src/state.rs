@@ -156,6 +156,18 @@ impl ApiState {
         &self.trusted_proxies
     }
 
+    /// The client's address as the API sees it: the TCP peer, or the forwarded address when
+    /// the peer is a trusted proxy. Lockouts and rate limits of anonymous callers key on it.
+    pub fn client_address(&self, request: &actix_web::HttpRequest) -> Option<std::net::IpAddr> {
+        self.trusted_proxies.client_address(
+            request.peer_addr().map(|peer| peer.ip()),
+            request
+                .headers()
+                .get("x-forwarded-for")
+                .and_then(|value| value.to_str().ok()),
+        )
+    }
+
     pub fn auth(&self) -> Option<&Arc<AuthService>> {
         self.auth.as_ref()
     }

@@ -294,13 +294,8 @@ pub(crate) async fn metrics_text(state: web::Data<ApiState>) -> HttpResponse {
     if let Some(streams) = state.event_streams() {
         metrics::gauge!(WEBSOCKET_CLIENTS).set(streams.client_count() as f64);
     }
-    if let Some(log) = gateway.event_log() {
-        match log.stats().await {
-            #[allow(clippy::cast_precision_loss)]
-            Ok(stats) => metrics::gauge!(EVENT_LOG_EVENTS).set(stats.events as f64),
-            Err(error) => tracing::warn!(%error, "cannot read the event log's size for /metrics"),
-        }
-    }
+    // The event log's size is set by its compaction task (`mcpgw_gateway::run_event_log_compaction`),
+    // which counts the log anyway: a scrape never waits on the log's writer or counts its rows.
     let handle = state.metrics();
     handle.run_upkeep();
     HttpResponse::Ok()
