@@ -5,40 +5,11 @@
 
 mod support;
 
-use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::peers::run_python_client;
-use support::{RunningGateway, fixture_server_yaml, gateway, gateway_binary};
-
-/// Makes a key with `mcp-gateway auth create-key` in `data_dir`; answers the raw key.
-fn cli_key(data_dir: &Path, principal: &str, role: Option<&str>) -> String {
-    let mut command = Command::new(gateway_binary());
-    command
-        .args([
-            "auth",
-            "create-key",
-            "--principal",
-            principal,
-            "--name",
-            "e2e",
-        ])
-        .arg("--data-dir")
-        .arg(data_dir)
-        .stdin(Stdio::null());
-    if let Some(role) = role {
-        command.args(["--role", role]);
-    }
-    let output = command.output().unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap().trim().to_owned()
-}
+use support::{RunningGateway, cli_key, fixture_server_yaml, gateway};
 
 fn config(extra: &str) -> String {
     format!(

@@ -148,20 +148,7 @@ fn a_bad_event_log_section_stops_the_start_with_the_key() {
             "event_log.compaction_interval_s",
         ),
     ] {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("gateway.yaml");
-        std::fs::write(&path, config(section)).unwrap();
-        let output = std::process::Command::new(support::gateway_binary())
-            .args(["--http", "--host", "127.0.0.1", "--port", "0", "--config"])
-            .arg(&path)
-            .arg("--data-dir")
-            .arg(dir.path().join("data"))
-            .env_remove("MCP_CONFIG")
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap();
-        assert!(!output.status.success(), "{section} was accepted");
-        let stderr = String::from_utf8_lossy(&output.stderr);
+        let stderr = support::start_fails(Some(&config(section)), &[]);
         assert!(stderr.contains(key), "{section}: {stderr}");
     }
 }

@@ -6,12 +6,10 @@
 
 mod support;
 
-use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::{RunningGateway, fixture_server_yaml, gateway, gateway_binary};
+use support::{RunningGateway, cli_key, fixture_server_yaml, gateway};
 
 const ALLOWED: &str = "https://console.example.com";
 const EXPOSED: &str =
@@ -185,36 +183,11 @@ fn without_cors_origins_no_answer_has_cors_headers() {
     assert!(actual.cors_headers().is_empty(), "{:?}", actual.headers);
 }
 
-/// Makes a key with `mcp-gateway auth create-key` in `data_dir`; answers the raw key.
-fn cli_key(data_dir: &Path, principal: &str, role: &str) -> String {
-    let output = Command::new(gateway_binary())
-        .args([
-            "auth",
-            "create-key",
-            "--principal",
-            principal,
-            "--name",
-            "e2e",
-        ])
-        .args(["--role", role])
-        .arg("--data-dir")
-        .arg(data_dir)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap().trim().to_owned()
-}
-
 #[test]
 fn with_auth_on_preflights_need_no_key_and_the_summary_needs_metrics_read() {
     let data = tempfile::tempdir().unwrap();
-    let viewer = cli_key(data.path(), "user:watcher", "viewer");
-    let operator = cli_key(data.path(), "user:hands", "operator");
+    let viewer = cli_key(data.path(), "user:watcher", Some("viewer"));
+    let operator = cli_key(data.path(), "user:hands", Some("operator"));
     let gw = gateway()
         .config("auth:\n  enabled: true\n")
         .data_dir(data)

@@ -127,6 +127,63 @@ impl GatewayBuilder {
     }
 }
 
+/// Makes a key with `mcp-gateway auth create-key` in `data_dir`; answers the raw key.
+pub fn cli_key(data_dir: &std::path::Path, principal: &str, role: Option<&str>) -> String {
+    let mut command = Command::new(gateway_binary());
+    command
+        .args([
+            "auth",
+            "create-key",
+            "--principal",
+            principal,
+            "--name",
+            "e2e",
+        ])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .stdin(Stdio::null());
+    if let Some(role) = role {
+        command.args(["--role", role]);
+    }
+    let output = command.output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap().trim().to_owned()
+}
+
+/// Starts the gateway (HTTP on a free port, a fresh data directory) with the configuration
+/// `yaml` if given and the environment `env`, expects it to refuse to start, and answers what
+/// it wrote on stderr. Fails when it starts, or takes longer than 20 s to give up.
+#[track_caller]
+pub fn start_fails(yaml: Option<&str>, env: &[(&str, &str)]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = Command::new(gateway_binary());
+    command
+        .args(["--http", "--host", "127.0.0.1", "--port", "0", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .env_remove("MCP_CONFIG")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if let Some(yaml) = yaml {
+        let path = dir.path().join("gateway.yaml");
+        std::fs::write(&path, yaml).unwrap();
+        command.arg("--config").arg(path);
+    }
+    let started = Instant::now();
+    let output = command.output().unwrap();
+    assert!(
+        !output.status.success(),
+        "the gateway started with {yaml:?} and {env:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(20));
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
 pub fn gateway() -> GatewayBuilder {
     GatewayBuilder {
         config: None,
