@@ -147,21 +147,9 @@ impl FrameCache {
 /// The JSON of an event as clients get it: its fields with `event_type`, plus `event_id` (a
 /// string, as in the tool history) and `occurred_at`.
 fn event_frame(published: &PublishedEvent) -> String {
-    #[derive(Serialize)]
-    struct Frame<'a> {
-        #[serde(flatten)]
-        event: &'a DomainEvent,
-        event_id: String,
-        occurred_at: String,
-    }
-    let frame = Frame {
-        event: &published.event,
-        event_id: published.event_id.to_string(),
-        occurred_at: published.occurred_at.to_string(),
-    };
     // Events hold strings, numbers and booleans only; should one ever fail to serialize, the
     // client still learns that an event happened.
-    serde_json::to_string(&frame).unwrap_or_else(|error| {
+    serde_json::to_string(published).unwrap_or_else(|error| {
         tracing::error!(%error, event_type = published.event.event_type(), "an event could not be serialized");
         serde_json::json!({
             "event_type": published.event.event_type(),

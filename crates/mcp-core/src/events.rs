@@ -303,10 +303,31 @@ impl DomainEvent {
 /// A domain event with the identity and time the gateway gave it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PublishedEvent {
-    /// Increasing within one gateway process.
+    /// Increasing, and continuing across restarts when an event log keeps the last one.
     pub event_id: u64,
     pub occurred_at: Timestamp,
     pub event: DomainEvent,
+}
+
+/// A published event serializes as the record clients and the event log see:
+/// `{"event_type", "event_id", "occurred_at", ...fields}`, the id as a string (as in the tool
+/// history) and the time as [`Timestamp`] displays it.
+impl Serialize for PublishedEvent {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Record<'a> {
+            #[serde(flatten)]
+            event: &'a DomainEvent,
+            event_id: String,
+            occurred_at: String,
+        }
+        Record {
+            event: &self.event,
+            event_id: self.event_id.to_string(),
+            occurred_at: self.occurred_at.to_string(),
+        }
+        .serialize(serializer)
+    }
 }
 
 /// Sees every published event, in order, with its id. Called inline by the publisher: it must

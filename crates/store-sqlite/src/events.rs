@@ -25,12 +25,11 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use mcpgw_core::{
-    CompactionReport, DomainEvent, EventLog, EventLogError, EventLogStats, EventObserver,
-    EventRetention, HistoryPage, InvocationHistory, InvocationRecord, PublishedEvent,
-    RepositoryError, ServerId, Timestamp,
+    CompactionReport, EventLog, EventLogError, EventLogStats, EventObserver, EventRetention,
+    HistoryPage, InvocationHistory, InvocationRecord, PublishedEvent, RepositoryError, ServerId,
+    Timestamp,
 };
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
-use serde::Serialize;
 
 use crate::error::StoreError;
 use crate::schema;
@@ -443,18 +442,7 @@ fn write_until_closed(connection: &mut Connection, receiver: &Receiver<Command>,
 
 /// The event as it is stored: what a client of the event stream gets for it.
 fn payload(published: &PublishedEvent) -> Result<String, serde_json::Error> {
-    #[derive(Serialize)]
-    struct Stored<'a> {
-        #[serde(flatten)]
-        event: &'a DomainEvent,
-        event_id: String,
-        occurred_at: String,
-    }
-    serde_json::to_string(&Stored {
-        event: &published.event,
-        event_id: published.event_id.to_string(),
-        occurred_at: published.occurred_at.to_string(),
-    })
+    serde_json::to_string(published)
 }
 
 fn write_batch(connection: &mut Connection, batch: &[PublishedEvent]) -> Result<(), StoreError> {
@@ -678,6 +666,7 @@ fn write_lock<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mcpgw_core::DomainEvent;
 
     fn invocation(event_id: u64) -> PublishedEvent {
         PublishedEvent {
