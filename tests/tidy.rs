@@ -36,6 +36,7 @@ const ADAPTER_CRATES: &[&str] = &[
     "mcpgw-mcp-rmcp",
     "mcpgw-runner-process",
     "mcpgw-runner-docker",
+    "mcpgw-discovery-files",
     "mcpgw-store-sqlite",
     "mcpgw-oidc",
     "mcpgw-policy-opa",

@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use mcpgw_core::{LaunchSpec, ServerId, ServerOrigin, ServerSpec};
+use mcpgw_core::{ContainerCli, ContainerEngine, LaunchSpec, ServerId, ServerOrigin, ServerSpec};
 
 use crate::schema::{
-    GatewayConfig, GroupMemberDefinition, GroupStrategy, ServerDefinition, ServerMode,
+    ContainerRuntime, GatewayConfig, GroupMemberDefinition, GroupStrategy, ServerDefinition, ServerMode,
 };
 
 /// A group as the groups domain needs it, with every default applied.
@@ -68,6 +68,16 @@ impl ServerDefinition {
                 cpus: self.cpus.clone(),
                 read_only: self.read_only.unwrap_or(DEFAULT_DOCKER_READ_ONLY),
                 volumes: self.volumes.clone().unwrap_or_default(),
+                engine: match (&self.docker_host, self.runtime) {
+                    (Some(host), _) => ContainerEngine::Host(host.clone()),
+                    (None, Some(ContainerRuntime::Docker)) => {
+                        ContainerEngine::Cli(ContainerCli::Docker)
+                    }
+                    (None, Some(ContainerRuntime::Podman)) => {
+                        ContainerEngine::Cli(ContainerCli::Podman)
+                    }
+                    (None, None) => ContainerEngine::Default,
+                },
             },
             ServerMode::Remote => LaunchSpec::Remote {
                 endpoint: self.endpoint.clone().unwrap_or_default(),
@@ -156,6 +166,7 @@ impl ServerDefinition {
                 cpus,
                 read_only,
                 volumes,
+                engine,
             } => {
                 definition.mode = Some(ServerMode::Docker);
                 definition.image = Some(image.clone());
@@ -168,6 +179,16 @@ impl ServerDefinition {
                 definition.read_only =
                     Some(*read_only).filter(|read_only| *read_only != DEFAULT_DOCKER_READ_ONLY);
                 definition.volumes = Some(volumes.clone()).filter(|volumes| !volumes.is_empty());
+                match engine {
+                    ContainerEngine::Host(host) => definition.docker_host = Some(host.clone()),
+                    ContainerEngine::Cli(ContainerCli::Docker) => {
+                        definition.runtime = Some(ContainerRuntime::Docker);
+                    }
+                    ContainerEngine::Cli(ContainerCli::Podman) => {
+                        definition.runtime = Some(ContainerRuntime::Podman);
+                    }
+                    _ => {}
+                }
             }
             LaunchSpec::Remote { endpoint, headers } => {
                 definition.mode = Some(ServerMode::Remote);

@@ -277,6 +277,11 @@ pub struct ServerDefinition {
     /// docker: run through this CLI instead of the Engine API.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<ContainerRuntime>,
+    /// docker: the Engine API to run on (`unix:///run/podman/podman.sock`, or a socket path);
+    /// the gateway's default engine when absent. A server approved from a docker discovery
+    /// source has its source's socket here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub docker_host: Option<String>,
 
     /// remote: the MCP Streamable HTTP endpoint.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use mcpgw_core::{LaunchSpec, ServerId, ServerOrigin, ServerSpec, Tool};
+use mcpgw_core::{ContainerCli, ContainerEngine, LaunchSpec, ServerId, ServerOrigin, ServerSpec, Tool};
 use serde_json::json;
 
 use super::*;
@@ -125,6 +125,7 @@ fn the_contract_example_parses_into_servers_groups_and_sections() {
             cpus: Some("1.0".into()),
             read_only: true,
             volumes: vec![],
+            engine: ContainerEngine::Default,
         }
     );
 
@@ -684,6 +685,7 @@ fn docker_takes_command_as_a_synonym_of_args_and_numbers_for_cpus() {
             cpus: Some("2".into()),
             read_only: false,
             volumes: vec!["/d:/d:ro".into()],
+            engine: ContainerEngine::Default,
         }
     );
     assert!(
@@ -1501,4 +1503,62 @@ fn event_log_unknown_keys_and_wrong_types_are_reported_at_their_keys() {
     let error = only_error("event_log:\n  max_events: -1\n");
     assert_eq!(error.kind, ConfigErrorKind::WrongType);
     assert_eq!(error.path, "event_log.max_events");
+}
+
+#[test]
+fn docker_engine_comes_from_runtime_or_docker_host_and_survives_export() {
+    let config = parse_ok(&yaml(
+        "
+        mcp_servers:
+          cli: {mode: docker, image: img, runtime: podman}
+          api: {mode: docker, image: img, docker_host: \"unix:///run/podman/podman.sock\"}
+          plain: {mode: docker, image: img}
+        ",
+    ));
+    let engine_of = |id: &str| match spec(&config, id).launch {
+        LaunchSpec::Docker { engine, .. } => engine,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(engine_of("cli"), ContainerEngine::Cli(ContainerCli::Podman));
+    assert_eq!(
+        engine_of("api"),
+        ContainerEngine::Host("unix:///run/podman/podman.sock".into())
+    );
+    assert_eq!(engine_of("plain"), ContainerEngine::Default);
+    for id in ["cli", "api", "plain"] {
+        let original = spec(&config, id);
+        let definition = ServerDefinition::from_server_spec(&original).unwrap();
+        let again = definition
+            .to_server_spec(original.id.clone(), ServerOrigin::Config)
+            .unwrap();
+        assert_eq!(again.launch, original.launch, "{id}");
+    }
+}
+
+#[test]
+fn docker_host_must_be_a_unix_socket_and_excludes_runtime() {
+    // Bad input: a TCP address, and both ways of naming the engine at once.
+    for (body, expected) in [
+        (
+            "mcp_servers:\n  a: {mode: docker, image: img, docker_host: \"tcp://10.0.0.1:2375\"}\n",
+            "is not a unix socket",
+        ),
+        (
+            "mcp_servers:\n  a: {mode: docker, image: img, runtime: docker, docker_host: /run/d.sock}\n",
+            "give only one of them",
+        ),
+        (
+            "mcp_servers:\n  a: {mode: subprocess, command: [x], docker_host: /run/d.sock}\n",
+            "docker_host",
+        ),
+    ] {
+        let messages: Vec<String> = parse_errors(body)
+            .iter()
+            .map(|error| format!("{}: {}", error.path, error.message))
+            .collect();
+        assert!(
+            messages.iter().any(|message| message.contains(expected)),
+            "{body}: {messages:?}"
+        );
+    }
 }

@@ -85,6 +85,7 @@ const SERVER_KEY_MODES: &[(&str, &[ServerMode])] = {
         ("read_only", &[Docker]),
         ("volumes", &[Docker]),
         ("runtime", &[Docker]),
+        ("docker_host", &[Docker]),
         ("endpoint", &[Remote]),
         ("headers", &[Remote]),
         ("strategy", &[Group]),
@@ -116,6 +117,7 @@ fn present_keys(definition: &ServerDefinition) -> Vec<&'static str> {
         ("read_only", definition.read_only.is_some()),
         ("volumes", definition.volumes.is_some()),
         ("runtime", definition.runtime.is_some()),
+        ("docker_host", definition.docker_host.is_some()),
         ("endpoint", definition.endpoint.is_some()),
         ("headers", definition.headers.is_some()),
         ("strategy", definition.strategy.is_some()),
@@ -327,6 +329,27 @@ fn validate_docker(definition: &ServerDefinition, path: &KeyPath, findings: &mut
             path.key("command"),
             "`command` is a synonym of `args` in mode `docker`; give only one of them",
         );
+    }
+    if let Some(host) = definition.docker_host.as_deref() {
+        if definition.runtime.is_some() {
+            findings.error(
+                ConfigErrorKind::InvalidValue,
+                path.key("docker_host"),
+                "`docker_host` names an Engine API and `runtime` a command-line client; give \
+                 only one of them",
+            );
+        }
+        let socket = host.strip_prefix("unix://").unwrap_or(host);
+        if !socket.starts_with('/') {
+            findings.error(
+                ConfigErrorKind::InvalidValue,
+                path.key("docker_host"),
+                format!(
+                    "`{host}` is not a unix socket; write unix:///path/to/docker.sock or an \
+                     absolute socket path"
+                ),
+            );
+        }
     }
     if definition
         .network

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use mcpgw_core::{LaunchSpec, ServerSnapshot, ServerState, Tool, ToolSource};
+use mcpgw_core::{ContainerEngine, LaunchSpec, ServerSnapshot, ServerState, Tool, ToolSource};
 use mcpgw_gateway::groups_domain::{GroupState, GroupStrategy};
 use mcpgw_gateway::{GroupView, MemberView};
 use serde::Serialize;
@@ -222,6 +222,12 @@ pub struct DockerLaunch {
     pub cpus: Option<String>,
     pub read_only: bool,
     pub volumes: Vec<String>,
+    /// `docker` or `podman` when a command-line client runs the container.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<&'static str>,
+    /// The Engine API the container runs on, when it is not the gateway's default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub docker_host: Option<String>,
 }
 
 /// The launch fields of a `remote` server.
@@ -260,6 +266,7 @@ impl LaunchDetails {
                 cpus,
                 read_only,
                 volumes,
+                engine,
             } => LaunchDetails::Docker(DockerLaunch {
                 image: image.clone(),
                 args: args.clone(),
@@ -269,6 +276,14 @@ impl LaunchDetails {
                 cpus: cpus.clone(),
                 read_only: *read_only,
                 volumes: volumes.clone(),
+                runtime: match engine {
+                    ContainerEngine::Cli(cli) => Some(cli.program()),
+                    _ => None,
+                },
+                docker_host: match engine {
+                    ContainerEngine::Host(host) => Some(host.clone()),
+                    _ => None,
+                },
             }),
             LaunchSpec::Remote { endpoint, headers } => LaunchDetails::Remote(RemoteLaunch {
                 endpoint: endpoint.clone(),

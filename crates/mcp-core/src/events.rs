@@ -170,10 +170,64 @@ pub enum DomainEvent {
     ToolPolicyCleared {
         policy: String,
     },
+    /// A discovery source was registered (over the API; sources of the configuration file are
+    /// there from the start).
+    DiscoverySourceAdded {
+        source_id: String,
+        source_type: String,
+        mode: &'static str,
+    },
+    DiscoverySourceUpdated {
+        source_id: String,
+    },
+    DiscoverySourceRemoved {
+        source_id: String,
+    },
+    DiscoverySourceEnabled {
+        source_id: String,
+        enabled: bool,
+    },
+    /// A scan finished; the counts are what the source holds after it.
+    DiscoveryScanCompleted {
+        source_id: String,
+        found: usize,
+        pending: usize,
+        quarantined: usize,
+    },
+    /// A source could not be read (its engine unreachable, its directory missing); nothing it
+    /// had found was changed.
+    DiscoveryScanFailed {
+        source_id: String,
+        error: String,
+    },
+    /// A candidate waits for approval: new, or an approved server whose definition changed.
+    DiscoveryServerPending {
+        name: String,
+        source_id: String,
+    },
+    DiscoveryServerQuarantined {
+        name: String,
+        source_id: String,
+        reason: String,
+    },
+    DiscoveryServerApproved {
+        mcp_server_id: ServerId,
+        source_id: String,
+    },
+    DiscoveryServerRejected {
+        name: String,
+        source_id: String,
+    },
+    /// An authoritative source no longer sees a server it had added, past the grace period:
+    /// the server is removed.
+    DiscoveryServerWithdrawn {
+        mcp_server_id: ServerId,
+        source_id: String,
+    },
 }
 
 /// Every `event_type` a [`DomainEvent`] can have, for validating subscription filters.
-pub const EVENT_TYPES: [&str; 32] = [
+pub const EVENT_TYPES: [&str; 43] = [
     "McpServerRegistered",
     "McpServerUpdated",
     "McpServerRemoved",
@@ -206,6 +260,17 @@ pub const EVENT_TYPES: [&str; 32] = [
     "RoleRevoked",
     "ToolPolicySet",
     "ToolPolicyCleared",
+    "DiscoverySourceAdded",
+    "DiscoverySourceUpdated",
+    "DiscoverySourceRemoved",
+    "DiscoverySourceEnabled",
+    "DiscoveryScanCompleted",
+    "DiscoveryScanFailed",
+    "DiscoveryServerPending",
+    "DiscoveryServerQuarantined",
+    "DiscoveryServerApproved",
+    "DiscoveryServerRejected",
+    "DiscoveryServerWithdrawn",
 ];
 
 impl DomainEvent {
@@ -243,6 +308,17 @@ impl DomainEvent {
             DomainEvent::RoleRevoked { .. } => "RoleRevoked",
             DomainEvent::ToolPolicySet { .. } => "ToolPolicySet",
             DomainEvent::ToolPolicyCleared { .. } => "ToolPolicyCleared",
+            DomainEvent::DiscoverySourceAdded { .. } => "DiscoverySourceAdded",
+            DomainEvent::DiscoverySourceUpdated { .. } => "DiscoverySourceUpdated",
+            DomainEvent::DiscoverySourceRemoved { .. } => "DiscoverySourceRemoved",
+            DomainEvent::DiscoverySourceEnabled { .. } => "DiscoverySourceEnabled",
+            DomainEvent::DiscoveryScanCompleted { .. } => "DiscoveryScanCompleted",
+            DomainEvent::DiscoveryScanFailed { .. } => "DiscoveryScanFailed",
+            DomainEvent::DiscoveryServerPending { .. } => "DiscoveryServerPending",
+            DomainEvent::DiscoveryServerQuarantined { .. } => "DiscoveryServerQuarantined",
+            DomainEvent::DiscoveryServerApproved { .. } => "DiscoveryServerApproved",
+            DomainEvent::DiscoveryServerRejected { .. } => "DiscoveryServerRejected",
+            DomainEvent::DiscoveryServerWithdrawn { .. } => "DiscoveryServerWithdrawn",
         }
     }
 
@@ -264,7 +340,9 @@ impl DomainEvent {
             | DomainEvent::ToolInvocationFailed { mcp_server_id, .. }
             | DomainEvent::GroupMemberAdded { mcp_server_id, .. }
             | DomainEvent::GroupMemberRemoved { mcp_server_id, .. }
-            | DomainEvent::GroupMemberHealthChanged { mcp_server_id, .. } => Some(mcp_server_id),
+            | DomainEvent::GroupMemberHealthChanged { mcp_server_id, .. }
+            | DomainEvent::DiscoveryServerApproved { mcp_server_id, .. }
+            | DomainEvent::DiscoveryServerWithdrawn { mcp_server_id, .. } => Some(mcp_server_id),
             DomainEvent::GroupCreated { .. }
             | DomainEvent::GroupUpdated { .. }
             | DomainEvent::GroupDeleted { .. }
@@ -281,7 +359,16 @@ impl DomainEvent {
             | DomainEvent::RoleAssigned { .. }
             | DomainEvent::RoleRevoked { .. }
             | DomainEvent::ToolPolicySet { .. }
-            | DomainEvent::ToolPolicyCleared { .. } => None,
+            | DomainEvent::ToolPolicyCleared { .. }
+            | DomainEvent::DiscoverySourceAdded { .. }
+            | DomainEvent::DiscoverySourceUpdated { .. }
+            | DomainEvent::DiscoverySourceRemoved { .. }
+            | DomainEvent::DiscoverySourceEnabled { .. }
+            | DomainEvent::DiscoveryScanCompleted { .. }
+            | DomainEvent::DiscoveryScanFailed { .. }
+            | DomainEvent::DiscoveryServerPending { .. }
+            | DomainEvent::DiscoveryServerQuarantined { .. }
+            | DomainEvent::DiscoveryServerRejected { .. } => None,
         }
     }
 

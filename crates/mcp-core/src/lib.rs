@@ -42,7 +42,7 @@ pub use ports::{
     ProcessSpawner, RepositoryError, ServerLauncher, ServerRepository, SessionError,
     SessionErrorKind, SpawnedProcess, StdioConnector, TaskSpawner,
 };
-pub use spec::{LaunchSpec, ServerOrigin, ServerSpec};
+pub use spec::{ContainerCli, ContainerEngine, LaunchSpec, ServerOrigin, ServerSpec};
 pub use state::{ServerState, TransitionError};
 pub use time::{Clock, MonoTime, Timestamp};
 pub use tool::{CallContext, ProgressUpdate, Tool, ToolCall, ToolCallOutcome};

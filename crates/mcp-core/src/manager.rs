@@ -337,13 +337,14 @@ impl ServerManager {
         Ok(restored)
     }
 
-    /// Registers a new server. Servers of origin [`ServerOrigin::Api`] are saved to the
-    /// repository first, so an acknowledged registration survives a restart.
+    /// Registers a new server. Servers created at run time (over the API, or approved from
+    /// discovery) are saved to the repository first, so an acknowledged registration survives
+    /// a restart.
     pub async fn register(&self, spec: ServerSpec) -> Result<ServerSnapshot, CoreError> {
         if self.contains(&spec.id) {
             return Err(CoreError::ServerAlreadyExists(spec.id));
         }
-        if spec.origin == ServerOrigin::Api
+        if spec.origin != ServerOrigin::Config
             && let Some(repository) = &self.inner.repository
         {
             repository.save(&spec).await?;
@@ -437,7 +438,7 @@ impl ServerManager {
             ..spec
         };
         if let Some(repository) = &self.inner.repository
-            && spec.origin == ServerOrigin::Api
+            && spec.origin != ServerOrigin::Config
         {
             repository.save(&spec).await?;
         }

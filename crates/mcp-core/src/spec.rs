@@ -26,6 +26,8 @@ pub enum LaunchSpec {
         cpus: Option<String>,
         read_only: bool,
         volumes: Vec<String>,
+        /// Which container engine runs it.
+        engine: ContainerEngine,
     },
     /// A server reached over MCP Streamable HTTP.
     Remote {
@@ -47,6 +49,38 @@ impl LaunchSpec {
     /// Whether the server has a stderr stream the gateway captures.
     pub fn captures_stderr(&self) -> bool {
         !matches!(self, LaunchSpec::Remote { .. })
+    }
+}
+
+/// Which container engine runs a docker-mode server.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ContainerEngine {
+    /// The gateway's default engine: the Engine API that `DOCKER_HOST` names (or
+    /// `/var/run/docker.sock`), else a `docker` or `podman` CLI found on `PATH`.
+    #[default]
+    Default,
+    /// The Docker Engine API at this address (`unix:///path/to/socket`, or a bare socket path).
+    /// A server approved from a docker discovery source runs on that source's engine.
+    Host(String),
+    /// This command-line client, which runs the container as a child process.
+    Cli(ContainerCli),
+}
+
+/// The container command-line clients the gateway knows how to drive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ContainerCli {
+    Docker,
+    Podman,
+}
+
+impl ContainerCli {
+    /// The program's name, as found on `PATH`.
+    pub fn program(self) -> &'static str {
+        match self {
+            ContainerCli::Docker => "docker",
+            ContainerCli::Podman => "podman",
+        }
     }
 }
 

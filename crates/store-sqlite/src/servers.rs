@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use mcpgw_core::{
-    LaunchSpec, RepositoryError, ServerId, ServerOrigin, ServerRepository, ServerSpec, Tool,
+    ContainerCli, ContainerEngine, LaunchSpec, RepositoryError, ServerId, ServerOrigin, ServerRepository, ServerSpec, Tool,
 };
 use serde::{Deserialize, Serialize};
 
@@ -72,12 +72,28 @@ enum StoredLaunch {
         read_only: bool,
         #[serde(default)]
         volumes: Vec<String>,
+        /// Absent in rows written before engines could be chosen: the default engine.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        engine: Option<StoredEngine>,
     },
     Remote {
         endpoint: String,
         #[serde(default)]
         headers: BTreeMap<String, String>,
     },
+}
+
+/// Which engine runs a stored docker-mode server.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum StoredEngine {
+    Host(String),
+    DockerCli,
+    PodmanCli,
+}
+
+fn engine_kind(_engine: &ContainerEngine) -> &'static str {
+    "docker (with an engine this store does not know)"
 }
 
 #[derive(Serialize, Deserialize)]
@@ -105,6 +121,7 @@ impl StoredServer {
                 cpus,
                 read_only,
                 volumes,
+                engine,
             } => StoredLaunch::Docker {
                 image: image.clone(),
                 args: args.clone(),
@@ -114,6 +131,15 @@ impl StoredServer {
                 cpus: cpus.clone(),
                 read_only: *read_only,
                 volumes: volumes.clone(),
+                engine: match engine {
+                    ContainerEngine::Default => None,
+                    ContainerEngine::Host(host) => Some(StoredEngine::Host(host.clone())),
+                    ContainerEngine::Cli(ContainerCli::Docker) => Some(StoredEngine::DockerCli),
+                    ContainerEngine::Cli(ContainerCli::Podman) => Some(StoredEngine::PodmanCli),
+                    other => return Err(StoreError::UnsupportedMode {
+                        mode: engine_kind(other),
+                    }),
+                },
             },
             LaunchSpec::Remote { endpoint, headers } => StoredLaunch::Remote {
                 endpoint: endpoint.clone(),
@@ -155,6 +181,7 @@ impl StoredServer {
                 cpus,
                 read_only,
                 volumes,
+                engine,
             } => LaunchSpec::Docker {
                 image,
                 args,
@@ -164,6 +191,12 @@ impl StoredServer {
                 cpus,
                 read_only,
                 volumes,
+                engine: match engine {
+                    None => ContainerEngine::Default,
+                    Some(StoredEngine::Host(host)) => ContainerEngine::Host(host),
+                    Some(StoredEngine::DockerCli) => ContainerEngine::Cli(ContainerCli::Docker),
+                    Some(StoredEngine::PodmanCli) => ContainerEngine::Cli(ContainerCli::Podman),
+                },
             },
             StoredLaunch::Remote { endpoint, headers } => LaunchSpec::Remote { endpoint, headers },
         };

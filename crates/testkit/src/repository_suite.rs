@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use mcpgw_core::{
-    LaunchSpec, RepositoryError, ServerId, ServerOrigin, ServerRepository, ServerSpec, Tool,
+    ContainerEngine, LaunchSpec, RepositoryError, ServerId, ServerOrigin, ServerRepository, ServerSpec, Tool,
 };
 use serde_json::json;
 
@@ -199,6 +199,7 @@ pub fn sample_docker_spec(id: &str) -> ServerSpec {
             cpus: Some("1.5".to_owned()),
             read_only: false,
             volumes: vec!["/data:/data:ro".to_owned()],
+            engine: ContainerEngine::Host("unix:///run/podman/podman.sock".to_owned()),
         },
         idle_ttl: Duration::from_secs(86_400),
         health_check_interval: Duration::from_secs(5),

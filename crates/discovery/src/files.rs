@@ -1,0 +1,1 @@
+//! A YAML file of server definitions, read as discovery candidates.

@@ -1,0 +1,1 @@
+//! A container's `mcp.gateway.*` labels, read as a discovery candidate.

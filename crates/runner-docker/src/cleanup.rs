@@ -1,0 +1,2 @@
+//! placeholder
+pub async fn remove_leftover_containers() {}

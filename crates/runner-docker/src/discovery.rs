@@ -1,0 +1,3 @@
+//! placeholder
+pub struct DockerDiscoverySource;
+pub struct DockerSourceFactory;

@@ -1,0 +1,27 @@
+//! Runs MCP servers in containers, and discovers them from a container engine.
+//!
+//! [`DockerRunner`] is the [`ProcessSpawner`](mcpgw_core::ProcessSpawner) for `mode: docker`:
+//! it runs the image with stdin and stdout as the MCP transport and the container's stderr in
+//! the server's log buffer, hardened by default (every capability dropped, no new privileges,
+//! a read-only root filesystem, no network), through the Docker Engine API (which podman also
+//! serves) or a `docker`/`podman` command-line client. Every container it runs carries the
+//! label `mcp.gateway.owner=<instance id>`; stopping a server removes its container, and
+//! [`remove_leftover_containers`] removes the ones a gateway that died left behind.
+//!
+//! [`DockerDiscoverySource`] is the discovery source of type `docker`: it lists the running
+//! containers labelled `mcp.gateway.enabled=true` on an engine's socket.
+//!
+//! This crate must never decide when a server starts or stops, never speak MCP, and never touch
+//! a container it did not start (no `mcp.gateway.owner` label of this instance) except to read
+//! its labels for discovery.
+
+mod cleanup;
+mod cli;
+mod discovery;
+mod engine;
+mod runner;
+
+pub use cleanup::remove_leftover_containers;
+pub use discovery::{DockerDiscoverySource, DockerSourceFactory};
+pub use engine::{EngineAddress, connect_engine, default_engine_address};
+pub use runner::{DockerRunner, DockerRunnerSettings, OWNER_LABEL};

@@ -1,0 +1,4 @@
+//! placeholder
+pub const OWNER_LABEL: &str = "mcp.gateway.owner";
+pub struct DockerRunner;
+pub struct DockerRunnerSettings;
