@@ -31,6 +31,7 @@ pub struct Gateway {
     groups: Option<Arc<crate::GroupService>>,
     call_stats: Option<Arc<crate::CallStats>>,
     event_log: Option<Arc<dyn EventLog>>,
+    discovery: Option<Arc<crate::DiscoveryService>>,
 }
 
 /// How many invocations per server the default in-memory history keeps.
@@ -60,7 +61,20 @@ impl Gateway {
             groups: None,
             call_stats: None,
             event_log: None,
+            discovery: None,
         }
+    }
+
+    /// Turns discovery on (the configuration has a `discovery` block); without it every
+    /// discovery use case is absent and the API answers 404.
+    #[must_use]
+    pub fn with_discovery(mut self, discovery: Arc<crate::DiscoveryService>) -> Self {
+        self.discovery = Some(discovery);
+        self
+    }
+
+    pub fn discovery(&self) -> Option<&Arc<crate::DiscoveryService>> {
+        self.discovery.as_ref()
     }
 
     /// Uses `history` for the tool invocation history (the default keeps the most recent

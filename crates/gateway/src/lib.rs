@@ -10,6 +10,8 @@
 //! [`AuthService`] authenticates requests, authorizes them against roles, tool access policies
 //! and an optional external policy engine, and runs the auth management use cases.
 //! [`CallStats`] counts tool calls and keeps their recent latencies for the system summary.
+//! [`DiscoveryService`] runs discovery: its sources, their periodic and on-change scans, and
+//! the approval and rejection of what they find.
 //!
 //! It must never know a concrete adapter: no HTTP framework, no database, no process or
 //! protocol library. Adapters are handed in as `Arc<dyn Port>` by whoever composes the gateway.
@@ -17,6 +19,7 @@
 mod auth;
 mod authorizing;
 mod catalog;
+mod discovery;
 mod event_log;
 mod events;
 mod gateway;
@@ -33,6 +36,10 @@ pub use auth::{
 };
 pub use authorizing::{AuthorizedFrontend, caller_of, identity_of};
 pub use catalog::{NAME_SEPARATOR, ToolCatalog};
+pub use discovery::{
+    ApprovalView, DiscoveryService, DiscoverySettings, RejectionView, ScanReport, SourceRequest,
+    SourceView, discovery_sources_from_config,
+};
 pub use event_log::{MIN_COMPACTION_PERIOD, run_event_log_compaction};
 pub use events::EventBus;
 pub use gateway::{DEFAULT_HISTORY_PER_SERVER, Gateway, GatewayInfo};
@@ -49,4 +56,5 @@ pub use stats::{CALL_DURATION_WINDOW, CallStats, CallStatsSnapshot};
 pub use mcpgw_authz as authz;
 pub use mcpgw_config as config;
 pub use mcpgw_core as core;
+pub use mcpgw_discovery as discovery_domain;
 pub use mcpgw_groups as groups_domain;
