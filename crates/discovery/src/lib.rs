@@ -25,6 +25,8 @@ pub mod labels;
 mod registry;
 mod source;
 mod store;
+#[cfg(test)]
+mod tests;
 
 pub use error::DiscoveryError;
 pub use registry::{

@@ -140,12 +140,10 @@ impl DiscoveryRegistry {
             match verdict {
                 Verdict::Quarantine(reason) => {
                     seen_quarantined.push(name.clone());
-                    if self
-                        .pending
-                        .get(&name)
-                        .is_some_and(|entry| entry.server.source_id == source_id)
-                    {
-                        self.pending.remove(&name);
+                    // A name this scan already made pending keeps that entry; the duplicate
+                    // is the one quarantined.
+                    if !seen_pending.contains(&name) {
+                        self.drop_pending_of(source_id, &name);
                     }
                     let key = (source_id.to_owned(), name.clone());
                     let unchanged = self

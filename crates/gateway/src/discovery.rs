@@ -108,6 +108,55 @@ pub fn discovery_sources_from_config(config: &DiscoveryConfig) -> Vec<SourceDefi
         .collect()
 }
 
+/// Builds each source with the first factory that knows its type: how the bundled server
+/// offers `docker` and `filesystem` sources side by side, and how an embedder adds its own.
+#[derive(Default, Clone)]
+pub struct CompositeSourceFactory {
+    factories: Vec<Arc<dyn DiscoverySourceFactory>>,
+}
+
+impl CompositeSourceFactory {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    #[must_use]
+    pub fn with(mut self, factory: Arc<dyn DiscoverySourceFactory>) -> Self {
+        self.factories.push(factory);
+        self
+    }
+}
+
+impl DiscoverySourceFactory for CompositeSourceFactory {
+    fn source_types(&self) -> Vec<&'static str> {
+        let mut types: Vec<&'static str> = self
+            .factories
+            .iter()
+            .flat_map(|factory| factory.source_types())
+            .collect();
+        types.dedup();
+        types
+    }
+
+    fn build(&self, definition: &SourceDefinition) -> Result<Arc<dyn DiscoverySource>, String> {
+        self.factories
+            .iter()
+            .find(|factory| {
+                factory
+                    .source_types()
+                    .contains(&definition.source_type.as_str())
+            })
+            .ok_or_else(|| {
+                format!(
+                    "unknown source type `{}`; use one of: {}",
+                    definition.source_type,
+                    self.source_types().join(", ")
+                )
+            })?
+            .build(definition)
+    }
+}
+
 struct SourceState {
     definition: SourceDefinition,
     source: Arc<dyn DiscoverySource>,

@@ -37,7 +37,7 @@ pub use auth::{
 pub use authorizing::{AuthorizedFrontend, caller_of, identity_of};
 pub use catalog::{NAME_SEPARATOR, ToolCatalog};
 pub use discovery::{
-    ApprovalView, DiscoveryService, DiscoverySettings, RejectionView, ScanReport, SourceRequest,
+    ApprovalView, CompositeSourceFactory, DiscoveryService, DiscoverySettings, RejectionView, ScanReport, SourceRequest,
     SourceView, discovery_sources_from_config,
 };
 pub use event_log::{MIN_COMPACTION_PERIOD, run_event_log_compaction};
