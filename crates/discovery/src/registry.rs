@@ -151,7 +151,9 @@ impl DiscoveryRegistry {
                         .get(&key)
                         .is_some_and(|entry| entry.reason == reason);
                     if !unchanged {
-                        outcome.newly_quarantined.push((name.clone(), reason.clone()));
+                        outcome
+                            .newly_quarantined
+                            .push((name.clone(), reason.clone()));
                         self.quarantined.insert(
                             key,
                             QuarantinedServer {
@@ -179,7 +181,8 @@ impl DiscoveryRegistry {
                     if let Some(id) = approved_id {
                         seen_approved.push(id);
                     }
-                    if let Some(cleared) = self.clear_outdated_rejection(source_id, &name, &definition)
+                    if let Some(cleared) =
+                        self.clear_outdated_rejection(source_id, &name, &definition)
                     {
                         outcome.rejections_cleared.push(cleared);
                     }
@@ -212,9 +215,8 @@ impl DiscoveryRegistry {
         self.pending.retain(|name, entry| {
             entry.server.source_id != source_id || seen_pending.contains(name)
         });
-        self.quarantined.retain(|(owner, name), _| {
-            owner != source_id || seen_quarantined.contains(name)
-        });
+        self.quarantined
+            .retain(|(owner, name), _| owner != source_id || seen_quarantined.contains(name));
         outcome.withdrawn = self.withdraw_missing(source, &seen_approved, now);
 
         outcome.pending = self
@@ -380,8 +382,7 @@ impl DiscoveryRegistry {
 
     /// The candidates that failed validation, by name.
     pub fn quarantined(&self) -> Vec<QuarantinedServer> {
-        let mut quarantined: Vec<QuarantinedServer> =
-            self.quarantined.values().cloned().collect();
+        let mut quarantined: Vec<QuarantinedServer> = self.quarantined.values().cloned().collect();
         quarantined.sort_by(|a, b| a.name.cmp(&b.name).then(a.source_id.cmp(&b.source_id)));
         quarantined
     }
@@ -404,8 +405,7 @@ impl DiscoveryRegistry {
     pub fn confirm_approval(&mut self, approval: &Approval) {
         let name = approval.spec.id.as_str().to_owned();
         self.pending.remove(&name);
-        self.rejected
-            .remove(&(approval.source_id.clone(), name));
+        self.rejected.remove(&(approval.source_id.clone(), name));
         self.approved.insert(
             approval.spec.id.clone(),
             ApprovedEntry {
@@ -439,7 +439,8 @@ impl DiscoveryRegistry {
         self.pending
             .retain(|_, entry| entry.server.source_id != source_id);
         self.quarantined.retain(|(owner, _), _| owner != source_id);
-        self.approved.retain(|_, entry| entry.source_id != source_id);
+        self.approved
+            .retain(|_, entry| entry.source_id != source_id);
         let dropped: Vec<(String, String)> = self
             .rejected
             .keys()

@@ -52,7 +52,10 @@ fn a_new_valid_candidate_waits_as_pending_with_its_definition() {
     let mut registry = DiscoveryRegistry::new();
     let dock = source("dock", DiscoveryMode::Additive, 0);
     let outcome = registry.apply_scan(&dock, vec![docker("web", "img:1")], at(0), &nothing_taken);
-    assert_eq!((outcome.found, outcome.pending, outcome.quarantined), (1, 1, 0));
+    assert_eq!(
+        (outcome.found, outcome.pending, outcome.quarantined),
+        (1, 1, 0)
+    );
     assert_eq!(outcome.newly_pending, vec!["web".to_owned()]);
     let pending = registry.pending();
     assert_eq!(pending.len(), 1);
@@ -100,7 +103,10 @@ fn invalid_candidates_are_quarantined_with_the_reason() {
         },
     ];
     let outcome = registry.apply_scan(&dock, candidates, at(0), &nothing_taken);
-    assert_eq!((outcome.found, outcome.pending, outcome.quarantined), (6, 0, 6));
+    assert_eq!(
+        (outcome.found, outcome.pending, outcome.quarantined),
+        (6, 0, 6)
+    );
     let reasons: std::collections::BTreeMap<String, String> = registry
         .quarantined()
         .into_iter()
@@ -110,8 +116,14 @@ fn invalid_candidates_are_quarantined_with_the_reason() {
             (entry.name, entry.reason)
         })
         .collect();
-    assert!(reasons["bad name"].contains("not a valid mcp server id"), "{reasons:?}");
-    assert!(reasons["a__b"].contains("not a valid mcp server id"), "{reasons:?}");
+    assert!(
+        reasons["bad name"].contains("not a valid mcp server id"),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons["a__b"].contains("not a valid mcp server id"),
+        "{reasons:?}"
+    );
     assert!(reasons["noimage"].contains("image"), "{reasons:?}");
     assert!(reasons["weird"].contains("mode"), "{reasons:?}");
     assert!(reasons["pool"].contains("group"), "{reasons:?}");
@@ -133,7 +145,9 @@ fn approval_yields_a_discovery_server_and_rescans_leave_it_alone() {
             source_id: "dock".into()
         }
     );
-    assert!(matches!(&approval.spec.launch, LaunchSpec::Docker { image, network, .. } if image == "img:1" && network == "none"));
+    assert!(
+        matches!(&approval.spec.launch, LaunchSpec::Docker { image, network, .. } if image == "img:1" && network == "none")
+    );
     // Nothing changes until the approval is confirmed.
     assert_eq!(registry.pending().len(), 1);
     registry.confirm_approval(&approval);
@@ -208,7 +222,12 @@ fn authoritative_sources_withdraw_missing_servers_after_the_grace_period() {
     let taken = |server: &ServerId| server.as_str() == "web";
 
     // Gone at 20 s: the grace period starts.
-    assert!(registry.apply_scan(&dock, vec![], at(20), &taken).withdrawn.is_empty());
+    assert!(
+        registry
+            .apply_scan(&dock, vec![], at(20), &taken)
+            .withdrawn
+            .is_empty()
+    );
     // Back at 25 s: the clock resets.
     assert!(
         registry
@@ -216,8 +235,18 @@ fn authoritative_sources_withdraw_missing_servers_after_the_grace_period() {
             .withdrawn
             .is_empty()
     );
-    assert!(registry.apply_scan(&dock, vec![], at(30), &taken).withdrawn.is_empty());
-    assert!(registry.apply_scan(&dock, vec![], at(39), &taken).withdrawn.is_empty());
+    assert!(
+        registry
+            .apply_scan(&dock, vec![], at(30), &taken)
+            .withdrawn
+            .is_empty()
+    );
+    assert!(
+        registry
+            .apply_scan(&dock, vec![], at(39), &taken)
+            .withdrawn
+            .is_empty()
+    );
     let outcome = registry.apply_scan(&dock, vec![], at(40), &taken);
     assert_eq!(outcome.withdrawn, vec![id("web")]);
     assert!(!registry.is_approved(&id("web")));
@@ -260,7 +289,11 @@ fn names_already_in_use_are_quarantined_rather_than_shadowed() {
         .into_iter()
         .find(|entry| entry.source_id == "files")
         .unwrap();
-    assert!(clash.reason.contains("also discovered by source `dock`"), "{}", clash.reason);
+    assert!(
+        clash.reason.contains("also discovered by source `dock`"),
+        "{}",
+        clash.reason
+    );
 
     // One source reporting a name twice keeps the first.
     let twice = registry.apply_scan(
@@ -282,7 +315,10 @@ fn what_a_source_no_longer_reports_leaves_pending_and_quarantine() {
         at(0),
         &nothing_taken,
     );
-    assert_eq!((registry.pending().len(), registry.quarantined().len()), (1, 1));
+    assert_eq!(
+        (registry.pending().len(), registry.quarantined().len()),
+        (1, 1)
+    );
     let outcome = registry.apply_scan(&dock, vec![], at(1), &nothing_taken);
     assert_eq!((outcome.pending, outcome.quarantined), (0, 0));
     assert!(registry.pending().is_empty() && registry.quarantined().is_empty());
@@ -331,7 +367,11 @@ fn forgetting_a_source_drops_what_it_found_and_its_rejections() {
     let dock = source("dock", DiscoveryMode::Additive, 0);
     registry.apply_scan(
         &dock,
-        vec![docker("web", "img"), docker("db", "img"), docker("bad name", "img")],
+        vec![
+            docker("web", "img"),
+            docker("db", "img"),
+            docker("bad name", "img"),
+        ],
         at(0),
         &nothing_taken,
     );
@@ -366,7 +406,9 @@ fn source_settings_are_checked_and_secrets_masked() {
     for bad in [json!(-1), json!("10"), json!(100_000)] {
         dock.config.insert(REMOVAL_GRACE_KEY.into(), bad.clone());
         assert!(
-            dock.validate_common().unwrap_err().contains(REMOVAL_GRACE_KEY),
+            dock.validate_common()
+                .unwrap_err()
+                .contains(REMOVAL_GRACE_KEY),
             "{bad}"
         );
     }

@@ -18,8 +18,7 @@ use mcpgw_core::{
 };
 use mcpgw_discovery::{
     DiscoveryError, DiscoveryMode, DiscoveryRegistry, DiscoverySource, DiscoverySourceFactory,
-    DiscoveryStore, PendingServer, QuarantinedServer, SourceDefinition, SourceError,
-    SourceOrigin,
+    DiscoveryStore, PendingServer, QuarantinedServer, SourceDefinition, SourceError, SourceOrigin,
 };
 use serde_json::{Map, Value};
 use tokio::sync::Notify;
@@ -267,7 +266,9 @@ impl DiscoveryService {
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn publish(&self, event: DomainEvent) {
@@ -405,7 +406,11 @@ impl DiscoveryService {
     // ----- sources -----------------------------------------------------------------------
 
     pub fn sources(&self) -> Vec<SourceView> {
-        self.state().sources.values().map(SourceState::view).collect()
+        self.state()
+            .sources
+            .values()
+            .map(SourceState::view)
+            .collect()
     }
 
     pub fn source(&self, source_id: &str) -> Result<SourceView, DiscoveryError> {
@@ -440,7 +445,9 @@ impl DiscoveryService {
             config: request.config,
             origin: SourceOrigin::Api,
         };
-        let source = self.build(&definition).map_err(DiscoveryError::InvalidSource)?;
+        let source = self
+            .build(&definition)
+            .map_err(DiscoveryError::InvalidSource)?;
         if let Some(store) = &self.store {
             store.save_source(&definition).await.map_err(store_error)?;
         }
@@ -481,7 +488,9 @@ impl DiscoveryService {
             config: request.config,
             origin: SourceOrigin::Api,
         };
-        let source = self.build(&definition).map_err(DiscoveryError::InvalidSource)?;
+        let source = self
+            .build(&definition)
+            .map_err(DiscoveryError::InvalidSource)?;
         if let Some(store) = &self.store {
             store.save_source(&definition).await.map_err(store_error)?;
         }
@@ -529,9 +538,9 @@ impl DiscoveryService {
     fn modifiable(&self, source_id: &str) -> Result<(), DiscoveryError> {
         match self.state().sources.get(source_id) {
             None => Err(DiscoveryError::SourceNotFound(source_id.to_owned())),
-            Some(entry) if entry.definition.origin == SourceOrigin::Config => Err(
-                DiscoveryError::SourceDeclaredInConfig(source_id.to_owned()),
-            ),
+            Some(entry) if entry.definition.origin == SourceOrigin::Config => {
+                Err(DiscoveryError::SourceDeclaredInConfig(source_id.to_owned()))
+            }
             Some(_) => Ok(()),
         }
     }
