@@ -9,14 +9,16 @@ use std::time::Duration;
 use anyhow::Context as _;
 use mcpgw_config::GatewayConfig;
 use mcpgw_core::{
-    Clock, EventLog, EventSink, LaunchSpec, ManagerSettings, McpFrontend, ServerLauncher,
-    ServerManager, ServerRepository, ServerSpec,
+    Clock, ContainerEngine, EventLog, EventSink, LaunchSpec, ManagerSettings, McpFrontend,
+    ServerLauncher, ServerManager, ServerRepository, ServerSpec,
 };
 use mcpgw_gateway::groups_domain::GroupRepository;
 use mcpgw_gateway::{
-    AuthService, AuthSettings, AuthorizedFrontend, CallStats, CompositeLauncher, EventBus, Gateway,
-    GatewayInfo, GroupService, StdioLauncher, TokioClock, TokioSpawner, ToolCatalog,
+    AuthService, AuthSettings, AuthorizedFrontend, CallStats, CompositeLauncher,
+    CompositeSourceFactory, DiscoveryService, DiscoverySettings, EventBus, Gateway, GatewayInfo,
+    GroupService, StdioLauncher, TokioClock, TokioSpawner, ToolCatalog,
 };
+use mcpgw_runner_docker::{DefaultEngine, DockerRunnerSettings};
 
 use crate::cli::Cli;
 
@@ -38,6 +40,8 @@ struct Assembled {
     store: Arc<mcpgw_store_sqlite::SqliteStore>,
     event_log: Arc<mcpgw_store_sqlite::SqliteEventLog>,
     rate_limiter: Arc<dyn mcpgw_gateway::authz::RateLimiter>,
+    discovery: Option<Arc<DiscoveryService>>,
+    docker: DockerRunnerSettings,
 }
 
 /// How often API keys are read again from the database, for keys that another process (the
@@ -78,8 +82,16 @@ pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
     }
     let assembled = assemble(cli, &config, config_path, core_runtime.handle())?;
     core_runtime.block_on(async {
+        remove_leftover_containers(&assembled.docker, &config).await;
         register_servers(&assembled.gateway, &config).await?;
         register_groups(&assembled.groups, &config).await?;
+        // After the servers: those approved from discovery before are among them.
+        if let (Some(discovery), Some(section)) = (&assembled.discovery, &config.discovery) {
+            discovery
+                .load(mcpgw_gateway::discovery_sources_from_config(section))
+                .await
+                .map_err(|error| anyhow::anyhow!("discovery: {error}"))?;
+        }
         assembled
             .auth
             .load()
@@ -91,6 +103,9 @@ pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
     })?;
     let (maintenance, group_recovery, key_reload, bucket_eviction, compaction) = {
         let _entered = core_runtime.enter();
+        if let Some(discovery) = &assembled.discovery {
+            discovery.start_scanning();
+        }
         (
             mcpgw_gateway::spawn_maintenance(
                 assembled.gateway.servers().clone(),
@@ -159,6 +174,12 @@ fn assemble(
     );
 
     let clock: Arc<dyn Clock> = Arc::new(TokioClock::default());
+    let docker = DockerRunnerSettings::detect(instance_id(&cli.data_dir)?);
+    tracing::info!(
+        instance_id = %docker.instance_id,
+        engine = %docker.default_engine,
+        "docker-mode servers run on the default engine unless they name another"
+    );
     // Every event is kept in the persistent log (its own file, so that its writes never wait
     // on the store's), and ids continue after the last one it holds.
     let event_log_path = cli.data_dir.join("events.db");
@@ -183,7 +204,7 @@ fn assemble(
         ..ManagerSettings::default()
     };
     let manager = ServerManager::new(
-        build_launcher(),
+        build_launcher(&docker),
         clock.clone(),
         events.clone() as Arc<dyn EventSink>,
         Arc::new(TokioSpawner::new(runtime.clone())),
@@ -223,6 +244,32 @@ fn assemble(
     .with_call_stats(call_stats)
     .with_frontend(frontend.clone())
     .with_groups(groups.clone());
+    // Without a `discovery` block there is no discovery at all (its API answers 404).
+    let discovery = config.discovery.as_ref().map(|section| {
+        let factory = CompositeSourceFactory::new()
+            .with(Arc::new(mcpgw_runner_docker::DockerSourceFactory))
+            .with(Arc::new(
+                mcpgw_discovery_files::FilesystemSourceFactory::new(),
+            ));
+        Arc::new(
+            DiscoveryService::new(
+                gateway.servers().clone(),
+                Arc::new(factory),
+                events.clone() as Arc<dyn EventSink>,
+                DiscoverySettings {
+                    refresh_interval: Duration::from_secs(section.refresh_interval_s),
+                },
+            )
+            .with_store(Arc::new(mcpgw_store_sqlite::SqliteDiscoveryStore::new(
+                (*store).clone(),
+            )))
+            .with_groups(groups.clone()),
+        )
+    });
+    let gateway = match &discovery {
+        Some(discovery) => gateway.with_discovery(discovery.clone()),
+        None => gateway,
+    };
     Ok(Assembled {
         gateway,
         catalog,
@@ -233,7 +280,96 @@ fn assemble(
         store,
         event_log,
         rate_limiter,
+        discovery,
+        docker,
     })
+}
+
+/// This gateway's instance id, the owner label of the containers it runs: kept in the data
+/// directory, so that a gateway restarted on the same data finds (and removes) the containers
+/// a killed predecessor left, and two gateways with their own data never touch each other's.
+fn instance_id(data_dir: &std::path::Path) -> anyhow::Result<String> {
+    use mcpgw_gateway::authz::SecretSource as _;
+    let path = data_dir.join("instance_id");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            let id = text.trim();
+            let valid = (8..=64).contains(&id.len())
+                && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+            anyhow::ensure!(
+                valid,
+                "{} does not hold an instance id (8 to 64 letters, digits or `-`); delete it \
+                 and a new one is made",
+                path.display()
+            );
+            Ok(id.to_owned())
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            let mut bytes = [0_u8; 8];
+            mcpgw_gateway::OsSecrets
+                .fill(&mut bytes)
+                .map_err(|error| anyhow::anyhow!("cannot make an instance id: {error}"))?;
+            let id: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
+            std::fs::write(&path, format!("{id}\n"))
+                .with_context(|| format!("cannot write the instance id to {}", path.display()))?;
+            Ok(id)
+        }
+        Err(error) => {
+            Err(error).with_context(|| format!("cannot read the instance id {}", path.display()))
+        }
+    }
+}
+
+/// Removes the containers a killed gateway with this instance id left behind, on every engine
+/// this gateway may run containers on. An engine that cannot be reached is only logged: a
+/// gateway that runs no containers must start without one.
+async fn remove_leftover_containers(docker: &DockerRunnerSettings, config: &GatewayConfig) {
+    let mut engines = vec![docker.default_engine.clone()];
+    let mut add = |engine: DefaultEngine| {
+        if !engines.contains(&engine) {
+            engines.push(engine);
+        }
+    };
+    for spec in config.server_specs() {
+        if let LaunchSpec::Docker { engine, .. } = &spec.launch {
+            match engine {
+                ContainerEngine::Host(host) => {
+                    if let Ok(address) = mcpgw_runner_docker::EngineAddress::parse(host) {
+                        add(DefaultEngine::EngineApi(address));
+                    }
+                }
+                ContainerEngine::Cli(cli) => add(DefaultEngine::Cli(*cli)),
+                _ => {}
+            }
+        }
+    }
+    for source in config.discovery.iter().flat_map(|section| &section.sources) {
+        if source.source_type == "docker" {
+            let address = match source.config.get("socket_path").and_then(|v| v.as_str()) {
+                Some(path) => mcpgw_runner_docker::EngineAddress::parse(path).ok(),
+                None => Some(mcpgw_runner_docker::default_engine_address()),
+            };
+            if let Some(address) = address {
+                add(DefaultEngine::EngineApi(address));
+            }
+        }
+    }
+    for engine in engines {
+        if let DefaultEngine::EngineApi(address) = &engine
+            && !address.socket().exists()
+        {
+            continue;
+        }
+        match mcpgw_runner_docker::remove_leftover_containers(&engine, &docker.instance_id).await {
+            Ok(0) => {}
+            Ok(removed) => {
+                tracing::info!(removed, %engine, "removed containers a previous run left behind");
+            }
+            Err(error) => {
+                tracing::warn!(%error, %engine, "could not look for containers a previous run left behind");
+            }
+        }
+    }
 }
 
 /// The rate-limit policy: the `rate_limit` section, with `MCP_RATE_LIMIT_RPS` and
@@ -387,14 +523,19 @@ async fn register_groups(groups: &GroupService, config: &GatewayConfig) -> anyho
     Ok(())
 }
 
-fn build_launcher() -> Arc<dyn ServerLauncher> {
+fn build_launcher(docker: &DockerRunnerSettings) -> Arc<dyn ServerLauncher> {
     let processes = Arc::new(mcpgw_runner_process::ProcessRunner::new(
         mcpgw_runner_process::ProcessRunnerSettings::default(),
     ));
     let connector = Arc::new(mcpgw_mcp_rmcp::RmcpStdioConnector::new(
         mcpgw_mcp_rmcp::StdioConnectorSettings::default(),
     ));
-    let stdio = Arc::new(StdioLauncher::new(processes, connector, STOP_GRACE));
+    let stdio = Arc::new(StdioLauncher::new(processes, connector.clone(), STOP_GRACE));
+    let containers = Arc::new(StdioLauncher::new(
+        Arc::new(mcpgw_runner_docker::DockerRunner::new(docker.clone())),
+        connector,
+        STOP_GRACE,
+    ));
     let remote = Arc::new(mcpgw_mcp_rmcp::RemoteLauncher::new(
         mcpgw_mcp_rmcp::RemoteSettings::default(),
     ));
@@ -404,9 +545,13 @@ fn build_launcher() -> Arc<dyn ServerLauncher> {
     fn is_remote(spec: &ServerSpec) -> bool {
         matches!(spec.launch, LaunchSpec::Remote { .. })
     }
+    fn is_docker(spec: &ServerSpec) -> bool {
+        matches!(spec.launch, LaunchSpec::Docker { .. })
+    }
     Arc::new(
         CompositeLauncher::new()
             .with(is_subprocess, stdio)
+            .with(is_docker, containers)
             .with(is_remote, remote),
     )
 }

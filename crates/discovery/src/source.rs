@@ -75,7 +75,7 @@ impl SourceDefinition {
             ));
         }
         if let Some(grace) = self.config.get(REMOVAL_GRACE_KEY)
-            && !grace.as_u64().is_some_and(|seconds| seconds <= 86_400)
+            && grace.as_u64().is_none_or(|seconds| seconds > 86_400)
         {
             return Err(format!(
                 "config.{REMOVAL_GRACE_KEY} must be a whole number of seconds from 0 to 86400, \

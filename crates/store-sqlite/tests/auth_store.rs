@@ -126,7 +126,7 @@ async fn a_database_of_schema_version_2_is_migrated_and_keeps_its_groups() {
     }
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(SqliteStore::schema_version(), 3);
+    assert_eq!(SqliteStore::schema_version(), 4);
     let groups = GroupRepository::load_all(&store).await.unwrap();
     assert_eq!(groups.len(), 1);
     assert_eq!(groups[0].id, ServerId::parse("pool").unwrap());
@@ -148,7 +148,7 @@ async fn a_database_of_schema_version_2_is_migrated_and_keeps_its_groups() {
         .unwrap()
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .unwrap();
-    assert_eq!(version, 3);
+    assert_eq!(version, SqliteStore::schema_version());
 }
 
 /// Hands out a fixed byte pattern, so the raw key of the test is known.
