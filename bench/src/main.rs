@@ -23,6 +23,11 @@
 //! - `ratelimit`: the cost of one rate-limit check, the memory of 100,000 callers' buckets, and
 //!   the RSS of the real gateway after 100,000 distinct callers.
 //!
+//! - `docker`: the cold start of a docker-mode server (a tool call to a stopped server, until
+//!   its first result) on the Engine API and through the podman CLI, against the same fixture
+//!   server as a subprocess, in the same run. Needs scripts/setup-podman.sh and
+//!   scripts/build-test-image.sh.
+//!
 //! - `load [SECONDS]`: calls through the gateway at concurrency 16 for SECONDS (default 20),
 //!   printing the gateway's pid first, so that a profiler can be attached to it
 //!   (`perf record -g -p PID`).
@@ -34,6 +39,7 @@
 #![allow(clippy::print_stdout)]
 
 mod auth;
+mod docker;
 mod events;
 mod groups;
 mod http;
@@ -59,9 +65,10 @@ fn main() -> anyhow::Result<()> {
         "auth" => auth::run(),
         "events" => events::run(),
         "ratelimit" => ratelimit::run(),
+        "docker" => docker::run(),
         "load" => load(),
         other => bail!(
-            "unknown scenario `{other}`; the scenarios are: control-plane, data-plane, groups, auth, events, ratelimit, load"
+            "unknown scenario `{other}`; the scenarios are: control-plane, data-plane, groups, auth, events, ratelimit, docker, load"
         ),
     }
 }
