@@ -9,6 +9,7 @@ use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpRequest, HttpResponse, ResponseError};
 use mcpgw_core::{CoreError, ErrorKind};
+use mcpgw_discovery::DiscoveryError;
 use mcpgw_gateway::AuthServiceError;
 use mcpgw_gateway::GroupServiceError;
 use mcpgw_gateway::authz::AuthError;
@@ -135,6 +136,16 @@ impl ApiError {
             names::NOT_FOUND,
             "groups are not enabled in this gateway; the application that embeds it was built \
              without a group service",
+        )
+    }
+
+    /// A 404 for every `/api/discovery/*` request of a gateway composed without discovery.
+    pub fn discovery_not_configured() -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            names::NOT_FOUND,
+            "discovery is not configured in this gateway; add a `discovery:` block to the \
+             configuration file and restart the gateway",
         )
     }
 
@@ -285,6 +296,18 @@ impl From<AuthServiceError> for ApiError {
             _ => generic_name,
         };
         ApiError::new(status, name, error.to_string())
+    }
+}
+
+impl From<DiscoveryError> for ApiError {
+    /// The status of the error's kind, with the discovery domain's own name for it (a source
+    /// that cannot be read is `DiscoverySourceUnavailableError`, not a server's 503).
+    fn from(error: DiscoveryError) -> Self {
+        let (status, _) = status_and_name_of(error.kind());
+        if status == StatusCode::INTERNAL_SERVER_ERROR {
+            return ApiError::internal(&error);
+        }
+        ApiError::new(status, error.name(), error.to_string())
     }
 }
 
@@ -572,6 +595,61 @@ mod tests {
             "disk I/O error at /secret/auth.db".into(),
         )));
         assert_eq!(store.status().as_u16(), 500);
+        assert!(!store.message().contains("/secret"), "{}", store.message());
+    }
+
+    #[test]
+    fn discovery_errors_get_their_kind_status_and_domain_names() {
+        let cases = [
+            (
+                DiscoveryError::SourceNotFound("docker-0".into()),
+                404,
+                "DiscoverySourceNotFoundError",
+            ),
+            (
+                DiscoveryError::CandidateNotFound("math".into()),
+                404,
+                "DiscoveredServerNotFoundError",
+            ),
+            (
+                DiscoveryError::SourceAlreadyExists("docker-0".into()),
+                409,
+                "DiscoverySourceAlreadyExistsError",
+            ),
+            (
+                DiscoveryError::SourceDeclaredInConfig("docker-0".into()),
+                409,
+                "ConflictError",
+            ),
+            (
+                DiscoveryError::InvalidSource("config.path: is required".into()),
+                422,
+                "ValidationError",
+            ),
+            (
+                DiscoveryError::SourceUnavailable {
+                    source_id: "docker-0".into(),
+                    reason: "connection refused".into(),
+                },
+                503,
+                "DiscoverySourceUnavailableError",
+            ),
+        ];
+        for (error, status, name) in cases {
+            let message = error.to_string();
+            let api = ApiError::from(error);
+            assert_eq!(
+                (api.status().as_u16(), api.name()),
+                (status, name),
+                "{message}"
+            );
+            assert_eq!(api.message(), message);
+        }
+        let store = ApiError::from(DiscoveryError::Store("disk full at /secret/db".into()));
+        assert_eq!(
+            (store.status().as_u16(), store.name()),
+            (500, "InternalServerError")
+        );
         assert!(!store.message().contains("/secret"), "{}", store.message());
     }
 

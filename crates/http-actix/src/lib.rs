@@ -21,6 +21,7 @@ mod auth_api;
 mod authn;
 mod cors;
 mod definition;
+mod discovery;
 pub mod dto;
 mod error;
 mod groups;
@@ -240,6 +241,7 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: ApiState) {
             .route(web::get().to(telemetry::metrics_text)),
     )
     .configure(|cfg| auth_api::mount(cfg, &mounter))
+    .configure(|cfg| discovery::mount(cfg, &mounter))
     .default_service(web::to(route_not_found));
 }
 

@@ -8,7 +8,9 @@ use utoipa::OpenApi;
 use utoipa_swagger_ui::Config;
 
 use crate::error::{ApiError, ErrorEnvelope};
-use crate::{auth_api, dto, groups, mcp_endpoint, probes, servers, system, telemetry, ws};
+use crate::{
+    auth_api, discovery, dto, groups, mcp_endpoint, probes, servers, system, telemetry, ws,
+};
 
 pub const OPENAPI_PATH: &str = "/api/openapi.json";
 pub const DOCS_PATH: &str = "/docs";
@@ -65,6 +67,16 @@ pub const DOCS_PATH: &str = "/docs";
         auth_api::get_policy,
         auth_api::set_policy,
         auth_api::delete_policy,
+        discovery::list_sources,
+        discovery::create_source,
+        discovery::update_source,
+        discovery::delete_source,
+        discovery::scan_source,
+        discovery::enable_source,
+        discovery::list_pending,
+        discovery::list_quarantined,
+        discovery::approve,
+        discovery::reject,
         ws::events_socket,
         system::system_info,
         mcp_endpoint::open_stream,
@@ -82,6 +94,7 @@ pub const DOCS_PATH: &str = "/docs";
         (name = "mcp_servers", description = "Managed MCP servers: definitions, lifecycle, tools, health and logs"),
         (name = "groups", description = "Load-balanced groups of MCP servers: strategy, members, rotation and state. Group ids and server ids share one namespace; a gateway composed without groups answers 404 on every group route"),
         (name = "auth", description = "Auth management: API keys, roles, role assignments, principals, permissions and tool access policies. A gateway composed without an auth service answers 404 on every auth route"),
+        (name = "discovery", description = "Discovery sources (a container engine, a directory of definitions) and the MCP servers they found: pending approval, rejected, or quarantined with the reason. A gateway without a `discovery:` block answers 404 on every discovery route"),
         (name = "events", description = "The WebSocket stream of domain events, filtered by event type and server"),
         (name = "mcp", description = "The MCP Streamable HTTP endpoint: every tool of every server the caller may use, as `{server_id}__{tool}`"),
         (name = "probes", description = "Liveness, startup and readiness probes; no credentials, never rate limited"),

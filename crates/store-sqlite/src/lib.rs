@@ -3,8 +3,9 @@
 //! One [`SqliteStore`] is one database file holding every table the gateway persists: the
 //! servers created at run time ([`mcpgw_core::ServerRepository`]) and the groups created at run
 //! time ([`mcpgw_groups::GroupRepository`]), API keys, custom roles, role assignments and tool
-//! access policies ([`mcpgw_authz::AuthStore`]). The event log ([`SqliteEventLog`]) has a file of
-//! its own, for the reasons its module gives. The schema changes only by appending to the ordered
+//! access policies ([`mcpgw_authz::AuthStore`]), and discovery's sources and rejections
+//! ([`mcpgw_discovery::DiscoveryStore`], through [`SqliteDiscoveryStore`]). The event log
+//! ([`SqliteEventLog`]) has a file of its own, for the reasons its module gives. The schema changes only by appending to the ordered
 //! list of migrations in `schema.rs`; they run at open, inside one transaction, and
 //! `PRAGMA user_version` records how many have run.
 //!
@@ -22,6 +23,7 @@
 
 mod auth;
 mod definitions;
+mod discovery;
 mod error;
 mod events;
 mod groups;
@@ -29,6 +31,7 @@ mod schema;
 mod servers;
 mod store;
 
+pub use discovery::SqliteDiscoveryStore;
 pub use error::StoreError;
 pub use events::{DEFAULT_QUEUE_CAPACITY, ENQUEUE_PATIENCE, SqliteEventLog};
 pub use store::SqliteStore;

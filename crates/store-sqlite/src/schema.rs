@@ -65,6 +65,27 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         deny_list TEXT NOT NULL,
         PRIMARY KEY (scope, target_id)
     ) STRICT;",
+    // 4: discovery (`discovery.rs`). Sources registered over the API, one row each: `config` is
+    // the source type's settings as a JSON object, `mode` and `origin` their canonical names.
+    // Rejected candidates, one row per (source, proposed name): `definition` is the rejected
+    // definition as a JSON object, `rejected_at` microseconds since the Unix epoch (UTC). A
+    // rejection has no foreign key to its source: sources from the configuration file are not
+    // stored here, and their rejections are.
+    "CREATE TABLE discovery_sources (
+        source_id TEXT PRIMARY KEY NOT NULL,
+        source_type TEXT NOT NULL,
+        mode TEXT NOT NULL,
+        enabled INTEGER NOT NULL CHECK (enabled IN (0, 1)),
+        config TEXT NOT NULL,
+        origin TEXT NOT NULL
+    ) STRICT;
+    CREATE TABLE discovery_rejections (
+        source_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        definition TEXT NOT NULL,
+        rejected_at INTEGER NOT NULL,
+        PRIMARY KEY (source_id, name)
+    ) STRICT;",
 ];
 
 /// The event log's own database file (`events.rs`), migrated like the store's but counted
@@ -221,9 +242,36 @@ mod tests {
             "custom_roles",
             "role_assignments",
             "tool_policies",
+            "discovery_sources",
+            "discovery_rejections",
         ] {
             assert!(tables.contains(&table.to_owned()), "{tables:?}");
         }
+    }
+
+    #[test]
+    fn a_database_of_the_third_schema_gains_the_discovery_tables_and_keeps_its_rows() {
+        let mut connection = Connection::open_in_memory().unwrap();
+        let path = Path::new(":memory:");
+        migrate(&mut connection, path, &MIGRATIONS[..3]).unwrap();
+        connection
+            .execute_batch(
+                "INSERT INTO custom_roles (name, description, permissions)
+                 VALUES ('support', 'helps', '[]');",
+            )
+            .unwrap();
+        migrate(&mut connection, path, MIGRATIONS).unwrap();
+        assert_eq!(user_version(&connection) as usize, MIGRATIONS.len());
+        let roles: i64 = connection
+            .query_row("SELECT count(*) FROM custom_roles", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(roles, 1);
+        // Bad input the schema itself refuses: a second rejection of the same (source, name).
+        let reject = "INSERT INTO discovery_rejections (source_id, name, definition, rejected_at)
+                      VALUES ('docker-0', ?1, '{}', 0)";
+        connection.execute(reject, ["math"]).unwrap();
+        connection.execute(reject, ["web"]).unwrap();
+        assert!(connection.execute(reject, ["math"]).is_err());
     }
 
     #[test]
@@ -241,7 +289,7 @@ mod tests {
             )
             .unwrap();
         migrate(&mut connection, path, MIGRATIONS).unwrap();
-        assert_eq!(user_version(&connection), 3);
+        assert_eq!(user_version(&connection) as usize, MIGRATIONS.len());
         let tables = table_names(&connection);
         for table in [
             "api_keys",

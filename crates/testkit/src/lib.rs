@@ -2,7 +2,8 @@
 //!
 //! - Fakes of every port ([`clock::FakeClock`], [`fakes`]): in-memory, deterministic, with
 //!   knobs to make them fail. The domain crates' tests run on these.
-//! - Contract suites ([`repository_suite`], [`auth_store`], [`event_log`]): one set of tests per port that every
+//! - Contract suites ([`repository_suite`], [`auth_store`], [`event_log`],
+//!   [`discovery_store_suite`]): one set of tests per port that every
 //!   implementation, fake or real, must pass. A downstream adapter author runs the same suite.
 //! - A fixture MCP server (the `mcpgw-fixture-server` binary, built from [`fixture`]): tools
 //!   that echo, add, fail, sleep, crash and write to stderr on demand, for end-to-end tests and
@@ -16,6 +17,8 @@ pub mod auth_store;
 mod binaries;
 pub mod clock;
 pub mod conformance;
+pub mod discovery_fakes;
+pub mod discovery_store_suite;
 pub mod event_log;
 pub mod fakes;
 pub mod fixture;

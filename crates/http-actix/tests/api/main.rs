@@ -3,6 +3,7 @@
 
 mod auth;
 mod cors;
+mod discovery;
 mod errors;
 mod groups;
 mod history;
