@@ -15,13 +15,20 @@
 //! a container it did not start (no `mcp.gateway.owner` label of this instance) except to read
 //! its labels for discovery.
 
+mod api;
 mod cleanup;
 mod cli;
+mod container_spec;
 mod discovery;
 mod engine;
 mod runner;
+mod stderr;
 
 pub use cleanup::remove_leftover_containers;
-pub use discovery::{DockerDiscoverySource, DockerSourceFactory};
+pub use discovery::{
+    DOCKER_SOURCE_TYPE, DockerDiscoverySource, DockerSourceFactory, SOCKET_PATH_KEY,
+};
 pub use engine::{EngineAddress, connect_engine, default_engine_address};
-pub use runner::{DockerRunner, DockerRunnerSettings, OWNER_LABEL};
+pub use runner::{
+    DefaultEngine, DockerRunner, DockerRunnerSettings, OWNER_LABEL, SERVER_LABEL,
+};
