@@ -316,7 +316,19 @@ impl Container {
 }
 
 /// Removes a container by force; a container already gone counts as removed.
-async fn remove_container(client: &Docker, name: &str) {
+pub(crate) async fn remove_container(client: &Docker, name: &str) {
+    // Killing first: podman's forced removal of a running container waits out the image's
+    // stop timeout (10 s by default) when the process ignores SIGTERM, as many MCP servers
+    // do; a kill ends it at once. A container that no longer runs answers 409 or 404 here.
+    let kill = bollard::query_parameters::KillContainerOptions {
+        signal: "SIGKILL".to_owned(),
+    };
+    if let Err(error) = client.kill_container(name, Some(kill)).await
+        && !matches!(status_code(&error), Some(304 | 404 | 409))
+    {
+        tracing::debug!(container = name, error = %engine_message(&error),
+            "could not kill a server container before removing it");
+    }
     let options = RemoveContainerOptions {
         force: true,
         ..Default::default()

@@ -5,7 +5,9 @@
 
 use std::collections::HashMap;
 
-use bollard::query_parameters::{ListContainersOptions, RemoveContainerOptions};
+use bollard::query_parameters::{
+    KillContainerOptions, ListContainersOptions, RemoveContainerOptions,
+};
 use mcpgw_core::ContainerCli;
 
 use crate::api::{engine_message, status_code};
@@ -71,6 +73,12 @@ async fn remove_with_api(
         if !labelled_ours {
             continue;
         }
+        let kill = KillContainerOptions {
+            signal: "SIGKILL".to_owned(),
+        };
+        // A kill first, so that the forced removal does not wait out the stop timeout of a
+        // process that ignores SIGTERM; a container that no longer runs refuses it harmlessly.
+        let _ = client.kill_container(&id, Some(kill)).await;
         let options = RemoveContainerOptions {
             force: true,
             ..Default::default()
@@ -99,7 +107,7 @@ const LIST_ATTEMPTS: u32 = 5;
 /// Lists containers, trying again when the answer could not be read: podman reports a
 /// container that is being stopped in a state (`stopped`) the Engine API does not define, which
 /// fails the whole listing until the stop has finished.
-async fn list_with_retries(
+pub(crate) async fn list_with_retries(
     client: &bollard::Docker,
     options: ListContainersOptions,
 ) -> Result<Vec<bollard::models::ContainerSummary>, bollard::errors::Error> {
@@ -136,6 +144,11 @@ async fn remove_with_cli(cli: ContainerCli, owner_filter: &str) -> Result<usize,
         return Ok(0);
     }
     let mut args = vec!["rm", "-f"];
+    // docker's forced removal kills at once; podman's waits out the stop timeout unless told
+    // not to, which a process ignoring SIGTERM would make last 10 s per container.
+    if cli == ContainerCli::Podman {
+        args.extend(["--time", "0"]);
+    }
     args.extend(ids.iter().map(String::as_str));
     let removed = run_client(cli, &args).await.map_err(not_run)?;
     if !removed.status.success() {

@@ -67,7 +67,12 @@ pub async fn connect_engine(address: &EngineAddress) -> Result<Docker, String> {
         REQUEST_TIMEOUT.as_secs(),
         bollard::API_DEFAULT_VERSION,
     )
-    .map_err(|error| format!("cannot open the engine socket {}: {error}", socket.display()))?;
+    .map_err(|error| {
+        format!(
+            "cannot open the engine socket {}: {error}",
+            socket.display()
+        )
+    })?;
     tokio::time::timeout(Duration::from_secs(5), client.negotiate_version())
         .await
         .map_err(|_| {

@@ -29,6 +29,4 @@ pub use discovery::{
     DOCKER_SOURCE_TYPE, DockerDiscoverySource, DockerSourceFactory, SOCKET_PATH_KEY,
 };
 pub use engine::{EngineAddress, connect_engine, default_engine_address};
-pub use runner::{
-    DefaultEngine, DockerRunner, DockerRunnerSettings, OWNER_LABEL, SERVER_LABEL,
-};
+pub use runner::{DefaultEngine, DockerRunner, DockerRunnerSettings, OWNER_LABEL, SERVER_LABEL};
