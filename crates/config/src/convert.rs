@@ -6,7 +6,8 @@ use std::time::Duration;
 use mcpgw_core::{ContainerCli, ContainerEngine, LaunchSpec, ServerId, ServerOrigin, ServerSpec};
 
 use crate::schema::{
-    ContainerRuntime, GatewayConfig, GroupMemberDefinition, GroupStrategy, ServerDefinition, ServerMode,
+    ContainerRuntime, GatewayConfig, GroupMemberDefinition, GroupStrategy, ServerDefinition,
+    ServerMode,
 };
 
 /// A group as the groups domain needs it, with every default applied.

@@ -3,7 +3,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use mcpgw_core::{ContainerCli, ContainerEngine, LaunchSpec, ServerId, ServerOrigin, ServerSpec, Tool};
+use mcpgw_core::{
+    ContainerCli, ContainerEngine, LaunchSpec, ServerId, ServerOrigin, ServerSpec, Tool,
+};
 use serde_json::json;
 
 use super::*;

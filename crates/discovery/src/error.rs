@@ -6,7 +6,9 @@ use mcpgw_core::ErrorKind;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum DiscoveryError {
-    #[error("discovery source `{0}` is not registered; list the sources with GET /api/discovery/sources")]
+    #[error(
+        "discovery source `{0}` is not registered; list the sources with GET /api/discovery/sources"
+    )]
     SourceNotFound(String),
     #[error("discovery source `{0}` already exists; choose another id or update it with PUT")]
     SourceAlreadyExists(String),
@@ -22,11 +24,15 @@ pub enum DiscoveryError {
          /api/discovery/pending"
     )]
     CandidateNotFound(String),
-    #[error("mcp server `{0}` already exists and was not discovered from this source; rename one of them")]
+    #[error(
+        "mcp server `{0}` already exists and was not discovered from this source; rename one of them"
+    )]
     NameTaken(String),
     #[error("discovery source `{source_id}` could not be read: {reason}")]
     SourceUnavailable { source_id: String, reason: String },
-    #[error("discovery source `{0}` is disabled; enable it with PUT /api/discovery/sources/{0}/enable")]
+    #[error(
+        "discovery source `{0}` is disabled; enable it with PUT /api/discovery/sources/{0}/enable"
+    )]
     SourceDisabled(String),
     #[error("the discovery store failed: {0}")]
     Store(String),

@@ -29,9 +29,7 @@ mod store;
 mod tests;
 
 pub use error::DiscoveryError;
-pub use registry::{
-    Approval, DiscoveryRegistry, PendingServer, QuarantinedServer, ScanOutcome,
-};
+pub use registry::{Approval, DiscoveryRegistry, PendingServer, QuarantinedServer, ScanOutcome};
 pub use source::{
     DEFAULT_REMOVAL_GRACE, DiscoveredCandidate, DiscoverySource, DiscoverySourceFactory,
     REMOVAL_GRACE_KEY, SourceDefinition, SourceError, SourceOrigin, masked_config,

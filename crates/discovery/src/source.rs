@@ -92,9 +92,18 @@ impl SourceDefinition {
 pub fn masked_config(config: &Map<String, Value>) -> Map<String, Value> {
     fn looks_secret(key: &str) -> bool {
         let key = key.to_ascii_lowercase();
-        ["token", "password", "secret", "credential", "api_key", "apikey", "auth", "header"]
-            .iter()
-            .any(|marker| key.contains(marker))
+        [
+            "token",
+            "password",
+            "secret",
+            "credential",
+            "api_key",
+            "apikey",
+            "auth",
+            "header",
+        ]
+        .iter()
+        .any(|marker| key.contains(marker))
     }
     fn mask(value: &Value) -> Value {
         match value {

@@ -35,7 +35,10 @@ pub trait DiscoveryStore: Send + Sync {
     async fn delete_source(&self, source_id: &str) -> Result<(), DiscoveryStoreError>;
     async fn load_sources(&self) -> Result<Vec<SourceDefinition>, DiscoveryStoreError>;
     async fn save_rejection(&self, rejection: &Rejection) -> Result<(), DiscoveryStoreError>;
-    async fn delete_rejection(&self, source_id: &str, name: &str)
-    -> Result<(), DiscoveryStoreError>;
+    async fn delete_rejection(
+        &self,
+        source_id: &str,
+        name: &str,
+    ) -> Result<(), DiscoveryStoreError>;
     async fn load_rejections(&self) -> Result<Vec<Rejection>, DiscoveryStoreError>;
 }

@@ -37,8 +37,8 @@ pub use auth::{
 pub use authorizing::{AuthorizedFrontend, caller_of, identity_of};
 pub use catalog::{NAME_SEPARATOR, ToolCatalog};
 pub use discovery::{
-    ApprovalView, CompositeSourceFactory, DiscoveryService, DiscoverySettings, RejectionView, ScanReport, SourceRequest,
-    SourceView, discovery_sources_from_config,
+    ApprovalView, CompositeSourceFactory, DiscoveryService, DiscoverySettings, RejectionView,
+    ScanReport, SourceRequest, SourceView, discovery_sources_from_config,
 };
 pub use event_log::{MIN_COMPACTION_PERIOD, run_event_log_compaction};
 pub use events::EventBus;

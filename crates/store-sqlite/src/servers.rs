@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use mcpgw_core::{
-    ContainerCli, ContainerEngine, LaunchSpec, RepositoryError, ServerId, ServerOrigin, ServerRepository, ServerSpec, Tool,
+    ContainerCli, ContainerEngine, LaunchSpec, RepositoryError, ServerId, ServerOrigin,
+    ServerRepository, ServerSpec, Tool,
 };
 use serde::{Deserialize, Serialize};
 
@@ -136,9 +137,11 @@ impl StoredServer {
                     ContainerEngine::Host(host) => Some(StoredEngine::Host(host.clone())),
                     ContainerEngine::Cli(ContainerCli::Docker) => Some(StoredEngine::DockerCli),
                     ContainerEngine::Cli(ContainerCli::Podman) => Some(StoredEngine::PodmanCli),
-                    other => return Err(StoreError::UnsupportedMode {
-                        mode: engine_kind(other),
-                    }),
+                    other => {
+                        return Err(StoreError::UnsupportedMode {
+                            mode: engine_kind(other),
+                        });
+                    }
                 },
             },
             LaunchSpec::Remote { endpoint, headers } => StoredLaunch::Remote {

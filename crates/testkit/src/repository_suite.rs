@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use mcpgw_core::{
-    ContainerEngine, LaunchSpec, RepositoryError, ServerId, ServerOrigin, ServerRepository, ServerSpec, Tool,
+    ContainerEngine, LaunchSpec, RepositoryError, ServerId, ServerOrigin, ServerRepository,
+    ServerSpec, Tool,
 };
 use serde_json::json;
 
