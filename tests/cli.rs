@@ -381,3 +381,52 @@ fn auth_create_key_refuses_bad_options_and_writes_nothing() {
         "no refused request made a key"
     );
 }
+
+#[test]
+fn config_check_checks_each_discovery_source_against_its_type() {
+    // Bad input: a misspelt docker key, a relative filesystem path, a filesystem source without
+    // its path; a valid source beside them must not be reported.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("discovery.yaml");
+    std::fs::write(
+        &path,
+        "discovery:\n  sources:\n\
+         \x20   - {id: engine, type: docker, config: {sockett_path: /run/docker.sock}}\n\
+         \x20   - {id: relative, type: filesystem, config: {path: servers.d}}\n\
+         \x20   - {id: nopath, type: filesystem}\n\
+         \x20   - {id: fine, type: docker, config: {socket_path: /run/docker.sock, removal_grace_s: 5}}\n",
+    )
+    .unwrap();
+    let output = run(
+        &["config", "check", "--config", path.to_str().unwrap()],
+        dir.path(),
+    );
+    assert!(!output.status.success());
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("discovery.yaml"), "{stderr}");
+    assert!(
+        stderr.contains("discovery.sources[0] (`engine`)") && stderr.contains("sockett_path"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("discovery.sources[1] (`relative`)") && stderr.contains("servers.d"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("discovery.sources[2] (`nopath`)"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("`fine`"), "{stderr}");
+
+    // The same file stops the gateway's start, with the same reasons.
+    let start = run(
+        &["--config", path.to_str().unwrap(), "--data-dir", "data"],
+        dir.path(),
+    );
+    assert!(!start.status.success());
+    assert!(
+        text(&start.stderr).contains("sockett_path"),
+        "{}",
+        text(&start.stderr)
+    );
+}

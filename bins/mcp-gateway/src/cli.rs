@@ -140,9 +140,38 @@ pub fn load_config_file(path: &Path) -> Result<GatewayConfig, ConfigLoadError> {
         ))
     })?;
     let environment = |variable: &str| std::env::var(variable).ok();
-    mcpgw_config::parse(&name, &text, &environment).map_err(|errors| {
+    let config = mcpgw_config::parse(&name, &text, &environment).map_err(|errors| {
         ConfigLoadError(format!("{name}: the configuration is invalid:\n{errors}"))
-    })
+    })?;
+    // The settings of each discovery source belong to its type, which the configuration crate
+    // does not know: the adapters' factories check them (without connecting or reading).
+    if let Some(section) = &config.discovery {
+        use mcpgw_gateway::discovery_domain::DiscoverySourceFactory as _;
+        let factory = crate::serve::discovery_source_factory();
+        let problems: Vec<String> = mcpgw_gateway::discovery_sources_from_config(section)
+            .iter()
+            .enumerate()
+            .filter_map(|(index, source)| {
+                source
+                    .validate_common()
+                    .and_then(|()| factory.build(source).map(drop))
+                    .err()
+                    .map(|reason| {
+                        format!(
+                            "  discovery.sources[{index}] (`{}`): {reason}",
+                            source.source_id
+                        )
+                    })
+            })
+            .collect();
+        if !problems.is_empty() {
+            return Err(ConfigLoadError(format!(
+                "{name}: the configuration is invalid:\n{}",
+                problems.join("\n")
+            )));
+        }
+    }
+    Ok(config)
 }
 
 /// The configuration to start with: `--config`, else `./gateway.yaml`, else none.

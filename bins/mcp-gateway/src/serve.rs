@@ -246,11 +246,7 @@ fn assemble(
     .with_groups(groups.clone());
     // Without a `discovery` block there is no discovery at all (its API answers 404).
     let discovery = config.discovery.as_ref().map(|section| {
-        let factory = CompositeSourceFactory::new()
-            .with(Arc::new(mcpgw_runner_docker::DockerSourceFactory))
-            .with(Arc::new(
-                mcpgw_discovery_files::FilesystemSourceFactory::new(),
-            ));
+        let factory = discovery_source_factory();
         Arc::new(
             DiscoveryService::new(
                 gateway.servers().clone(),
@@ -283,6 +279,15 @@ fn assemble(
         discovery,
         docker,
     })
+}
+
+/// The discovery source types of the bundled server: `docker` and `filesystem`.
+pub(crate) fn discovery_source_factory() -> CompositeSourceFactory {
+    CompositeSourceFactory::new()
+        .with(Arc::new(mcpgw_runner_docker::DockerSourceFactory))
+        .with(Arc::new(
+            mcpgw_discovery_files::FilesystemSourceFactory::new(),
+        ))
 }
 
 /// This gateway's instance id, the owner label of the containers it runs: kept in the data
