@@ -17,7 +17,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 
 use crate::{mcp, sibling_binary, start_gateway_with_env, stats};
 
@@ -58,8 +58,19 @@ pub fn run() -> anyhow::Result<()> {
     let mut client = mcp::McpClient::connect(&url)?;
     // One warm-up start each, so that the image's layers and the binaries are in the page cache
     // for every round alike.
+    // The gateway learns each server's tools by starting it once in the background; until
+    // then the tools are unknown.
     for server in SERVERS {
-        call_echo(&mut client, server).with_context(|| format!("warming up `{server}`"))?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            match call_echo(&mut client, server) {
+                Ok(()) => break,
+                Err(error) if Instant::now() > deadline => {
+                    return Err(error.context(format!("`{server}` never became callable")));
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
     }
 
     let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); SERVERS.len()];

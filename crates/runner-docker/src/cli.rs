@@ -81,9 +81,13 @@ pub(crate) async fn spawn_container(
     spec: ContainerSpec,
     logs: Arc<LogBuffer>,
     stop_grace: Duration,
+    images: &ImagesSeen,
 ) -> Result<SpawnedProcess, LaunchError> {
     let program = cli.program();
-    ensure_image(cli, &spec.image).await?;
+    if !images.contains(cli, &spec.image) {
+        ensure_image(cli, &spec.image).await?;
+        images.insert(cli, &spec.image);
+    }
 
     let mut command = Command::new(program);
     command
@@ -134,6 +138,29 @@ pub(crate) async fn spawn_container(
             stop_grace,
         }),
     })
+}
+
+/// The images a client has shown to be present. Each CLI call costs a process start (about a
+/// tenth of a second with podman), so the check runs once per image; an image removed later is
+/// pulled again by `run`'s default policy, and a failed pull fails that start with its stderr
+/// in the logs.
+#[derive(Debug, Default)]
+pub(crate) struct ImagesSeen(std::sync::Mutex<std::collections::HashSet<(ContainerCli, String)>>);
+
+impl ImagesSeen {
+    fn contains(&self, cli: ContainerCli, image: &str) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .contains(&(cli, image.to_owned()))
+    }
+
+    fn insert(&self, cli: ContainerCli, image: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert((cli, image.to_owned()));
+    }
 }
 
 /// Fails the launch when the image is neither on the engine nor pullable, rather than letting

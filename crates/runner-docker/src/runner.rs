@@ -118,6 +118,7 @@ impl DockerRunnerSettings {
 pub struct DockerRunner {
     settings: DockerRunnerSettings,
     clients: Mutex<HashMap<EngineAddress, Docker>>,
+    cli_images: crate::cli::ImagesSeen,
 }
 
 impl std::fmt::Debug for DockerRunner {
@@ -139,6 +140,7 @@ impl DockerRunner {
         Self {
             settings,
             clients: Mutex::new(HashMap::new()),
+            cli_images: crate::cli::ImagesSeen::default(),
         }
     }
 
@@ -239,8 +241,15 @@ impl ProcessSpawner for DockerRunner {
                     launch,
                     cli.program(),
                 )?;
-                crate::cli::spawn_container(cli, server_id, spec, logs, self.settings.stop_grace)
-                    .await
+                crate::cli::spawn_container(
+                    cli,
+                    server_id,
+                    spec,
+                    logs,
+                    self.settings.stop_grace,
+                    &self.cli_images,
+                )
+                .await
             }
         }
     }
