@@ -467,18 +467,70 @@ fn health_checks_websocket_clients_and_removed_servers_are_reported() {
     });
 }
 
+#[test]
+fn discovery_scans_and_candidates_are_counted() {
+    // One valid definition, one with an unknown mode (quarantined), and a source whose
+    // directory does not exist (its scans fail).
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("good.yaml"),
+        format!(
+            "mode: subprocess\ncommand: [\"{}\"]\n",
+            fixture_binary().display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("bad.yaml"), "mode: teleport\n").unwrap();
+    let gw = gateway()
+        .config(&format!(
+            "discovery:\n  sources:\n\
+             \x20   - {{id: files, type: filesystem, config: {{path: \"{0}\"}}}}\n\
+             \x20   - {{id: gone, type: filesystem, config: {{path: \"{0}/missing\"}}}}\n",
+            dir.path().display()
+        ))
+        .start();
+    const CANDIDATES: &str = "mcpgw_discovery_candidates";
+    const SCANS: &str = "mcpgw_discovery_scans_total";
+    let scraped = scrape_until(&gw, Duration::from_secs(10), |scraped| {
+        scraped.value(CANDIDATES, &[("state", "pending")]) == 1.0
+            && scraped.value(CANDIDATES, &[("state", "quarantined")]) == 1.0
+            && scraped.value(SCANS, &[("source_id", "gone"), ("result", "failure")]) >= 1.0
+    });
+    assert!(scraped.present(SCANS, &[("source_id", "files"), ("result", "success")]) >= 1.0);
+    assert_eq!(
+        scraped.value(SCANS, &[("source_id", "gone"), ("result", "success")]),
+        0.0
+    );
+
+    assert_eq!(gw.post_empty("/api/discovery/approve/good").status, 200);
+    let approved = scrape(&gw);
+    assert_eq!(approved.present(CANDIDATES, &[("state", "pending")]), 0.0);
+    assert_eq!(
+        approved.present(CANDIDATES, &[("state", "quarantined")]),
+        1.0
+    );
+}
+
 /// Every metric the gateway exposes is documented, under its exact name.
 #[test]
 fn every_exposed_metric_is_listed_in_the_operations_guide() {
+    // A discovery source whose directory does not exist: its failed scans still expose the
+    // discovery metrics.
     let gw = gateway()
         .config(&format!(
-            "probe_tools: false\nmcp_servers:\n{}",
+            "probe_tools: false\nmcp_servers:\n{}discovery:\n  sources: [{{id: files, type: \
+             filesystem, config: {{path: /nonexistent/mcpgw-servers}}}}]\n",
             fixture_server_yaml("fx", &[])
         ))
         .start();
     assert_eq!(gw.post_empty("/api/mcp_servers/fx/start").status, 200);
     call_tool(&gw, "fx__echo", json!({"text": "one"}));
-    let scraped = scrape(&gw);
+    let scraped = scrape_until(&gw, Duration::from_secs(10), |scraped| {
+        scraped.value(
+            "mcpgw_discovery_scans_total",
+            &[("source_id", "files"), ("result", "failure")],
+        ) >= 1.0
+    });
     let guide = std::fs::read_to_string(repository_root().join("docs/operations.md"))
         .expect("docs/operations.md exists");
     let mut undocumented: Vec<&str> = scraped

@@ -27,6 +27,8 @@ pub const EVENTS_PUBLISHED_TOTAL: &str = "mcpgw_events_published_total";
 pub const EVENT_LOG_EVENTS: &str = "mcpgw_event_log_events";
 pub const EVENT_LOG_DROPPED_TOTAL: &str = "mcpgw_event_log_dropped_total";
 pub const EVENT_LOG_COMPACTIONS_TOTAL: &str = "mcpgw_event_log_compactions_total";
+pub const DISCOVERY_SCANS_TOTAL: &str = "mcpgw_discovery_scans_total";
+pub const DISCOVERY_CANDIDATES: &str = "mcpgw_discovery_candidates";
 
 /// The value of the `tool` label for tool names beyond [`MAX_TOOL_LABELS_PER_SERVER`]: not a
 /// valid MCP tool name, so it never collides with a real tool.
@@ -207,9 +209,25 @@ impl EventObserver for EventMetrics {
             DomainEvent::AuthenticationFailed { .. } => auth_decision("authentication", "denied"),
             DomainEvent::AuthorizationGranted { .. } => auth_decision("authorization", "allowed"),
             DomainEvent::AuthorizationDenied { .. } => auth_decision("authorization", "denied"),
+            // Source ids are the operator's (the file, or admins over the API): a bounded set.
+            DomainEvent::DiscoveryScanCompleted { source_id, .. } => {
+                discovery_scan(source_id, "success");
+            }
+            DomainEvent::DiscoveryScanFailed { source_id, .. } => {
+                discovery_scan(source_id, "failure");
+            }
             _ => {}
         }
     }
+}
+
+fn discovery_scan(source_id: &str, result: &'static str) {
+    metrics::counter!(
+        DISCOVERY_SCANS_TOTAL,
+        "source_id" => source_id.to_owned(),
+        "result" => result,
+    )
+    .increment(1);
 }
 
 fn auth_decision(stage: &'static str, outcome: &'static str) {

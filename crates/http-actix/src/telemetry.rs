@@ -16,11 +16,11 @@ use actix_web::web;
 use futures::future::LocalBoxFuture;
 use mcpgw_core::ServerState;
 use mcpgw_gateway::metrics::{
-    AUTH_DECISIONS_TOTAL, EVENT_LOG_COMPACTIONS_TOTAL, EVENT_LOG_DROPPED_TOTAL, EVENT_LOG_EVENTS,
-    EVENTS_PUBLISHED_TOTAL, HEALTH_CHECKS_TOTAL, MCP_SERVER_START_DURATION_SECONDS,
-    MCP_SERVER_STARTS_TOTAL, MCP_SERVER_STATE, MCP_SERVER_STOPS_TOTAL, MCP_SERVER_UP,
-    RATE_LIMIT_BUCKETS, RATE_LIMIT_HITS_TOTAL, TOOL_CALL_DURATION_SECONDS, TOOL_CALLS_TOTAL,
-    WEBSOCKET_CLIENTS,
+    AUTH_DECISIONS_TOTAL, DISCOVERY_CANDIDATES, DISCOVERY_SCANS_TOTAL, EVENT_LOG_COMPACTIONS_TOTAL,
+    EVENT_LOG_DROPPED_TOTAL, EVENT_LOG_EVENTS, EVENTS_PUBLISHED_TOTAL, HEALTH_CHECKS_TOTAL,
+    MCP_SERVER_START_DURATION_SECONDS, MCP_SERVER_STARTS_TOTAL, MCP_SERVER_STATE,
+    MCP_SERVER_STOPS_TOTAL, MCP_SERVER_UP, RATE_LIMIT_BUCKETS, RATE_LIMIT_HITS_TOTAL,
+    TOOL_CALL_DURATION_SECONDS, TOOL_CALLS_TOTAL, WEBSOCKET_CLIENTS,
 };
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 
@@ -167,6 +167,15 @@ fn describe_metrics() {
         EVENT_LOG_COMPACTIONS_TOTAL,
         "Compactions of the event log (retention applied)"
     );
+    metrics::describe_counter!(
+        DISCOVERY_SCANS_TOTAL,
+        "Scans of discovery sources, by source and result (success, failure)"
+    );
+    metrics::describe_gauge!(
+        DISCOVERY_CANDIDATES,
+        "Discovered MCP servers waiting for approval (pending) or failing validation \
+         (quarantined)"
+    );
 }
 
 /// Drains histogram samples into the exported distributions every `period`, so memory stays
@@ -293,6 +302,12 @@ pub(crate) async fn metrics_text(state: web::Data<ApiState>) -> HttpResponse {
     }
     if let Some(streams) = state.event_streams() {
         metrics::gauge!(WEBSOCKET_CLIENTS).set(streams.client_count() as f64);
+    }
+    if let Some(discovery) = gateway.discovery() {
+        metrics::gauge!(DISCOVERY_CANDIDATES, "state" => "pending")
+            .set(discovery.pending().len() as f64);
+        metrics::gauge!(DISCOVERY_CANDIDATES, "state" => "quarantined")
+            .set(discovery.quarantined().len() as f64);
     }
     // The event log's size is set by its compaction task (`mcpgw_gateway::run_event_log_compaction`),
     // which counts the log anyway: a scrape never waits on the log's writer or counts its rows.
