@@ -696,6 +696,7 @@ fn a_filesystem_source_sees_new_and_changed_files_without_a_scan() {
         &fixture_definition(&["--stderr-at-start", "1"]),
     );
     let pending = wait_pending(&gw, &single);
+    assert_eq!(pending["replaces_approved"], true, "{pending}");
     assert!(
         pending["definition"]["command"]
             .as_array()

@@ -213,6 +213,9 @@ pub(crate) struct PendingDiscovery {
     /// with the values of `env` and `headers` replaced by `"***"`.
     #[schema(value_type = Object, example = json!({"mode": "docker", "image": "repo/math:1"}))]
     pub definition: Map<String, Value>,
+    /// Whether approving it replaces a server approved earlier from this source with another
+    /// definition (the running server keeps the old one until then).
+    pub replaces_approved: bool,
 }
 
 impl From<&PendingServer> for PendingDiscovery {
@@ -223,6 +226,7 @@ impl From<&PendingServer> for PendingDiscovery {
             mode: pending.mode.clone(),
             discovered_at: pending.discovered_at.to_string(),
             definition: masked_definition(&pending.definition),
+            replaces_approved: pending.replaces_approved,
         }
     }
 }

@@ -679,8 +679,16 @@ async fn a_scan_fills_pending_and_quarantined_and_approval_registers_the_server(
     keys.sort_unstable();
     assert_eq!(
         keys,
-        ["definition", "discovered_at", "mode", "name", "source_id"]
+        [
+            "definition",
+            "discovered_at",
+            "mode",
+            "name",
+            "replaces_approved",
+            "source_id"
+        ]
     );
+    assert_eq!(alpha["replaces_approved"], false);
     assert_eq!(alpha["source_id"], "local");
     assert_eq!(alpha["mode"], "subprocess");
     assert_eq!(alpha["definition"], subprocess("alpha-server"));
