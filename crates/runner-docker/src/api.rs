@@ -15,13 +15,12 @@ use bollard::query_parameters::{
     StopContainerOptions,
 };
 use futures::{Stream, StreamExt};
-use mcpgw_core::{
-    ByteStreams, ExitStatusInfo, LaunchError, LogBuffer, ProcessControl, ServerId, SpawnedProcess,
-};
+use mcpgw_core::{ByteStreams, ExitStatusInfo, LaunchError, LogBuffer, ServerId, SpawnedProcess};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 
 use crate::container_spec::ContainerSpec;
+use crate::control::{ContainerControl, RunningContainer};
 use crate::engine::EngineAddress;
 use crate::stderr::StderrLines;
 
@@ -108,15 +107,15 @@ pub(crate) async fn spawn_container(
             to_server: attached.input,
             from_server: Box::pin(stdout_reader),
         },
-        control: Arc::new(ContainerControl {
-            container: Arc::new(Container {
+        control: Arc::new(ContainerControl::new(
+            Container {
                 client,
                 name: spec.name,
                 exit_status: exit_receiver,
                 removed: tokio::sync::Mutex::new(false),
-            }),
+            },
             stop_grace,
-        }),
+        )),
     })
 }
 
@@ -290,7 +289,16 @@ struct Container {
     removed: tokio::sync::Mutex<bool>,
 }
 
-impl Container {
+#[async_trait]
+impl RunningContainer for Container {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn exit_status(&self) -> watch::Receiver<Option<ExitStatusInfo>> {
+        self.exit_status.clone()
+    }
+
     async fn stop_and_remove(&self, grace: Duration) {
         let mut removed = self.removed.lock().await;
         if *removed {
@@ -341,54 +349,6 @@ pub(crate) async fn remove_container(client: &Docker, name: &str) {
             error = %engine_message(&error),
             "could not remove a server container; the next start of the gateway removes it"
         ),
-    }
-}
-
-/// The [`ProcessControl`] of one container.
-struct ContainerControl {
-    container: Arc<Container>,
-    /// Used when the last handle is dropped while the container still exists.
-    stop_grace: Duration,
-}
-
-#[async_trait]
-impl ProcessControl for ContainerControl {
-    fn pid(&self) -> Option<u32> {
-        None
-    }
-
-    async fn terminate(&self, grace: Duration) {
-        self.container.stop_and_remove(grace).await;
-    }
-
-    async fn exited(&self) -> ExitStatusInfo {
-        let mut exit_status = self.container.exit_status.clone();
-        match exit_status.wait_for(Option::is_some).await {
-            Ok(status) => status.clone().unwrap_or_default(),
-            Err(_watcher_gone) => ExitStatusInfo {
-                code: None,
-                signal: None,
-                description: "the gateway's runtime shut down while the container ran".to_owned(),
-            },
-        }
-    }
-}
-
-impl Drop for ContainerControl {
-    /// Nobody can remove the container any more, so remove it now, as `terminate` would.
-    fn drop(&mut self) {
-        let container = Arc::clone(&self.container);
-        let grace = self.stop_grace;
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move { container.stop_and_remove(grace).await });
-            }
-            Err(_) => tracing::warn!(
-                container = %container.name,
-                "a server container was dropped outside the gateway's runtime; the next start \
-                 of the gateway removes it"
-            ),
-        }
     }
 }
 

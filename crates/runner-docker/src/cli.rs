@@ -13,13 +13,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use mcpgw_core::{
-    ByteStreams, ContainerCli, ExitStatusInfo, LaunchError, LogBuffer, ProcessControl, ServerId,
-    SpawnedProcess,
+    ByteStreams, ContainerCli, ExitStatusInfo, LaunchError, LogBuffer, ServerId, SpawnedProcess,
 };
 use tokio::process::{Child, Command};
 use tokio::sync::{Notify, watch};
 
 use crate::container_spec::ContainerSpec;
+use crate::control::{ContainerControl, RunningContainer};
 use crate::stderr::capture_stderr;
 
 /// How long the client gets to exit by itself once its container is gone, before it is killed.
@@ -112,9 +112,8 @@ pub(crate) async fn spawn_container(
             reason: "the client's pipes were missing right after the spawn".to_owned(),
         });
     };
-    let pid = child.id();
     tracing::info!(%server_id, container = %spec.name, image = %spec.image, client = program,
-        "started server container");
+        client_pid = ?child.id(), "started server container");
 
     tokio::spawn(capture_stderr(stderr, logs));
     let (exit_sender, exit_receiver) = watch::channel(None);
@@ -126,17 +125,16 @@ pub(crate) async fn spawn_container(
             to_server: Box::pin(stdin),
             from_server: Box::pin(stdout),
         },
-        control: Arc::new(CliControl {
-            container: Arc::new(CliContainer {
+        control: Arc::new(ContainerControl::new(
+            CliContainer {
                 cli,
                 name: spec.name,
-                pid,
                 exit_status: exit_receiver,
                 kill_client,
                 removed: tokio::sync::Mutex::new(false),
-            }),
+            },
             stop_grace,
-        }),
+        )),
     })
 }
 
@@ -278,14 +276,22 @@ fn describe_exit(status: ExitStatus) -> ExitStatusInfo {
 struct CliContainer {
     cli: ContainerCli,
     name: String,
-    pid: Option<u32>,
     exit_status: watch::Receiver<Option<ExitStatusInfo>>,
     kill_client: Arc<Notify>,
     /// Held while stopping and removing, so concurrent callers wait for the one doing it.
     removed: tokio::sync::Mutex<bool>,
 }
 
-impl CliContainer {
+#[async_trait]
+impl RunningContainer for CliContainer {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn exit_status(&self) -> watch::Receiver<Option<ExitStatusInfo>> {
+        self.exit_status.clone()
+    }
+
     async fn stop_and_remove(&self, grace: Duration) {
         let mut removed = self.removed.lock().await;
         if *removed {
@@ -328,56 +334,6 @@ impl CliContainer {
 fn is_no_such_container(output: &Output) -> bool {
     let stderr = String::from_utf8_lossy(&output.stderr).to_ascii_lowercase();
     stderr.contains("no such container") || stderr.contains("no container with name")
-}
-
-/// The [`ProcessControl`] of one container run by a client process.
-struct CliControl {
-    container: Arc<CliContainer>,
-    /// Used when the last handle is dropped while the container still exists.
-    stop_grace: Duration,
-}
-
-#[async_trait]
-impl ProcessControl for CliControl {
-    /// The client's pid: signalling it does not reach the container, so none is given.
-    fn pid(&self) -> Option<u32> {
-        None
-    }
-
-    async fn terminate(&self, grace: Duration) {
-        self.container.stop_and_remove(grace).await;
-    }
-
-    async fn exited(&self) -> ExitStatusInfo {
-        let mut exit_status = self.container.exit_status.clone();
-        match exit_status.wait_for(Option::is_some).await {
-            Ok(status) => status.clone().unwrap_or_default(),
-            Err(_watcher_gone) => ExitStatusInfo {
-                code: None,
-                signal: None,
-                description: "the gateway's runtime shut down while the container ran".to_owned(),
-            },
-        }
-    }
-}
-
-impl Drop for CliControl {
-    /// Nobody can remove the container any more, so remove it now, as `terminate` would.
-    fn drop(&mut self) {
-        let container = Arc::clone(&self.container);
-        let grace = self.stop_grace;
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move { container.stop_and_remove(grace).await });
-            }
-            Err(_) => tracing::warn!(
-                container = %container.name,
-                client_pid = ?container.pid,
-                "a server container was dropped outside the gateway's runtime; the next start \
-                 of the gateway removes it"
-            ),
-        }
-    }
 }
 
 #[cfg(test)]

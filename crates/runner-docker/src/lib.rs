@@ -19,6 +19,7 @@ mod api;
 mod cleanup;
 mod cli;
 mod container_spec;
+mod control;
 mod discovery;
 mod engine;
 mod runner;
