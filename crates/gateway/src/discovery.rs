@@ -437,20 +437,7 @@ impl DiscoveryService {
         if self.state().sources.contains_key(&source_id) {
             return Err(DiscoveryError::SourceAlreadyExists(source_id));
         }
-        let definition = SourceDefinition {
-            source_id: source_id.clone(),
-            source_type: request.source_type,
-            mode: request.mode,
-            enabled: request.enabled,
-            config: request.config,
-            origin: SourceOrigin::Api,
-        };
-        let source = self
-            .build(&definition)
-            .map_err(DiscoveryError::InvalidSource)?;
-        if let Some(store) = &self.store {
-            store.save_source(&definition).await.map_err(store_error)?;
-        }
+        let (definition, source) = self.build_and_store(source_id.clone(), request).await?;
         self.publish(DomainEvent::DiscoverySourceAdded {
             source_id: source_id.clone(),
             source_type: definition.source_type.clone(),
@@ -480,20 +467,7 @@ impl DiscoveryService {
     ) -> Result<SourceView, DiscoveryError> {
         let _decisions = self.decisions.lock().await;
         self.modifiable(source_id)?;
-        let definition = SourceDefinition {
-            source_id: source_id.to_owned(),
-            source_type: request.source_type,
-            mode: request.mode,
-            enabled: request.enabled,
-            config: request.config,
-            origin: SourceOrigin::Api,
-        };
-        let source = self
-            .build(&definition)
-            .map_err(DiscoveryError::InvalidSource)?;
-        if let Some(store) = &self.store {
-            store.save_source(&definition).await.map_err(store_error)?;
-        }
+        let (definition, source) = self.build_and_store(source_id.to_owned(), request).await?;
         self.publish(DomainEvent::DiscoverySourceUpdated {
             source_id: source_id.to_owned(),
         });
@@ -533,6 +507,29 @@ impl DiscoveryService {
             source_id: source_id.to_owned(),
         });
         Ok(())
+    }
+
+    /// An API source from `request`: built (so that its settings are checked) and stored.
+    async fn build_and_store(
+        &self,
+        source_id: String,
+        request: SourceRequest,
+    ) -> Result<(SourceDefinition, Arc<dyn DiscoverySource>), DiscoveryError> {
+        let definition = SourceDefinition {
+            source_id,
+            source_type: request.source_type,
+            mode: request.mode,
+            enabled: request.enabled,
+            config: request.config,
+            origin: SourceOrigin::Api,
+        };
+        let source = self
+            .build(&definition)
+            .map_err(DiscoveryError::InvalidSource)?;
+        if let Some(store) = &self.store {
+            store.save_source(&definition).await.map_err(store_error)?;
+        }
+        Ok((definition, source))
     }
 
     fn modifiable(&self, source_id: &str) -> Result<(), DiscoveryError> {
