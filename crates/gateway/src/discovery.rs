@@ -215,8 +215,9 @@ pub struct DiscoveryService {
     /// rejecting, changing sources), so that each sees the others' effects whole. Scans
     /// themselves run outside it.
     decisions: tokio::sync::Mutex<()>,
-    /// Set by `start_scanning`: sources added later get their scanning task from it.
-    scheduler: Mutex<Option<Weak<DiscoveryService>>>,
+    /// Set by `start_scanning`: sources added later (over the API, on whatever runtime serves
+    /// the request) get their scanning task on the runtime that started scanning.
+    scheduler: Mutex<Option<(Weak<DiscoveryService>, tokio::runtime::Handle)>>,
 }
 
 impl std::fmt::Debug for DiscoveryService {
@@ -367,12 +368,17 @@ impl DiscoveryService {
     }
 
     /// Scans every enabled source now, then keeps scanning each every `refresh_interval` and
-    /// whenever it says it changed, until the service is dropped. Needs a tokio runtime.
+    /// whenever it says it changed, until the service is dropped. Call it inside the tokio
+    /// runtime the scans should run on.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
     pub fn start_scanning(self: &Arc<Self>) {
         *self
             .scheduler
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(Arc::downgrade(self));
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) =
+            Some((Arc::downgrade(self), tokio::runtime::Handle::current()));
         let mut state = self.state();
         let ids: Vec<String> = state.sources.keys().cloned().collect();
         for id in ids {
@@ -383,7 +389,7 @@ impl DiscoveryService {
     }
 
     fn spawn_scanning_task(&self, source: &mut SourceState) {
-        let Some(service) = self
+        let Some((service, runtime)) = self
             .scheduler
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -398,7 +404,7 @@ impl DiscoveryService {
         let watched = Arc::clone(&source.source);
         let wake = Arc::clone(&source.wake);
         let interval = self.settings.refresh_interval;
-        source.task = Some(tokio::spawn(scan_source_forever(
+        source.task = Some(runtime.spawn(scan_source_forever(
             service, source_id, watched, wake, interval,
         )));
     }
