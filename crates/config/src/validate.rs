@@ -951,6 +951,7 @@ mod tests {
             read_only: Some(true),
             volumes: Some(vec![]),
             runtime: Some(crate::schema::ContainerRuntime::Docker),
+            docker_host: Some(String::new()),
             endpoint: Some(String::new()),
             headers: Some(BTreeMap::new()),
             strategy: Some(crate::schema::GroupStrategy::Random),
