@@ -37,6 +37,7 @@ const ADAPTER_CRATES: &[&str] = &[
     "mcpgw-runner-process",
     "mcpgw-runner-docker",
     "mcpgw-discovery-files",
+    "mcpgw-config-file",
     "mcpgw-store-sqlite",
     "mcpgw-oidc",
     "mcpgw-policy-opa",

@@ -10,18 +10,28 @@
 //! This crate must never do I/O: it reads no files and no environment variables (the caller
 //! passes the text and a lookup function), so it can be used and tested anywhere.
 
+mod changes;
 mod convert;
 mod de;
 mod error;
 mod expand;
+mod export;
+mod file;
 mod locate;
 mod path;
+mod sanitize;
 mod schema;
 mod suggest;
+mod text_diff;
 mod validate;
 
 use mcpgw_core::{ServerId, ServerOrigin, ServerSpec};
 
+pub use changes::{ConfigChanges, SectionChanges, changes};
+pub use export::export_yaml;
+pub use file::{ConfigFile, ConfigFileError};
+pub use sanitize::{SECRET_MASK, sanitized};
+pub use text_diff::unified_diff;
 pub use convert::{DEFAULT_DOCKER_NETWORK, DEFAULT_DOCKER_READ_ONLY, GroupDefinition, GroupMember};
 pub use error::{ConfigError, ConfigErrorKind, ConfigErrors, ConfigWarning};
 pub use expand::VariableReference;

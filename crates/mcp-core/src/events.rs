@@ -224,10 +224,25 @@ pub enum DomainEvent {
         mcp_server_id: ServerId,
         source_id: String,
     },
+    /// The configuration file was applied: what changed, by id. `trigger` is `api`, `signal`
+    /// (SIGHUP) or `watch` (the file changed).
+    ConfigurationReloaded {
+        trigger: &'static str,
+        added: Vec<String>,
+        removed: Vec<String>,
+        updated: Vec<String>,
+        /// Top-level sections that changed but take effect only at the next start.
+        restart_required: Vec<String>,
+    },
+    /// A reload was refused (the file could not be read, or is invalid); nothing changed.
+    ConfigurationReloadFailed {
+        trigger: &'static str,
+        error: String,
+    },
 }
 
 /// Every `event_type` a [`DomainEvent`] can have, for validating subscription filters.
-pub const EVENT_TYPES: [&str; 43] = [
+pub const EVENT_TYPES: [&str; 45] = [
     "McpServerRegistered",
     "McpServerUpdated",
     "McpServerRemoved",
@@ -271,6 +286,8 @@ pub const EVENT_TYPES: [&str; 43] = [
     "DiscoveryServerApproved",
     "DiscoveryServerRejected",
     "DiscoveryServerWithdrawn",
+    "ConfigurationReloaded",
+    "ConfigurationReloadFailed",
 ];
 
 impl DomainEvent {
@@ -319,6 +336,8 @@ impl DomainEvent {
             DomainEvent::DiscoveryServerApproved { .. } => "DiscoveryServerApproved",
             DomainEvent::DiscoveryServerRejected { .. } => "DiscoveryServerRejected",
             DomainEvent::DiscoveryServerWithdrawn { .. } => "DiscoveryServerWithdrawn",
+            DomainEvent::ConfigurationReloaded { .. } => "ConfigurationReloaded",
+            DomainEvent::ConfigurationReloadFailed { .. } => "ConfigurationReloadFailed",
         }
     }
 
@@ -368,7 +387,9 @@ impl DomainEvent {
             | DomainEvent::DiscoveryScanFailed { .. }
             | DomainEvent::DiscoveryServerPending { .. }
             | DomainEvent::DiscoveryServerQuarantined { .. }
-            | DomainEvent::DiscoveryServerRejected { .. } => None,
+            | DomainEvent::DiscoveryServerRejected { .. }
+            | DomainEvent::ConfigurationReloaded { .. }
+            | DomainEvent::ConfigurationReloadFailed { .. } => None,
         }
     }
 
