@@ -15,8 +15,8 @@ use mcpgw_core::{
 use mcpgw_gateway::groups_domain::GroupRepository;
 use mcpgw_gateway::{
     AuthService, AuthSettings, AuthorizedFrontend, CallStats, CompositeLauncher,
-    CompositeSourceFactory, DiscoveryService, DiscoverySettings, EventBus, Gateway, GatewayInfo,
-    GroupService, StdioLauncher, TokioClock, TokioSpawner, ToolCatalog,
+    CompositeSourceFactory, ConfigService, DiscoveryService, DiscoverySettings, EventBus, Gateway,
+    GatewayInfo, GroupService, StdioLauncher, TokioClock, TokioSpawner, ToolCatalog,
 };
 use mcpgw_runner_docker::{DefaultEngine, DockerRunnerSettings};
 
@@ -42,6 +42,7 @@ struct Assembled {
     rate_limiter: Arc<dyn mcpgw_gateway::authz::RateLimiter>,
     discovery: Option<Arc<DiscoveryService>>,
     docker: DockerRunnerSettings,
+    config_service: Arc<ConfigService>,
 }
 
 /// How often API keys are read again from the database, for keys that another process (the
@@ -101,11 +102,16 @@ pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
         assembled.catalog.probe_unknown_tools();
         anyhow::Ok(())
     })?;
+    let mut config_tasks = Vec::new();
     let (maintenance, group_recovery, key_reload, bucket_eviction, compaction) = {
         let _entered = core_runtime.enter();
         if let Some(discovery) = &assembled.discovery {
             discovery.start_scanning();
         }
+        if let Some(watch) = assembled.config_service.spawn_watch() {
+            config_tasks.push(watch);
+        }
+        config_tasks.push(spawn_reload_on_hangup(assembled.config_service.clone()));
         (
             mcpgw_gateway::spawn_maintenance(
                 assembled.gateway.servers().clone(),
@@ -136,6 +142,9 @@ pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
     };
 
     maintenance.abort();
+    for task in config_tasks {
+        task.abort();
+    }
     group_recovery.abort();
     bucket_eviction.abort();
     compaction.abort();
@@ -266,6 +275,26 @@ fn assemble(
         Some(discovery) => gateway.with_discovery(discovery.clone()),
         None => gateway,
     };
+    // Configuration management: the running configuration, and reload, backup and diff against
+    // the file it came from (those answer 409 when the gateway started without one).
+    let environment: mcpgw_gateway::Environment = Arc::new(|name| std::env::var(name).ok());
+    let mut config_service = ConfigService::new(
+        gateway.servers().clone(),
+        events.clone() as Arc<dyn EventSink>,
+        environment,
+        config.clone(),
+    )
+    .with_groups(groups.clone());
+    if let Some(path) = &config_path {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the configuration file {}", path.display()))?;
+        config_service = config_service.with_file(
+            Arc::new(mcpgw_config_file::FileConfig::new(path.clone())),
+            text,
+        );
+    }
+    let config_service = Arc::new(config_service);
+    let gateway = gateway.with_config(config_service.clone());
     Ok(Assembled {
         gateway,
         catalog,
@@ -278,6 +307,7 @@ fn assemble(
         rate_limiter,
         discovery,
         docker,
+        config_service,
     })
 }
 
@@ -288,6 +318,32 @@ pub(crate) fn discovery_source_factory() -> CompositeSourceFactory {
         .with(Arc::new(
             mcpgw_discovery_files::FilesystemSourceFactory::new(),
         ))
+}
+
+/// Reloads the configuration file on SIGHUP, as daemons do; the outcome is logged and
+/// published as an event like any reload. Without a file, the signal only says so in the log.
+fn spawn_reload_on_hangup(config: Arc<ConfigService>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut hangups =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+                Ok(hangups) => hangups,
+                Err(error) => {
+                    tracing::warn!(%error, "cannot listen for SIGHUP; reload over the API instead");
+                    return;
+                }
+            };
+        while hangups.recv().await.is_some() {
+            match config.reload(mcpgw_gateway::ReloadTrigger::Signal).await {
+                Ok(report) => tracing::info!(
+                    added = ?report.added,
+                    removed = ?report.removed,
+                    updated = ?report.updated,
+                    "configuration reloaded on SIGHUP"
+                ),
+                Err(error) => tracing::warn!(%error, "configuration reload on SIGHUP refused"),
+            }
+        }
+    })
 }
 
 /// This gateway's instance id, the owner label of the containers it runs: kept in the data

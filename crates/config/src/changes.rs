@@ -1,6 +1,11 @@
 //! What differs between two configurations.
+//!
+//! A reload applies server and group changes one id at a time, so those are classified by id;
+//! every other section is applied only at the next start, so it is enough to name it.
 
-use crate::schema::GatewayConfig;
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::schema::{GatewayConfig, ServerDefinition, ServerMode};
 
 /// How the entries of one section (servers, or groups) differ, by id, each list sorted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -10,6 +15,13 @@ pub struct SectionChanges {
     /// Present in both with another definition.
     pub updated: Vec<String>,
     pub unchanged: Vec<String>,
+}
+
+impl SectionChanges {
+    /// Whether anything was added, removed or updated.
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.updated.is_empty()
+    }
 }
 
 /// What a reload from `old` to `new` would change.
@@ -24,8 +36,76 @@ pub struct ConfigChanges {
     pub restart_required: Vec<String>,
 }
 
+impl ConfigChanges {
+    /// Whether the two configurations configure the same thing.
+    pub fn is_empty(&self) -> bool {
+        self.servers.is_empty() && self.groups.is_empty() && self.restart_required.is_empty()
+    }
+}
+
 /// What differs between `old` and `new`.
+///
+/// An id whose definition turned from a server into a group (or back) is removed from one
+/// section and added to the other, since the registry holds them apart. Sections are compared
+/// by their serialized values, so every top-level key counts, including those that
+/// [`GatewayConfig`]'s equality leaves out; a section written out with its default values
+/// equals the section left out.
 pub fn changes(old: &GatewayConfig, new: &GatewayConfig) -> ConfigChanges {
-    let _ = (old, new);
-    todo!("written with the reload capability")
+    let (old_servers, old_groups) = split_by_kind(&old.mcp_servers);
+    let (new_servers, new_groups) = split_by_kind(&new.mcp_servers);
+    ConfigChanges {
+        servers: section_changes(&old_servers, &new_servers),
+        groups: section_changes(&old_groups, &new_groups),
+        restart_required: differing_sections(old, new),
+    }
+}
+
+type Definitions<'config> = BTreeMap<&'config str, &'config ServerDefinition>;
+
+fn split_by_kind(
+    definitions: &BTreeMap<String, ServerDefinition>,
+) -> (Definitions<'_>, Definitions<'_>) {
+    definitions
+        .iter()
+        .map(|(id, definition)| (id.as_str(), definition))
+        .partition(|(_, definition)| definition.mode != Some(ServerMode::Group))
+}
+
+fn section_changes(old: &Definitions<'_>, new: &Definitions<'_>) -> SectionChanges {
+    let mut changes = SectionChanges::default();
+    // BTreeMap iteration is ordered, so every list comes out sorted.
+    for (id, old_definition) in old {
+        match new.get(id) {
+            None => changes.removed.push((*id).to_owned()),
+            Some(new_definition) if new_definition != old_definition => {
+                changes.updated.push((*id).to_owned())
+            }
+            Some(_) => changes.unchanged.push((*id).to_owned()),
+        }
+    }
+    changes.added = new
+        .keys()
+        .filter(|id| !old.contains_key(*id))
+        .map(|id| (*id).to_owned())
+        .collect();
+    changes
+}
+
+fn differing_sections(old: &GatewayConfig, new: &GatewayConfig) -> Vec<String> {
+    let old = sections(old);
+    let new = sections(new);
+    let names: BTreeSet<&String> = old.keys().chain(new.keys()).collect();
+    names
+        .into_iter()
+        .filter(|name| name.as_str() != "mcp_servers" && old.get(*name) != new.get(*name))
+        .cloned()
+        .collect()
+}
+
+fn sections(config: &GatewayConfig) -> serde_json::Map<String, serde_json::Value> {
+    match serde_json::to_value(config) {
+        Ok(serde_json::Value::Object(sections)) => sections,
+        // The schema is a struct with string keys: it always serializes to an object.
+        _ => serde_json::Map::new(),
+    }
 }

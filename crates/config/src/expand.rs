@@ -11,7 +11,7 @@ use crate::error::ConfigErrorKind;
 
 /// Where one `${VAR}` reference was expanded: lets an exporter write `${VAR}` back instead of a
 /// secret, and lets the gateway say which variables a configuration depends on.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, PartialEq, Eq, serde::Serialize)]
 pub struct VariableReference {
     pub name: String,
     /// The text after `:-`, when the reference has one.
@@ -24,6 +24,24 @@ pub struct VariableReference {
     /// The key path whose value holds the reference, such as
     /// `mcp_servers.api.headers.Authorization`.
     pub path: String,
+    /// What the reference expanded to (the variable's value, or the default), so that an
+    /// export can find it in the value and write the reference back. Never serialized nor
+    /// shown by `Debug`: it may be a secret.
+    #[serde(skip)]
+    pub(crate) expanded: String,
+}
+
+impl std::fmt::Debug for VariableReference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VariableReference")
+            .field("name", &self.name)
+            .field("default", &self.default)
+            .field("used_default", &self.used_default)
+            .field("line", &self.line)
+            .field("column", &self.column)
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -270,6 +288,12 @@ impl Expander<'_> {
             return taken;
         }
         let value = (self.env)(name);
+        let expanded = match (&value, default) {
+            (Some(value), Some(_)) if !value.is_empty() => value.clone(),
+            (Some(value), None) => value.clone(),
+            (_, Some(default)) => default.to_owned(),
+            (None, None) => String::new(),
+        };
         // Like the shell's `:-`, an empty value counts as unset when there is a default.
         let (text, used_default) = match (value, default) {
             (Some(value), Some(_)) if !value.is_empty() => (self.escape(&value, context), false),
@@ -307,6 +331,7 @@ impl Expander<'_> {
             line: line_number,
             column,
             path: String::new(),
+            expanded,
         });
         taken
     }

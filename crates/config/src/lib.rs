@@ -28,19 +28,19 @@ mod validate;
 use mcpgw_core::{ServerId, ServerOrigin, ServerSpec};
 
 pub use changes::{ConfigChanges, SectionChanges, changes};
-pub use export::export_yaml;
-pub use file::{ConfigFile, ConfigFileError};
-pub use sanitize::{SECRET_MASK, sanitized};
-pub use text_diff::unified_diff;
 pub use convert::{DEFAULT_DOCKER_NETWORK, DEFAULT_DOCKER_READ_ONLY, GroupDefinition, GroupMember};
 pub use error::{ConfigError, ConfigErrorKind, ConfigErrors, ConfigWarning};
 pub use expand::VariableReference;
+pub use export::export_yaml;
+pub use file::{ConfigFile, ConfigFileError};
+pub use sanitize::{MIN_REDACTED_LENGTH, SECRET_MASK, redact_secrets, sanitized, secret_values};
 pub use schema::{
     ApiKeyConfig, AuthConfig, ConfigReloadConfig, ContainerRuntime, DiscoveryConfig, DiscoveryMode,
     DiscoverySourceConfig, EventLogConfig, GatewayConfig, GroupMemberDefinition, GroupStrategy,
     McpEndpointConfig, OidcConfig, OpaConfig, RateLimitConfig, RoleAssignmentConfig,
     ServerDefinition, ServerMode, ToolNaming,
 };
+pub use text_diff::unified_diff;
 
 use locate::{KeyLocator, Position};
 use path::{KeyPath, PathSegment};
@@ -365,5 +365,7 @@ fn strip_path_prefix(message: &str, path: &KeyPath) -> String {
     }
 }
 
+#[cfg(test)]
+mod management_tests;
 #[cfg(test)]
 mod tests;

@@ -32,6 +32,7 @@ pub struct Gateway {
     call_stats: Option<Arc<crate::CallStats>>,
     event_log: Option<Arc<dyn EventLog>>,
     discovery: Option<Arc<crate::DiscoveryService>>,
+    config: Option<Arc<crate::ConfigService>>,
 }
 
 /// How many invocations per server the default in-memory history keeps.
@@ -62,7 +63,20 @@ impl Gateway {
             call_stats: None,
             event_log: None,
             discovery: None,
+            config: None,
         }
+    }
+
+    /// Turns configuration management on: the running configuration, reload, export, backup
+    /// and diff. Without it the configuration API answers 404.
+    #[must_use]
+    pub fn with_config(mut self, config: Arc<crate::ConfigService>) -> Self {
+        self.config = Some(config);
+        self
+    }
+
+    pub fn config(&self) -> Option<&Arc<crate::ConfigService>> {
+        self.config.as_ref()
     }
 
     /// Turns discovery on (the configuration has a `discovery` block); without it every

@@ -12,6 +12,8 @@
 //! [`CallStats`] counts tool calls and keeps their recent latencies for the system summary.
 //! [`DiscoveryService`] runs discovery: its sources, their periodic and on-change scans, and
 //! the approval and rejection of what they find.
+//! [`ConfigService`] reloads the configuration file into the running gateway (applying only
+//! what changed), shows, exports, backs up and compares the configuration.
 //!
 //! It must never know a concrete adapter: no HTTP framework, no database, no process or
 //! protocol library. Adapters are handed in as `Arc<dyn Port>` by whoever composes the gateway.
@@ -19,6 +21,7 @@
 mod auth;
 mod authorizing;
 mod catalog;
+mod config_service;
 mod discovery;
 mod event_log;
 mod events;
@@ -36,6 +39,10 @@ pub use auth::{
 };
 pub use authorizing::{AuthorizedFrontend, caller_of, identity_of};
 pub use catalog::{NAME_SEPARATOR, ToolCatalog};
+pub use config_service::{
+    ConfigDiffView, ConfigService, ConfigServiceError, Environment, ReloadReport, ReloadTrigger,
+    WATCH_DEBOUNCE,
+};
 pub use discovery::{
     ApprovalView, CompositeSourceFactory, DiscoveryService, DiscoverySettings, RejectionView,
     ScanReport, SourceRequest, SourceView, discovery_sources_from_config,

@@ -11,6 +11,7 @@ use actix_web::{HttpRequest, HttpResponse, ResponseError};
 use mcpgw_core::{CoreError, ErrorKind};
 use mcpgw_discovery::DiscoveryError;
 use mcpgw_gateway::AuthServiceError;
+use mcpgw_gateway::ConfigServiceError;
 use mcpgw_gateway::GroupServiceError;
 use mcpgw_gateway::authz::AuthError;
 use mcpgw_gateway::groups_domain::GroupError;
@@ -146,6 +147,17 @@ impl ApiError {
             names::NOT_FOUND,
             "discovery is not configured in this gateway; add a `discovery:` block to the \
              configuration file and restart the gateway",
+        )
+    }
+
+    /// A 404 for every `/api/config` request of a gateway composed without a configuration
+    /// service.
+    pub fn config_not_enabled() -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            names::NOT_FOUND,
+            "configuration management is not enabled in this gateway; the application that \
+             embeds it was built without a configuration service",
         )
     }
 
@@ -308,6 +320,26 @@ impl From<DiscoveryError> for ApiError {
             return ApiError::internal(&error);
         }
         ApiError::new(status, error.name(), error.to_string())
+    }
+}
+
+impl From<ConfigServiceError> for ApiError {
+    /// The status of the error's kind, with the service's name for it. An invalid file's
+    /// message carries every error on a line of its own, each with its file, line and key, so
+    /// that a client can show them as a compiler would.
+    fn from(error: ConfigServiceError) -> Self {
+        let (status, _) = status_and_name_of(error.kind());
+        if status == StatusCode::INTERNAL_SERVER_ERROR {
+            return ApiError::internal(&error);
+        }
+        let message = match &error {
+            ConfigServiceError::Invalid(errors) => format!(
+                "the configuration file is invalid and nothing was changed; fix every error \
+                 below and reload again\n{errors}"
+            ),
+            other => other.to_string(),
+        };
+        ApiError::new(status, error.name(), message)
     }
 }
 
@@ -651,6 +683,65 @@ mod tests {
             (500, "InternalServerError")
         );
         assert!(!store.message().contains("/secret"), "{}", store.message());
+    }
+
+    #[test]
+    fn config_errors_get_their_kind_status_and_service_names() {
+        let no_file = ApiError::from(ConfigServiceError::NoFile);
+        assert_eq!(
+            (no_file.status().as_u16(), no_file.name()),
+            (409, "ConflictError")
+        );
+        assert!(
+            no_file.message().contains("--config"),
+            "{}",
+            no_file.message()
+        );
+        let unreadable = ApiError::from(ConfigServiceError::Read(
+            "cannot read gateway.yaml: permission denied".into(),
+        ));
+        assert_eq!(unreadable.status().as_u16(), 503);
+        assert!(unreadable.message().contains("gateway.yaml"));
+        let failed = ApiError::from(ConfigServiceError::Apply(
+            "cannot stop math at /secret/run".into(),
+        ));
+        assert_eq!(
+            (failed.status().as_u16(), failed.name()),
+            (500, "InternalServerError")
+        );
+        assert!(
+            !failed.message().contains("/secret"),
+            "{}",
+            failed.message()
+        );
+    }
+
+    #[test]
+    fn an_invalid_configuration_lists_every_error_on_its_own_line() {
+        let text = "mcp_servers:\n  a:\n    mode: subprocess\n    command: [x]\n    \
+                    idle_ttl_s: 0\n  b:\n    mode: subprocess\n    command: [y]\n    \
+                    health_check_interval_s: 1\n";
+        let errors = mcpgw_config::parse("gateway.yaml", text, &|_| None)
+            .expect_err("both values are out of range");
+        assert_eq!(errors.len(), 2, "{errors}");
+        let api = ApiError::from(ConfigServiceError::Invalid(errors.clone()));
+        assert_eq!(
+            (api.status().as_u16(), api.name()),
+            (422, "ValidationError")
+        );
+        let lines: Vec<&str> = api.message().lines().collect();
+        assert_eq!(lines.len(), 3, "{}", api.message());
+        assert!(lines[0].contains("nothing was changed"), "{}", lines[0]);
+        for (line, error) in lines[1..].iter().zip(errors.errors()) {
+            assert_eq!(*line, error.to_string());
+        }
+        assert!(lines[1].starts_with("gateway.yaml:5:"), "{}", lines[1]);
+        assert!(
+            lines[1].contains("mcp_servers.a.idle_ttl_s"),
+            "{}",
+            lines[1]
+        );
+        assert!(lines[2].contains("mcp_servers.b.health_check_interval_s"));
     }
 
     #[test]

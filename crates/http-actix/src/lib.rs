@@ -19,6 +19,7 @@
 
 mod auth_api;
 mod authn;
+mod config_api;
 mod cors;
 mod definition;
 mod discovery;
@@ -242,6 +243,7 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: ApiState) {
     )
     .configure(|cfg| auth_api::mount(cfg, &mounter))
     .configure(|cfg| discovery::mount(cfg, &mounter))
+    .configure(|cfg| config_api::mount(cfg, &mounter))
     .default_service(web::to(route_not_found));
 }
 

@@ -9,7 +9,8 @@ use utoipa_swagger_ui::Config;
 
 use crate::error::{ApiError, ErrorEnvelope};
 use crate::{
-    auth_api, discovery, dto, groups, mcp_endpoint, probes, servers, system, telemetry, ws,
+    auth_api, config_api, discovery, dto, groups, mcp_endpoint, probes, servers, system, telemetry,
+    ws,
 };
 
 pub const OPENAPI_PATH: &str = "/api/openapi.json";
@@ -77,6 +78,11 @@ pub const DOCS_PATH: &str = "/docs";
         discovery::list_quarantined,
         discovery::approve,
         discovery::reject,
+        config_api::get_config,
+        config_api::reload_config,
+        config_api::export_config,
+        config_api::backup_config,
+        config_api::diff_config,
         ws::events_socket,
         system::system_info,
         mcp_endpoint::open_stream,
@@ -95,6 +101,7 @@ pub const DOCS_PATH: &str = "/docs";
         (name = "groups", description = "Load-balanced groups of MCP servers: strategy, members, rotation and state. Group ids and server ids share one namespace; a gateway composed without groups answers 404 on every group route"),
         (name = "auth", description = "Auth management: API keys, roles, role assignments, principals, permissions and tool access policies. A gateway composed without an auth service answers 404 on every auth route"),
         (name = "discovery", description = "Discovery sources (a container engine, a directory of definitions) and the MCP servers they found: pending approval, rejected, or quarantined with the reason. A gateway without a `discovery:` block answers 404 on every discovery route"),
+        (name = "config", description = "The running configuration with secrets masked, reloading the configuration file without a restart (an invalid file changes nothing), exporting it as YAML, rotating backups next to the file, and the file's difference from what runs. A gateway composed without a configuration service answers 404 on every configuration route"),
         (name = "events", description = "The WebSocket stream of domain events, filtered by event type and server"),
         (name = "mcp", description = "The MCP Streamable HTTP endpoint: every tool of every server the caller may use, as `{server_id}__{tool}`"),
         (name = "probes", description = "Liveness, startup and readiness probes; no credentials, never rate limited"),

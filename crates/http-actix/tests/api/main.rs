@@ -2,6 +2,7 @@
 //! real `Gateway` whose MCP servers are the testkit's fakes.
 
 mod auth;
+mod config;
 mod cors;
 mod discovery;
 mod errors;

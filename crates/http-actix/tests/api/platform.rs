@@ -58,6 +58,11 @@ const MOUNTED_ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/discovery/quarantined"),
     ("POST", "/api/discovery/approve/{name}"),
     ("POST", "/api/discovery/reject/{name}"),
+    ("GET", "/api/config"),
+    ("POST", "/api/config/reload"),
+    ("POST", "/api/config/export"),
+    ("POST", "/api/config/backup"),
+    ("GET", "/api/config/diff"),
     ("GET", "/api/ws/events"),
     ("GET", "/api/system"),
     ("GET", "/mcp"),
@@ -349,6 +354,17 @@ async fn the_openapi_document_is_3_1_and_lists_exactly_the_mounted_routes() {
             let message = assert_envelope(response, 404, "NotFoundError").await;
             assert!(
                 message.contains("discovery is not configured"),
+                "{method} {uri}"
+            );
+            continue;
+        }
+        // Nor a configuration service: every configuration route answers its 404
+        // (tests/api/config.rs calls each of them with one).
+        if path.starts_with("/api/config") {
+            let response = test::call_service(&app, request.to_request()).await;
+            let message = assert_envelope(response, 404, "NotFoundError").await;
+            assert!(
+                message.contains("configuration management is not enabled"),
                 "{method} {uri}"
             );
             continue;
