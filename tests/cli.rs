@@ -430,3 +430,86 @@ fn config_check_checks_each_discovery_source_against_its_type() {
         text(&start.stderr)
     );
 }
+
+#[test]
+fn an_open_address_with_auth_off_is_refused_unless_told_unsafe_no_auth() {
+    let dir = tempfile::tempdir().unwrap();
+    // Bad input: every IPv4 and every IPv6 interface, with authentication off.
+    for host in ["0.0.0.0", "::"] {
+        let output = run(
+            &[
+                "--http",
+                "--host",
+                host,
+                "--port",
+                "0",
+                "--data-dir",
+                "data",
+            ],
+            dir.path(),
+        );
+        assert!(!output.status.success(), "{host}: {}", text(&output.stderr));
+        let stderr = text(&output.stderr);
+        assert!(
+            stderr.contains(&format!(
+                "refusing to listen on {host} with authentication off"
+            )) && stderr.contains("--unsafe-no-auth"),
+            "{host}: {stderr}"
+        );
+    }
+
+    // Loopback names and addresses are fine, and so is an open address once told so, or with
+    // authentication on: each of these starts listening.
+    let auth_on = dir.path().join("auth.yaml");
+    std::fs::write(&auth_on, "auth: {enabled: true}\n").unwrap();
+    let auth_on = auth_on.to_str().unwrap().to_owned();
+    for (host, extra) in [
+        ("localhost", vec![]),
+        ("0.0.0.0", vec!["--unsafe-no-auth"]),
+        ("0.0.0.0", vec!["--config", auth_on.as_str()]),
+    ] {
+        let mut child = Command::new(gateway_binary())
+            .args([
+                "--http",
+                "--host",
+                host,
+                "--port",
+                "0",
+                "--data-dir",
+                "data",
+            ])
+            .args(&extra)
+            .current_dir(dir.path())
+            .env_remove("MCP_CONFIG")
+            .env("MCP_RATE_LIMIT_RPS", "0")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let mut said = Vec::new();
+        let mut listening = false;
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)) {
+            let line = line.unwrap();
+            if line.contains("listening on http://") {
+                listening = true;
+                break;
+            }
+            said.push(line);
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(
+            listening,
+            "{host} {extra:?} did not listen: {}",
+            said.join("\n")
+        );
+        if extra.contains(&"--unsafe-no-auth") {
+            assert!(
+                said.iter().any(|line| line.contains("--unsafe-no-auth")),
+                "the unsafe start is logged as such: {said:?}"
+            );
+        }
+    }
+}

@@ -32,6 +32,11 @@ pub struct Cli {
     )]
     pub host: String,
 
+    /// Listen on an address other machines can reach although authentication is off. Without
+    /// it the gateway refuses: anyone who reaches it could start and call every MCP server.
+    #[arg(long, global = true, env = "MCP_UNSAFE_NO_AUTH")]
+    pub unsafe_no_auth: bool,
+
     /// The port to listen on; 0 picks a free one (the bound address is printed on stderr).
     #[arg(long, global = true, env = "MCP_HTTP_PORT", default_value_t = 8000)]
     pub port: u16,

@@ -66,6 +66,9 @@ fn spawn_key_reload(store: Arc<mcpgw_store_sqlite::SqliteStore>) -> tokio::task:
 
 pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
     let (config, config_path) = crate::cli::startup_config(cli)?;
+    if cli.http {
+        refuse_open_listener_without_auth(cli, &config)?;
+    }
 
     // The domain's background work (starts, health checks, upstream I/O) runs on its own
     // runtime, so request handling on the HTTP workers never competes with it for a thread.
@@ -318,6 +321,36 @@ pub(crate) fn discovery_source_factory() -> CompositeSourceFactory {
         .with(Arc::new(
             mcpgw_discovery_files::FilesystemSourceFactory::new(),
         ))
+}
+
+/// With authentication off, the gateway listens only where nobody else can reach it (a
+/// loopback address) unless the operator says `--unsafe-no-auth`: an open gateway lets anyone
+/// who reaches it start, stop and call every MCP server. A host name counts as loopback only
+/// when every address it resolves to is.
+fn refuse_open_listener_without_auth(cli: &Cli, config: &GatewayConfig) -> anyhow::Result<()> {
+    if config.auth.enabled {
+        return Ok(());
+    }
+    let loopback_only = std::net::ToSocketAddrs::to_socket_addrs(&(cli.host.as_str(), cli.port))
+        .map(|mut addresses| addresses.all(|address| address.ip().is_loopback()))
+        .unwrap_or(false);
+    if loopback_only {
+        return Ok(());
+    }
+    if cli.unsafe_no_auth {
+        tracing::warn!(
+            host = %cli.host,
+            "listening on a non-loopback address with authentication off (--unsafe-no-auth): \
+             anyone who reaches this address can start, stop and call every MCP server"
+        );
+        return Ok(());
+    }
+    anyhow::bail!(
+        "refusing to listen on {} with authentication off: anyone who reaches it could start, \
+         stop and call every MCP server; turn authentication on (auth.enabled: true), listen on \
+         127.0.0.1, or pass --unsafe-no-auth (MCP_UNSAFE_NO_AUTH=1) to do it anyway",
+        cli.host
+    )
 }
 
 /// Reloads the configuration file on SIGHUP, as daemons do; the outcome is logged and
