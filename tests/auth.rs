@@ -842,3 +842,96 @@ fn a_key_made_by_the_command_line_while_the_gateway_runs_is_accepted_soon() {
         std::thread::sleep(Duration::from_millis(1000));
     }
 }
+
+/// Planted secrets (two API keys, a refused key, a server's env value) never reach the log,
+/// the event log, an error answer, a server's details or the metrics.
+#[test]
+fn no_key_or_secret_appears_in_logs_events_errors_or_metrics() {
+    const PLANTED_ENV: &str = "s3cr3t-planted-ENV-value";
+    // Bad input: a well-formed key that is not in the store.
+    const REFUSED_KEY: &str = "mcp_plantedRefusedKey0123456789abcdefghijklmnopq";
+    let data = tempfile::tempdir().unwrap();
+    let data_path = data.path().to_owned();
+    let admin = cli_key(data.path(), "user:root", Some("admin"));
+    let fixture = support::fixture_binary().display().to_string();
+    let gw = gateway()
+        .config(&format!(
+            "auth:\n  enabled: true\n  trusted_proxies: [\"127.0.0.1\"]\nmcp_servers:\n  \
+             vault:\n    mode: subprocess\n    command: [\"{fixture}\"]\n    env: {{PLANTED: \
+             \"{PLANTED_ENV}\"}}\n"
+        ))
+        // The gateway's own debug logs; rmcp at debug logs whole MCP messages (tool data).
+        .env("MCP_LOG", "debug,rmcp=info")
+        .data_dir(data)
+        .start();
+
+    let made = call(
+        &gw,
+        "POST",
+        "/api/auth/keys",
+        Some(&admin),
+        "10.9.7.1",
+        Some(&json!({"principal": "user:dana", "name": "ci", "role": "operator"})),
+    );
+    assert_eq!(made.status, 201, "{}", made.body);
+    let made_key = made.body["key"].as_str().unwrap().to_owned();
+
+    let mut answers = Vec::new();
+    for (method, path, key) in [
+        (
+            "POST",
+            "/api/mcp_servers/vault/start",
+            Some(made_key.as_str()),
+        ),
+        ("GET", "/api/mcp_servers/vault", Some(made_key.as_str())),
+        ("GET", "/api/mcp_servers/vault/logs", Some(admin.as_str())),
+        ("GET", "/api/mcp_servers", Some(REFUSED_KEY)),
+        ("GET", "/api/auth/keys", Some(admin.as_str())),
+        ("GET", "/api/system", Some(admin.as_str())),
+        ("GET", "/api/config", Some(admin.as_str())),
+        ("POST", "/api/config/export", Some(admin.as_str())),
+    ] {
+        let reply = call(&gw, method, path, key, "10.9.7.2", None);
+        answers.push(format!(
+            "{method} {path} -> {} {}",
+            reply.status, reply.body
+        ));
+    }
+    assert!(
+        answers[3].contains("401"),
+        "the planted refused key is refused: {}",
+        answers[3]
+    );
+    let metrics = call(&gw, "GET", "/metrics", None, "10.9.7.3", None);
+    answers.push(format!("GET /metrics -> {}", metrics.body));
+
+    // The event log is written within a few tens of milliseconds; its file and write-ahead
+    // log are read as bytes, whatever their layout.
+    std::thread::sleep(Duration::from_millis(300));
+    let mut event_log = Vec::new();
+    for name in ["events.db", "events.db-wal"] {
+        if let Ok(bytes) = std::fs::read(data_path.join(name)) {
+            event_log.extend(bytes);
+        }
+    }
+    assert!(!event_log.is_empty(), "the event log exists");
+    let event_log = String::from_utf8_lossy(&event_log).into_owned();
+    let log = gw.stderr();
+
+    for secret in [admin.as_str(), made_key.as_str(), REFUSED_KEY, PLANTED_ENV] {
+        for (place, text) in [("the log", &log), ("the event log", &event_log)] {
+            assert!(!text.contains(secret), "{place} holds a planted secret");
+        }
+        for answer in &answers {
+            assert!(
+                !answer.contains(secret),
+                "an answer holds a planted secret: {answer}"
+            );
+        }
+    }
+    // What the log does say about the refused key: that a key was refused, not which.
+    assert!(
+        log.contains("AuthenticationFailed"),
+        "the refusal is an event"
+    );
+}
