@@ -507,21 +507,25 @@ impl ConfigService {
         let Some(groups) = &self.groups else {
             return Ok(());
         };
-        // A configured group cannot be changed in place through the API's update (it refuses
-        // groups of the file), so a changed group is registered anew; its members' servers and
-        // their sessions are not touched.
-        for spec in plan.added_groups.into_iter().chain(plan.updated_groups) {
+        for spec in plan.added_groups {
             let id = spec.id.clone();
-            if groups.contains(&id) {
-                groups
-                    .unregister(&id)
-                    .await
-                    .map_err(|error| step_failed(&format!("replacing group `{id}`"), &error))?;
-            }
-            groups
-                .create(spec, ServerOrigin::Config)
-                .await
-                .map_err(|error| step_failed(&format!("registering group `{id}`"), &error))?;
+            // A group an earlier, failed reload already created is changed in place.
+            let result = if groups.contains(&id) {
+                groups.replace(spec).await.map(drop)
+            } else {
+                groups.create(spec, ServerOrigin::Config).await.map(drop)
+            };
+            result.map_err(|error| step_failed(&format!("registering group `{id}`"), &error))?;
+        }
+        // A changed group keeps the members that stay with their rotation and calls in flight.
+        for spec in plan.updated_groups {
+            let id = spec.id.clone();
+            let result = if groups.contains(&id) {
+                groups.replace(spec).await.map(drop)
+            } else {
+                groups.create(spec, ServerOrigin::Config).await.map(drop)
+            };
+            result.map_err(|error| step_failed(&format!("updating group `{id}`"), &error))?;
         }
         Ok(())
     }

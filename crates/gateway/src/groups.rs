@@ -638,6 +638,37 @@ impl GroupService {
     ) -> Result<GroupView, GroupServiceError> {
         let _changes = self.changes.lock().await;
         let entry = self.changeable(id)?;
+        self.apply_group_update(id, &entry, update, ServerOrigin::Api)
+            .await
+    }
+
+    /// Gives a group the definition `spec`, whatever its origin: how a configuration reload
+    /// changes a group of the file. As with [`GroupService::update`], the members that stay
+    /// keep their place, rotation and calls in flight, and a strategy that does not change
+    /// keeps its state. Publishes `GroupUpdated` (and member/state events for what changed).
+    pub async fn replace(&self, spec: GroupSpec) -> Result<GroupView, GroupServiceError> {
+        let _changes = self.changes.lock().await;
+        let entry = self.existing(&spec.id)?;
+        let origin = lock(&entry).origin.clone();
+        let update = GroupUpdate {
+            strategy: Some(spec.strategy),
+            min_healthy: Some(spec.min_healthy),
+            description: Some(spec.description),
+            members: Some(spec.members),
+        };
+        self.apply_group_update(&spec.id, &entry, update, origin)
+            .await
+    }
+
+    /// The body of `update` and `replace`; the caller holds `changes`.
+    async fn apply_group_update(
+        &self,
+        id: &ServerId,
+        entry: &Arc<Mutex<GroupEntry>>,
+        update: GroupUpdate,
+        origin: ServerOrigin,
+    ) -> Result<GroupView, GroupServiceError> {
+        let entry = Arc::clone(entry);
         if update == GroupUpdate::default() {
             return Ok(self.view(&entry));
         }
@@ -658,7 +689,7 @@ impl GroupService {
         self.save(&GroupEntry {
             group: draft,
             description: description.clone(),
-            origin: ServerOrigin::Api,
+            origin,
         })
         .await?;
         {

@@ -270,6 +270,7 @@ async fn a_reload_applies_only_the_difference_and_keeps_untouched_sessions() {
     }
     let keep_before = harness.manager.snapshot(&id("keep")).unwrap();
     harness.file.write(EDITED);
+    harness.events.clear();
 
     let report = harness.service.reload(ReloadTrigger::Api).await.unwrap();
 
@@ -346,6 +347,20 @@ async fn a_reload_applies_only_the_difference_and_keeps_untouched_sessions() {
     assert_eq!(members, vec![("keep".into(), 0), ("fresh".into(), 1)]);
     let newpool = harness.groups.get(&id("newpool")).unwrap();
     assert_eq!(newpool.members[0].id, id("described"));
+    // The changed group of the file is changed in place, not deleted and created again, so
+    // the member that stays keeps its rotation.
+    let pool_events: Vec<&'static str> = harness
+        .events
+        .events()
+        .iter()
+        .filter(|event| event.group_id() == Some(&id("pool")))
+        .map(DomainEvent::event_type)
+        .collect();
+    assert!(pool_events.contains(&"GroupUpdated"), "{pool_events:?}");
+    assert!(
+        !pool_events.contains(&"GroupDeleted") && !pool_events.contains(&"GroupCreated"),
+        "{pool_events:?}"
+    );
 
     assert_eq!(harness.service.running(), parse(EDITED));
     assert_eq!(
