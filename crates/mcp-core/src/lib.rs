@@ -35,7 +35,10 @@ pub use frontend::{Caller, FrontendError, FrontendErrorKind, McpFrontend};
 pub use health::{BackoffPolicy, FailureTracker};
 pub use history::{HistoryPage, InMemoryInvocationHistory, InvocationHistory, InvocationRecord};
 pub use id::{IdError, ServerId, bounded_for_message};
-pub use logs::{LOG_LINE_MAX_BYTES, LOG_RING_CAPACITY, LogBuffer, LogLine, sanitize_log_line};
+pub use logs::{
+    LOG_LINE_KEPT_BYTES, LOG_LINE_MAX_BYTES, LOG_RING_CAPACITY, LogBuffer, LogLine,
+    LogLineSplitter, sanitize_log_line,
+};
 pub use manager::{ManagerSettings, ServerManager, ServerSnapshot, ToolSource};
 pub use ports::{
     ByteStreams, ExitStatusInfo, LaunchError, LaunchedServer, McpSession, ProcessControl,

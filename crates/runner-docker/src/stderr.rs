@@ -2,60 +2,34 @@
 
 use std::sync::Arc;
 
-use mcpgw_core::{LOG_LINE_MAX_BYTES, LogBuffer};
+use mcpgw_core::{LogBuffer, LogLineSplitter};
 use tokio::io::{AsyncRead, AsyncReadExt};
-
-/// How much of one line is kept. The log buffer cuts a line longer than
-/// [`LOG_LINE_MAX_BYTES`] and looks no further than four bytes past it (enough to tell a line
-/// that fits from one that does not, even after invalid bytes are replaced), so the rest of an
-/// over-long line is dropped as it arrives.
-const KEPT_LINE_BYTES: usize = LOG_LINE_MAX_BYTES + 4;
 
 const READ_CHUNK_BYTES: usize = 16 * 1024;
 
 /// Feeds chunks of a stderr stream into a log buffer, one line per push.
 pub(crate) struct StderrLines {
     logs: Arc<LogBuffer>,
-    current_line: Vec<u8>,
-    has_unfinished_line: bool,
+    splitter: LogLineSplitter,
 }
 
 impl StderrLines {
     pub(crate) fn new(logs: Arc<LogBuffer>) -> Self {
         Self {
             logs,
-            current_line: Vec::new(),
-            has_unfinished_line: false,
+            splitter: LogLineSplitter::default(),
         }
     }
 
-    pub(crate) fn feed(&mut self, mut bytes: &[u8]) {
-        while let Some(newline) = bytes.iter().position(|&byte| byte == b'\n') {
-            self.keep(&bytes[..newline]);
-            self.logs.push_raw(&self.current_line);
-            self.current_line.clear();
-            self.has_unfinished_line = false;
-            bytes = &bytes[newline + 1..];
-        }
-        if !bytes.is_empty() {
-            self.keep(bytes);
-            self.has_unfinished_line = true;
-        }
+    pub(crate) fn feed(&mut self, bytes: &[u8]) {
+        let logs = &self.logs;
+        self.splitter.feed(bytes, |line| logs.push_raw(line));
     }
 
     /// Pushes the last line when the stream ended without a newline after it.
-    pub(crate) fn finish(mut self) {
-        if self.has_unfinished_line {
-            self.logs.push_raw(&self.current_line);
-            self.current_line.clear();
-            self.has_unfinished_line = false;
-        }
-    }
-
-    fn keep(&mut self, part: &[u8]) {
-        let room = KEPT_LINE_BYTES.saturating_sub(self.current_line.len());
-        self.current_line
-            .extend_from_slice(&part[..part.len().min(room)]);
+    pub(crate) fn finish(self) {
+        let logs = self.logs;
+        self.splitter.finish(|line| logs.push_raw(line));
     }
 }
 
@@ -135,18 +109,16 @@ mod tests {
     }
 
     #[test]
-    fn an_endless_line_holds_bounded_memory_and_is_marked_truncated() {
+    fn an_endless_line_is_pushed_once_cut_and_marked_truncated() {
         let logs = buffer();
         let mut lines = StderrLines::new(Arc::clone(&logs));
         for _ in 0..1000 {
             lines.feed(&[b'z'; READ_CHUNK_BYTES]);
         }
-        assert_eq!(lines.current_line.len(), KEPT_LINE_BYTES);
-        assert!(lines.current_line.capacity() <= 2 * KEPT_LINE_BYTES);
         lines.feed(b"\nnext\n");
         let kept = lines_of(&logs);
         assert_eq!(kept.len(), 2);
-        assert_eq!(kept[0].len(), LOG_LINE_MAX_BYTES);
+        assert_eq!(kept[0].len(), mcpgw_core::LOG_LINE_MAX_BYTES);
         assert!(kept[0].ends_with("z..."));
         assert_eq!(kept[1], "next");
     }
