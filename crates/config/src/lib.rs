@@ -33,7 +33,10 @@ pub use error::{ConfigError, ConfigErrorKind, ConfigErrors, ConfigWarning};
 pub use expand::VariableReference;
 pub use export::export_yaml;
 pub use file::{ConfigFile, ConfigFileError};
-pub use sanitize::{MIN_REDACTED_LENGTH, SECRET_MASK, redact_secrets, sanitized, secret_values};
+pub use sanitize::{
+    MIN_REDACTED_LENGTH, SECRET_MASK, redact_secrets, sanitized, sanitized_definition,
+    sanitized_source_settings, secret_values,
+};
 pub use schema::{
     ApiKeyConfig, AuthConfig, ConfigReloadConfig, ContainerRuntime, DiscoveryConfig, DiscoveryMode,
     DiscoverySourceConfig, EventLogConfig, GatewayConfig, GroupMemberDefinition, GroupStrategy,

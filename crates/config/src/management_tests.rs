@@ -598,3 +598,40 @@ mcp_servers:
     assert!(redacted.contains("SHORT: \"ab\""), "{redacted}");
     assert_eq!(redact_secrets("nothing here", &secrets), "nothing here");
 }
+
+#[test]
+fn a_single_definition_or_source_setting_is_masked_as_in_the_whole_view() {
+    let definition = match serde_json::json!({
+        "mode": "remote",
+        "endpoint": format!("https://user:{SECRET}@host/mcp"),
+        "headers": {"Authorization": SECRET},
+        "command": ["srv", "--token", SECRET],
+        "description": "kept",
+    }) {
+        serde_json::Value::Object(map) => map,
+        _ => unreachable!(),
+    };
+    let masked = sanitized_definition(&definition);
+    assert!(
+        !serde_json::Value::Object(masked.clone())
+            .to_string()
+            .contains(SECRET)
+    );
+    assert_eq!(masked["headers"]["Authorization"], SECRET_MASK);
+    assert_eq!(masked["command"][2], SECRET_MASK);
+    assert_eq!(masked["description"], "kept");
+
+    let settings = match serde_json::json!({
+        "socket_path": "/run/docker.sock",
+        "api_token": SECRET,
+        "nested": {"password": SECRET, "path": "/x"},
+    }) {
+        serde_json::Value::Object(map) => map,
+        _ => unreachable!(),
+    };
+    let masked = sanitized_source_settings(&settings);
+    assert_eq!(masked["socket_path"], "/run/docker.sock");
+    assert_eq!(masked["api_token"], SECRET_MASK);
+    assert_eq!(masked["nested"]["password"], SECRET_MASK);
+    assert_eq!(masked["nested"]["path"], "/x");
+}

@@ -29,6 +29,52 @@ pub fn sanitized(config: &GatewayConfig) -> serde_json::Value {
     serde_json::to_value(&tree).unwrap_or_else(|_| serde_json::Value::Object(Default::default()))
 }
 
+/// One server definition (an `mcp_servers` entry, as JSON: a REST body, a discovered
+/// candidate) with its secrets masked by the rules of [`sanitized`].
+pub fn sanitized_definition(
+    definition: &serde_json::Map<String, serde_json::Value>,
+) -> serde_json::Map<String, serde_json::Value> {
+    masked_in_place(definition, &["mcp_servers", "server"])
+}
+
+/// A discovery source's settings with their secrets masked by the rules of [`sanitized`].
+pub fn sanitized_source_settings(
+    settings: &serde_json::Map<String, serde_json::Value>,
+) -> serde_json::Map<String, serde_json::Value> {
+    masked_in_place(settings, &["discovery", "sources", "[0]", "config"])
+}
+
+/// Masks `node` as if it stood at `place` in a configuration (a `[0]` step is a sequence).
+fn masked_in_place(
+    node: &serde_json::Map<String, serde_json::Value>,
+    place: &[&str],
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut tree = serde_yaml::to_value(node).unwrap_or(Value::Mapping(Default::default()));
+    for step in place.iter().rev() {
+        tree = if *step == "[0]" {
+            Value::Sequence(vec![tree])
+        } else {
+            let mut mapping = serde_yaml::Mapping::new();
+            mapping.insert(Value::String((*step).to_owned()), tree);
+            Value::Mapping(mapping)
+        };
+    }
+    mask_secrets(&mut tree, &[], &mut |_, _| false);
+    for step in place {
+        tree = match (tree, *step) {
+            (Value::Sequence(mut items), "[0]") if !items.is_empty() => items.swap_remove(0),
+            (Value::Mapping(mut mapping), key) => mapping
+                .remove(key)
+                .unwrap_or(Value::Mapping(Default::default())),
+            _ => Value::Mapping(Default::default()),
+        };
+    }
+    match serde_json::to_value(&tree) {
+        Ok(serde_json::Value::Object(masked)) => masked,
+        _ => serde_json::Map::new(),
+    }
+}
+
 /// The shortest value [`redact_secrets`] looks for: shorter ones would mask ordinary words
 /// and numbers all over a text, and are no secret worth the name.
 pub const MIN_REDACTED_LENGTH: usize = 4;

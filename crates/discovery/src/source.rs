@@ -86,43 +86,11 @@ impl SourceDefinition {
     }
 }
 
-/// What a source's settings look like to someone reading them back: values of keys that look
-/// like secrets (tokens, passwords, keys, credentials) replaced by `"***"`, also in nested
-/// objects.
+/// What a source's settings look like to someone reading them back: the values of
+/// secret-looking keys (tokens, passwords, keys, credentials, headers), also in nested
+/// objects, replaced by `"***"`, by the same rules as the configuration's sanitized view.
 pub fn masked_config(config: &Map<String, Value>) -> Map<String, Value> {
-    fn looks_secret(key: &str) -> bool {
-        let key = key.to_ascii_lowercase();
-        [
-            "token",
-            "password",
-            "secret",
-            "credential",
-            "api_key",
-            "apikey",
-            "auth",
-            "header",
-        ]
-        .iter()
-        .any(|marker| key.contains(marker))
-    }
-    fn mask(value: &Value) -> Value {
-        match value {
-            Value::Object(map) => Value::Object(masked_config(map)),
-            Value::Array(items) => Value::Array(items.iter().map(mask).collect()),
-            other => other.clone(),
-        }
-    }
-    config
-        .iter()
-        .map(|(key, value)| {
-            let shown = if looks_secret(key) && !value.is_null() {
-                Value::String("***".to_owned())
-            } else {
-                mask(value)
-            };
-            (key.clone(), shown)
-        })
-        .collect()
+    mcpgw_config::sanitized_source_settings(config)
 }
 
 /// One thing a source found, before validation.

@@ -225,30 +225,10 @@ impl From<&PendingServer> for PendingDiscovery {
             source_id: pending.source_id.clone(),
             mode: pending.mode.clone(),
             discovered_at: pending.discovered_at.to_string(),
-            definition: masked_definition(&pending.definition),
+            definition: mcpgw_gateway::config::sanitized_definition(&pending.definition),
             replaces_approved: pending.replaces_approved,
         }
     }
-}
-
-/// A definition as the API shows it: the values of `env` and `headers` hidden, as in a
-/// server's details, since a container's environment or a remote's headers may carry secrets.
-fn masked_definition(definition: &Map<String, Value>) -> Map<String, Value> {
-    definition
-        .iter()
-        .map(|(key, value)| {
-            let shown = match value {
-                Value::Object(values) if key == "env" || key == "headers" => Value::Object(
-                    values
-                        .keys()
-                        .map(|name| (name.clone(), Value::String("***".to_owned())))
-                        .collect(),
-                ),
-                other => other.clone(),
-            };
-            (key.clone(), shown)
-        })
-        .collect()
 }
 
 #[derive(Debug, Serialize, ToSchema)]
