@@ -438,8 +438,12 @@ async fn remove_leftover_containers(docker: &DockerRunnerSettings, config: &Gate
         }
     }
     for source in config.discovery.iter().flat_map(|section| &section.sources) {
-        if source.source_type == "docker" {
-            let address = match source.config.get("socket_path").and_then(|v| v.as_str()) {
+        if source.source_type == mcpgw_runner_docker::DOCKER_SOURCE_TYPE {
+            let address = match source
+                .config
+                .get(mcpgw_runner_docker::SOCKET_PATH_KEY)
+                .and_then(|v| v.as_str())
+            {
                 Some(path) => mcpgw_runner_docker::EngineAddress::parse(path).ok(),
                 None => Some(mcpgw_runner_docker::default_engine_address()),
             };

@@ -380,6 +380,11 @@ impl DiscoveryRegistry {
             .collect()
     }
 
+    /// How many candidates are pending and how many quarantined, without copying them.
+    pub fn counts(&self) -> (usize, usize) {
+        (self.pending.len(), self.quarantined.len())
+    }
+
     /// The candidates that failed validation, by name.
     pub fn quarantined(&self) -> Vec<QuarantinedServer> {
         let mut quarantined: Vec<QuarantinedServer> = self.quarantined.values().cloned().collect();

@@ -733,6 +733,12 @@ impl DiscoveryService {
         self.state().registry.quarantined()
     }
 
+    /// How many candidates are pending and how many quarantined (for metrics, without copying
+    /// them).
+    pub fn counts(&self) -> (usize, usize) {
+        self.state().registry.counts()
+    }
+
     /// Approves the pending `name`: the server is registered (or, for a changed definition of
     /// a server approved before, updated and restarted if it runs).
     pub async fn approve(&self, name: &str) -> Result<ApprovalView, DiscoveryError> {

@@ -304,10 +304,9 @@ pub(crate) async fn metrics_text(state: web::Data<ApiState>) -> HttpResponse {
         metrics::gauge!(WEBSOCKET_CLIENTS).set(streams.client_count() as f64);
     }
     if let Some(discovery) = gateway.discovery() {
-        metrics::gauge!(DISCOVERY_CANDIDATES, "state" => "pending")
-            .set(discovery.pending().len() as f64);
-        metrics::gauge!(DISCOVERY_CANDIDATES, "state" => "quarantined")
-            .set(discovery.quarantined().len() as f64);
+        let (pending, quarantined) = discovery.counts();
+        metrics::gauge!(DISCOVERY_CANDIDATES, "state" => "pending").set(pending as f64);
+        metrics::gauge!(DISCOVERY_CANDIDATES, "state" => "quarantined").set(quarantined as f64);
     }
     // The event log's size is set by its compaction task (`mcpgw_gateway::run_event_log_compaction`),
     // which counts the log anyway: a scrape never waits on the log's writer or counts its rows.
