@@ -319,8 +319,10 @@ fn what_a_source_no_longer_reports_leaves_pending_and_quarantine() {
         (registry.pending().len(), registry.quarantined().len()),
         (1, 1)
     );
+    assert_eq!(registry.counts(), (1, 1));
     let outcome = registry.apply_scan(&dock, vec![], at(1), &nothing_taken);
     assert_eq!((outcome.pending, outcome.quarantined), (0, 0));
+    assert_eq!(registry.counts(), (0, 0));
     assert!(registry.pending().is_empty() && registry.quarantined().is_empty());
 }
 
