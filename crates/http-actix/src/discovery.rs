@@ -849,7 +849,7 @@ mod tests {
             "env": {"TOKEN": "secret"},
         });
         let definition = definition.as_object().unwrap().clone();
-        let shown = Value::Object(masked_definition(&definition));
+        let shown = Value::Object(mcpgw_gateway::config::sanitized_definition(&definition));
         assert_eq!(shown["endpoint"], "https://host/mcp");
         assert_eq!(shown["headers"]["Authorization"], "***");
         assert_eq!(shown["env"]["TOKEN"], "***");
