@@ -3,12 +3,18 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use futures::FutureExt as _;
 use mcpgw_core::{
     CallContext, ExitStatusInfo, LaunchError, LaunchedServer, LogBuffer, McpSession,
     ProcessControl, ProcessSpawner, ServerLauncher, ServerSpec, SessionError, StdioConnector, Tool,
     ToolCall, ToolCallOutcome,
 };
 use serde_json::{Map, Value};
+
+/// How long closing the session of a process that already exited waits for the protocol
+/// session to notice the end (its stdout closed) by itself. Children of the process that keep
+/// the pipe open would hold it back forever, hence the bound.
+const PROTOCOL_END_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Launches stdio servers: a [`ProcessSpawner`] starts the process (or container), a
 /// [`StdioConnector`] speaks MCP over its stdin/stdout. Closing the session ends the process
@@ -127,7 +133,17 @@ impl McpSession for ProcessSession {
         self.session.read_resource(uri).await
     }
 
+    fn has_ended(&self) -> bool {
+        self.session.has_ended() || self.control.exited().now_or_never().is_some()
+    }
+
     async fn close(&self) {
+        // A process that exited by itself (a crash) has closed its stdout: let the protocol
+        // session see that end first, so that requests still waiting on it fail as the server's
+        // failure and not as requests the gateway gave up on.
+        if self.control.exited().now_or_never().is_some() {
+            let _ = tokio::time::timeout(PROTOCOL_END_GRACE, self.session.closed()).await;
+        }
         // Closing stdin first lets a well-behaved server exit on its own; the process group is
         // then signalled, and killed once the grace period has passed.
         self.session.close().await;
@@ -193,5 +209,215 @@ impl ServerLauncher for CompositeLauncher {
             Some((_, launcher)) => launcher.launch(spec, logs).await,
             None => Err(LaunchError::UnsupportedMode(spec.launch.mode())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use async_trait::async_trait;
+    use mcpgw_core::{
+        ByteStreams, CallContext, ExitStatusInfo, LaunchError, LaunchSpec, LogBuffer, McpSession,
+        ProcessControl, ProcessSpawner, ServerId, ServerLauncher, ServerSpec, SessionError,
+        SpawnedProcess, StdioConnector, Tool, ToolCall, ToolCallOutcome,
+    };
+    use mcpgw_testkit::clock::FakeClock;
+    use tokio::sync::watch;
+
+    use super::StdioLauncher;
+
+    fn ended(description: &str) -> Option<ExitStatusInfo> {
+        Some(ExitStatusInfo {
+            description: description.to_owned(),
+            ..ExitStatusInfo::default()
+        })
+    }
+
+    async fn wait_ended(receiver: &watch::Sender<Option<ExitStatusInfo>>) -> ExitStatusInfo {
+        let mut receiver = receiver.subscribe();
+        let exit = receiver.wait_for(Option::is_some).await.unwrap();
+        exit.clone().unwrap_or_default()
+    }
+
+    /// A process that exits when told to, or when terminated.
+    struct Process {
+        exit: watch::Sender<Option<ExitStatusInfo>>,
+    }
+
+    #[async_trait]
+    impl ProcessControl for Process {
+        fn pid(&self) -> Option<u32> {
+            None
+        }
+
+        async fn terminate(&self, _grace: Duration) {
+            self.exit.send_if_modified(|exit| {
+                let changed = exit.is_none();
+                if changed {
+                    *exit = ended("terminated");
+                }
+                changed
+            });
+        }
+
+        async fn exited(&self) -> ExitStatusInfo {
+            wait_ended(&self.exit).await
+        }
+    }
+
+    struct Spawner {
+        process: Arc<Process>,
+    }
+
+    #[async_trait]
+    impl ProcessSpawner for Spawner {
+        fn supports(&self, _launch: &LaunchSpec) -> bool {
+            true
+        }
+
+        async fn spawn(
+            &self,
+            _server_id: &ServerId,
+            _launch: &LaunchSpec,
+            _logs: Arc<LogBuffer>,
+        ) -> Result<SpawnedProcess, LaunchError> {
+            Ok(SpawnedProcess {
+                streams: ByteStreams {
+                    to_server: Box::pin(tokio::io::sink()),
+                    from_server: Box::pin(tokio::io::empty()),
+                },
+                control: self.process.clone(),
+            })
+        }
+    }
+
+    /// A protocol session that notes whether it had ended by itself when it was closed.
+    struct Protocol {
+        end: watch::Sender<Option<ExitStatusInfo>>,
+        ended_before_close: Mutex<Option<bool>>,
+    }
+
+    #[async_trait]
+    impl McpSession for Protocol {
+        async fn list_tools(&self) -> Result<Vec<Tool>, SessionError> {
+            Ok(Vec::new())
+        }
+
+        async fn call_tool(
+            &self,
+            _call: ToolCall,
+            _ctx: CallContext,
+        ) -> Result<ToolCallOutcome, SessionError> {
+            Err(SessionError::transport("not used"))
+        }
+
+        async fn ping(&self) -> Result<(), SessionError> {
+            Ok(())
+        }
+
+        fn has_ended(&self) -> bool {
+            self.end.borrow().is_some()
+        }
+
+        async fn close(&self) {
+            let already = self.has_ended();
+            self.ended_before_close
+                .lock()
+                .unwrap()
+                .get_or_insert(already);
+            self.end.send_if_modified(|end| {
+                let changed = end.is_none();
+                if changed {
+                    *end = ended("closed by the gateway");
+                }
+                changed
+            });
+        }
+
+        async fn closed(&self) -> ExitStatusInfo {
+            wait_ended(&self.end).await
+        }
+    }
+
+    struct Connector {
+        protocol: Arc<Protocol>,
+    }
+
+    #[async_trait]
+    impl StdioConnector for Connector {
+        async fn connect(
+            &self,
+            _server_id: &ServerId,
+            _streams: ByteStreams,
+        ) -> Result<Arc<dyn McpSession>, LaunchError> {
+            Ok(self.protocol.clone())
+        }
+    }
+
+    async fn launched() -> (Arc<dyn McpSession>, Arc<Process>, Arc<Protocol>) {
+        let process = Arc::new(Process {
+            exit: watch::channel(None).0,
+        });
+        let protocol = Arc::new(Protocol {
+            end: watch::channel(None).0,
+            ended_before_close: Mutex::new(None),
+        });
+        let launcher = StdioLauncher::new(
+            Arc::new(Spawner {
+                process: process.clone(),
+            }),
+            Arc::new(Connector {
+                protocol: protocol.clone(),
+            }),
+            Duration::from_secs(1),
+        );
+        let id = ServerId::parse("s").unwrap();
+        let logs = Arc::new(LogBuffer::new(id.clone(), Arc::new(FakeClock::new())));
+        let spec = ServerSpec::subprocess(id, vec!["server".to_owned()]);
+        let session = launcher.launch(&spec, logs).await.unwrap().session;
+        (session, process, protocol)
+    }
+
+    #[tokio::test]
+    async fn a_crashed_process_lets_its_protocol_session_end_by_itself_before_the_close() {
+        let (session, process, protocol) = launched().await;
+        assert!(!session.has_ended());
+        process.exit.send_replace(ended("exited with code 1"));
+        // The process is gone: the session has ended, even before the protocol noticed.
+        assert!(session.has_ended());
+        let noticed = Arc::new(AtomicBool::new(false));
+        let protocol_end = {
+            let protocol = protocol.clone();
+            let noticed = noticed.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                noticed.store(true, Ordering::SeqCst);
+                protocol
+                    .end
+                    .send_replace(ended("the server closed the connection"));
+            })
+        };
+        session.close().await;
+        protocol_end.await.unwrap();
+        assert!(noticed.load(Ordering::SeqCst));
+        assert_eq!(
+            *protocol.ended_before_close.lock().unwrap(),
+            Some(true),
+            "the protocol session ended by itself before it was closed"
+        );
+    }
+
+    #[tokio::test]
+    async fn closing_a_running_server_closes_its_protocol_session_at_once() {
+        let (session, process, protocol) = launched().await;
+        session.close().await;
+        assert_eq!(*protocol.ended_before_close.lock().unwrap(), Some(false));
+        assert!(
+            process.exit.borrow().is_some(),
+            "the process was terminated"
+        );
     }
 }

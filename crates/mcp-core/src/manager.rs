@@ -1000,15 +1000,29 @@ impl ServerManager {
     ) -> Result<ToolCallOutcome, CoreError> {
         let server = self.lookup(id)?;
         let _in_flight = InFlight::enter(self, &server);
-        let session = self
-            .start_server(&server, false)
-            .await
-            .map_err(|failure| self.start_error(id, failure))?;
+        let timeout = self.inner.settings.call_timeout;
+        // A start can take up to the start timeout (a server that never answers `initialize`);
+        // the caller waits for it no longer than for a call. The start goes on without it and
+        // its own outcome (ready, or dead with the reason) is what counts against health.
+        let session = within(
+            &*self.inner.clock,
+            timeout,
+            self.start_server(&server, false),
+        )
+        .await
+        .ok_or_else(|| CoreError::Session {
+            server: id.clone(),
+            source: SessionError::timeout(format!(
+                "the server did not finish starting within {} s (the call timeout); the \
+                 start goes on: retry later, or read its state and logs if it never becomes ready",
+                timeout.as_secs_f64()
+            )),
+        })?
+        .map_err(|failure| self.start_error(id, failure))?;
         let tool = call.name.clone();
         let principal = ctx.principal.clone();
         let cancellation = ctx.cancellation.clone();
         let started = self.inner.clock.now();
-        let timeout = self.inner.settings.call_timeout;
         let call = async {
             let _slot = server.call_slots.acquire().await;
             session.call_tool(call, ctx).await
@@ -1046,7 +1060,9 @@ impl ServerManager {
                 });
             }
             Err(error) => {
-                if error.kind.counts_against_health() {
+                // A call that failed because its session ended (a crash) is part of that end,
+                // which `on_session_ended` counts once for every call that was in flight.
+                if error.kind.counts_against_health() && !session.has_ended() {
                     self.record_runtime_failure(&server, &error.to_string());
                 }
                 self.publish(DomainEvent::ToolInvocationFailed {

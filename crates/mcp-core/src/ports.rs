@@ -121,6 +121,13 @@ pub trait McpSession: Send + Sync {
     async fn close(&self);
     async fn closed(&self) -> ExitStatusInfo;
 
+    /// Whether the session has ended (what `closed` waits for) already. A request that failed
+    /// because its session ended is part of that end, which the manager counts once, as a
+    /// crash, instead of once per request that was in flight.
+    fn has_ended(&self) -> bool {
+        false
+    }
+
     /// A counter that moves each time the upstream announces that its tool list changed
     /// (`notifications/tools/list_changed`); `None` when the session cannot tell.
     fn tool_list_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {

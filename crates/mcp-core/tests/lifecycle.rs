@@ -612,6 +612,87 @@ async fn a_call_that_outlives_the_timeout_is_cancelled_and_counts_as_a_failure()
 }
 
 #[tokio::test]
+async fn a_call_waits_for_a_start_no_longer_than_the_call_timeout() {
+    let h = harness_with(ManagerSettings {
+        call_timeout: Duration::from_secs(5),
+        start_timeout: Duration::from_secs(60),
+        ..ManagerSettings::default()
+    });
+    let s = id("s");
+    h.manager.register(spec("s")).await.unwrap();
+    let gate = Arc::new(Notify::new());
+    h.launcher.set_behaviour(
+        "s",
+        FakeBehaviour {
+            launch_gate: Some(gate.clone()),
+            ..FakeBehaviour::default()
+        },
+    );
+    let pending = {
+        let manager = h.manager.clone();
+        tokio::spawn(async move {
+            manager
+                .call_tool(&id("s"), call("echo"), CallContext::default())
+                .await
+        })
+    };
+    eventually("the start and the call to wait on the clock", || {
+        h.launcher.launches() == 1 && h.clock.sleepers() >= 2
+    })
+    .await;
+    h.clock.advance(Duration::from_secs(5));
+    let error = pending.await.unwrap().unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Timeout, "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("did not finish starting within 5 s"),
+        "{error}"
+    );
+    // The start goes on without its caller; only its own outcome counts against health.
+    let snapshot = h.manager.snapshot(&s).unwrap();
+    assert_eq!(snapshot.state, ServerState::Initializing);
+    assert_eq!(snapshot.consecutive_failures, 0);
+    gate.notify_one();
+    eventually("the start to finish", || {
+        state(&h, "s") == ServerState::Ready
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_crash_counts_once_however_many_calls_it_fails() {
+    let h = harness();
+    let s = id("s");
+    h.manager.register(spec("s")).await.unwrap();
+    h.manager.start(&s).await.unwrap();
+    let calls: Vec<_> = (0..3)
+        .map(|_| {
+            let manager = h.manager.clone();
+            tokio::spawn(async move {
+                manager
+                    .call_tool(&id("s"), call("wait_for_crash"), CallContext::default())
+                    .await
+            })
+        })
+        .collect();
+    let session = h.launcher.session("s").unwrap();
+    eventually("the calls to be in flight", || session.calls().len() == 3).await;
+    session.crash("killed by a signal");
+    for pending in calls {
+        let error = pending.await.unwrap().unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
+    }
+    eventually("the crash to be recorded", || {
+        state(&h, "s") == ServerState::Dead
+    })
+    .await;
+    // One crash is one failure: not four (three calls and the end), which would reach the
+    // limit of three and degrade the server at its first crash.
+    assert_eq!(h.manager.snapshot(&s).unwrap().consecutive_failures, 1);
+}
+
+#[tokio::test]
 async fn predefined_tools_are_listed_before_the_first_start() {
     let h = harness();
     let s = id("s");

@@ -33,6 +33,10 @@ const MAX_LIST_PAGES: usize = 10_000;
 /// How long `close` waits for rmcp to wind the connection down.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
+/// How long a request that failed because the connection closed waits for the session to
+/// report its end (which follows within moments) before it answers.
+const END_NOTICE_GRACE: Duration = Duration::from_millis(500);
+
 /// How long telling the server about a cancelled request may delay the caller.
 const CANCEL_NOTICE_GRACE: Duration = Duration::from_secs(1);
 
@@ -165,17 +169,37 @@ impl RmcpSession {
         method: &str,
     ) -> Result<ServerResult, SessionError> {
         self.ensure_open()?;
-        let handle = self
+        let handle = match self
             .peer
             .send_request_with_option(request, self.request_options())
             .await
-            .map_err(|error| self.session_error(error, method))?;
+        {
+            Ok(handle) => handle,
+            Err(error) => return Err(self.failure(error, method).await),
+        };
         let response = handle.await_response();
         tokio::select! {
             biased;
-            result = response => result.map_err(|error| self.session_error(error, method)),
+            result = response => match result {
+                Ok(result) => Ok(result),
+                Err(error) => Err(self.failure(error, method).await),
+            },
             () = self.ended() => Err(self.ended_error(method)),
         }
+    }
+
+    /// The error of a request that failed. When the failure is the end of the whole session
+    /// (the server exited, the connection broke), the end is awaited (briefly) first, so that
+    /// the error can say why and `has_ended` already answers true: the manager then counts the
+    /// end once, as a crash, and not once more for every request that was in flight.
+    async fn failure(&self, error: ServiceError, method: &str) -> SessionError {
+        if matches!(
+            error,
+            ServiceError::TransportClosed | ServiceError::TransportSend(_)
+        ) {
+            let _ = tokio::time::timeout(END_NOTICE_GRACE, self.ended()).await;
+        }
+        self.session_error(error, method)
     }
 
     fn ensure_open(&self) -> Result<(), SessionError> {
@@ -232,9 +256,10 @@ impl RmcpSession {
                     .unwrap_or_else(|| "the server stopped responding".into()),
                 self.failure_hint
             )),
+            // The inner error alone: the wrapper's display names rmcp's generic transport types.
             ServiceError::TransportSend(error) => SessionError::transport(format!(
-                "sending `{method}` to the server failed: {error}; {}",
-                self.failure_hint
+                "sending `{method}` to the server failed: {}; {}",
+                error.error, self.failure_hint
             )),
             ServiceError::UnexpectedResponse => SessionError::transport(format!(
                 "the server answered `{method}` with a result of the wrong type"
@@ -401,11 +426,14 @@ impl McpSession for RmcpSession {
         let mut params = CallToolRequestParams::new(call.name);
         params.arguments = call.arguments;
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let handle = self
+        let handle = match self
             .peer
             .send_cancellable_request(request, self.request_options())
             .await
-            .map_err(|error| self.session_error(error, "tools/call"))?;
+        {
+            Ok(handle) => handle,
+            Err(error) => return Err(self.failure(error, "tools/call").await),
+        };
         let request_id = handle.id.clone();
         // rmcp puts a progress token on every request; routing it is what makes it ours.
         let _progress_registration = ctx.progress.map(|handler| {
@@ -424,7 +452,10 @@ impl McpSession for RmcpSession {
             }
             () = self.ended() => return Err(self.ended_error("tools/call")),
         };
-        let result = result.map_err(|error| self.session_error(error, "tools/call"))?;
+        let result = match result {
+            Ok(result) => result,
+            Err(error) => return Err(self.failure(error, "tools/call").await),
+        };
         let is_error = match &result {
             ServerResult::CallToolResult(result) => result.is_error == Some(true),
             _ => false,
@@ -525,8 +556,17 @@ impl McpSession for RmcpSession {
         }
     }
 
+    fn has_ended(&self) -> bool {
+        self.ended.borrow().is_some()
+    }
+
     async fn close(&self) {
-        self.closed_by_gateway.store(true, Ordering::Release);
+        // A session that already ended by itself (the server exited, the connection broke)
+        // keeps that as the reason its waiting requests failed: they are the server's failures,
+        // not requests the gateway gave up on.
+        if self.ended.borrow().is_none() {
+            self.closed_by_gateway.store(true, Ordering::Release);
+        }
         self.shutdown.cancel();
         if tokio::time::timeout(CLOSE_GRACE, self.closed())
             .await

@@ -284,6 +284,30 @@ async fn a_crash_is_a_transport_error_and_ends_the_session() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_that_ended_by_itself_stays_the_servers_failure_after_a_close() {
+    let (_process, session) = connect(&[]).await;
+    let sleeping = {
+        let session = Arc::clone(&session);
+        tokio::spawn(async move { call(&session, "sleep", json!({"ms": 30_000})).await })
+    };
+    let crash = call(&session, "crash", json!({"code": 3}))
+        .await
+        .unwrap_err();
+    assert_eq!(crash.kind, SessionErrorKind::Transport, "{}", crash.message);
+    // By the time a request fails with the end of the connection, the session says it ended,
+    // so that the manager counts the end once instead of once per request.
+    assert!(session.has_ended());
+    // The gateway cleans up after the crash; the calls it cut short stay the server's failures.
+    within(session.close()).await;
+    let slept = sleeping.await.unwrap().unwrap_err();
+    assert_eq!(slept.kind, SessionErrorKind::Transport, "{}", slept.message);
+    let after = call(&session, "echo", json!({"text": "anyone?"}))
+        .await
+        .unwrap_err();
+    assert_eq!(after.kind, SessionErrorKind::Transport, "{}", after.message);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn progress_reaches_the_callers_handler_in_order() {
     let (_process, session) = connect(&[]).await;
     let updates = Arc::new(Mutex::new(Vec::<ProgressUpdate>::new()));

@@ -185,6 +185,7 @@ impl ServerLauncher for FakeLauncher {
 /// - `protocol_error` fails with a JSON-RPC error;
 /// - `transport_error` fails as if the connection broke (without closing the session);
 /// - `hang` never answers until cancelled.
+/// - `wait_for_crash` fails as a transport failure once the session ended.
 ///
 /// Every other name is a JSON-RPC "unknown tool" error.
 pub struct FakeSession {
@@ -292,6 +293,12 @@ impl McpSession for FakeSession {
                 ctx.cancellation.cancelled().await;
                 Err(SessionError::new(SessionErrorKind::Cancelled, "cancelled"))
             }
+            "wait_for_crash" => {
+                let _ = self.closed().await;
+                Err(SessionError::transport(
+                    "the connection ended before the answer",
+                ))
+            }
             other => Err(SessionError::new(
                 SessionErrorKind::Protocol { code: -32602 },
                 format!("unknown tool: {other}"),
@@ -323,6 +330,10 @@ impl McpSession for FakeSession {
                 false
             }
         });
+    }
+
+    fn has_ended(&self) -> bool {
+        self.is_closed()
     }
 
     async fn closed(&self) -> ExitStatusInfo {
