@@ -187,6 +187,11 @@ struct Inner {
     repository: Option<Arc<dyn ServerRepository>>,
     settings: ManagerSettings,
     start_sequence: AtomicU64,
+    /// Serializes the writes that touch both the repository and the registry (create, update,
+    /// delete), so that what is stored is always what is registered: without it, two creates
+    /// of one id could both store their definition while only the first is registered, and an
+    /// update racing a delete could store a row for a server that no longer exists.
+    writes: tokio::sync::Mutex<()>,
 }
 
 /// The registry and lifecycle manager of MCP servers. Cheap to clone; all clones share state.
@@ -240,6 +245,7 @@ impl ServerManager {
                 repository,
                 settings,
                 start_sequence: AtomicU64::new(0),
+                writes: tokio::sync::Mutex::new(()),
             }),
         }
     }
@@ -341,6 +347,7 @@ impl ServerManager {
     /// discovery) are saved to the repository first, so an acknowledged registration survives
     /// a restart.
     pub async fn register(&self, spec: ServerSpec) -> Result<ServerSnapshot, CoreError> {
+        let _writes = self.inner.writes.lock().await;
         if self.contains(&spec.id) {
             return Err(CoreError::ServerAlreadyExists(spec.id));
         }
@@ -428,7 +435,11 @@ impl ServerManager {
     /// configuration file cannot be changed this way. If the launch settings changed and the
     /// server runs, it is restarted with the new ones.
     pub async fn update(&self, spec: ServerSpec) -> Result<ServerSnapshot, CoreError> {
+        let writes = self.inner.writes.lock().await;
         let server = self.lookup(&spec.id)?;
+        if server.status().removed {
+            return Err(CoreError::ServerNotFound(spec.id));
+        }
         let current = server.spec();
         if current.origin == ServerOrigin::Config {
             return Err(CoreError::DeclaredInConfig(spec.id));
@@ -442,7 +453,11 @@ impl ServerManager {
         {
             repository.save(&spec).await?;
         }
-        self.replace_spec(&server, spec).await
+        let id = spec.id.clone();
+        let restart = self.apply_spec(&server, spec);
+        // A restart can take as long as a start: other writes need not wait for it.
+        drop(writes);
+        self.finish_replace(&server, &id, restart).await
     }
 
     /// Replaces a definition whatever its origin; for configuration reloads and embedders.
@@ -457,6 +472,14 @@ impl ServerManager {
         spec: ServerSpec,
     ) -> Result<ServerSnapshot, CoreError> {
         let id = spec.id.clone();
+        let restart = self.apply_spec(server, spec);
+        self.finish_replace(server, &id, restart).await
+    }
+
+    /// Puts the new definition in place and announces it; answers whether the server must be
+    /// restarted to run it.
+    fn apply_spec(&self, server: &Arc<ManagedServer>, spec: ServerSpec) -> bool {
+        let id = spec.id.clone();
         let restart_required = server.spec().launch_differs(&spec);
         let limit = spec.max_consecutive_failures;
         *server
@@ -469,26 +492,44 @@ impl ServerManager {
             status.state.is_running()
         };
         self.publish(DomainEvent::McpServerUpdated {
-            mcp_server_id: id.clone(),
+            mcp_server_id: id,
             restart_required,
         });
-        if restart_required && was_running {
+        restart_required && was_running
+    }
+
+    async fn finish_replace(
+        &self,
+        server: &Arc<ManagedServer>,
+        id: &ServerId,
+        restart: bool,
+    ) -> Result<ServerSnapshot, CoreError> {
+        if restart {
             self.stop_server(server, "updated").await;
             if let Err(failure) = self.start_server(server, true).await {
                 tracing::warn!(server = %id, ?failure, "restart after an update failed");
             }
         }
-        self.snapshot(&id)
+        self.snapshot(id)
     }
 
     /// Removes a server created at run time, stopping it first.
     pub async fn delete(&self, id: &ServerId) -> Result<(), CoreError> {
-        let server = self.lookup(id)?;
-        if server.spec().origin == ServerOrigin::Config {
-            return Err(CoreError::DeclaredInConfig(id.clone()));
-        }
-        if let Some(repository) = &self.inner.repository {
-            repository.delete(id).await?;
+        {
+            let _writes = self.inner.writes.lock().await;
+            let server = self.lookup(id)?;
+            if server.status().removed {
+                return Err(CoreError::ServerNotFound(id.clone()));
+            }
+            if server.spec().origin == ServerOrigin::Config {
+                return Err(CoreError::DeclaredInConfig(id.clone()));
+            }
+            if let Some(repository) = &self.inner.repository {
+                repository.delete(id).await?;
+            }
+            // From here on an update finds it gone, so nothing stores its row again; the stop
+            // below can take a while and need not hold other writes up.
+            server.status().removed = true;
         }
         self.unregister(id).await
     }

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use mcpgw_core::{
     CallContext, CoreError, DomainEvent, ErrorKind, LaunchError, ManagerSettings, ServerId,
-    ServerManager, ServerOrigin, ServerSpec, ServerState, Tool, ToolCall, ToolSource,
+    ServerManager, ServerOrigin, ServerRepository, ServerSpec, ServerState, Tool, ToolCall,
+    ToolSource,
 };
 use mcpgw_testkit::clock::FakeClock;
 use mcpgw_testkit::fakes::{FakeBehaviour, FakeLauncher, RecordingEventSink, TokioSpawner};
@@ -842,4 +843,112 @@ async fn shutdown_stops_every_running_server() {
     );
     assert!(h.launcher.session("a").unwrap().is_closed());
     assert!(h.launcher.session("b").unwrap().is_closed());
+}
+
+/// A repository whose writes give way to other tasks several times before they land, as a
+/// real store's do while they wait for the disk: it lets two writes interleave.
+struct SlowRepository(mcpgw_testkit::repository_suite::InMemoryServerRepository);
+
+impl SlowRepository {
+    async fn give_way() {
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl ServerRepository for SlowRepository {
+    async fn save(&self, spec: &ServerSpec) -> Result<(), mcpgw_core::RepositoryError> {
+        Self::give_way().await;
+        self.0.save(spec).await
+    }
+
+    async fn delete(&self, id: &ServerId) -> Result<(), mcpgw_core::RepositoryError> {
+        Self::give_way().await;
+        self.0.delete(id).await
+    }
+
+    async fn load_all(&self) -> Result<Vec<ServerSpec>, mcpgw_core::RepositoryError> {
+        self.0.load_all().await
+    }
+}
+
+fn harness_with_repository() -> (Harness, Arc<SlowRepository>) {
+    let repository = Arc::new(SlowRepository(
+        mcpgw_testkit::repository_suite::InMemoryServerRepository::new(),
+    ));
+    let launcher = Arc::new(FakeLauncher::new());
+    let clock = Arc::new(FakeClock::new());
+    let events = Arc::new(RecordingEventSink::default());
+    let manager = ServerManager::new(
+        launcher.clone(),
+        clock.clone(),
+        events.clone(),
+        Arc::new(TokioSpawner),
+        Some(repository.clone()),
+        ManagerSettings::default(),
+    );
+    let harness = Harness {
+        manager,
+        launcher,
+        clock,
+        events,
+    };
+    (harness, repository)
+}
+
+fn described(raw: &str, description: &str) -> ServerSpec {
+    let mut spec = spec(raw);
+    spec.origin = ServerOrigin::Api;
+    spec.description = Some(description.to_owned());
+    spec
+}
+
+#[tokio::test]
+async fn two_creates_of_one_id_store_the_one_that_was_registered() {
+    let (h, repository) = harness_with_repository();
+    // Bad input: the same id created twice at the same moment, with different definitions.
+    let (first, second) = tokio::join!(
+        h.manager.register(described("twin", "first")),
+        h.manager.register(described("twin", "second")),
+    );
+    assert!(
+        first.is_ok() != second.is_ok(),
+        "exactly one create wins: {first:?} / {second:?}"
+    );
+    let loser = if first.is_ok() { second } else { first };
+    assert!(
+        matches!(loser, Err(CoreError::ServerAlreadyExists(_))),
+        "{loser:?}"
+    );
+    let registered = h.manager.snapshot(&id("twin")).unwrap();
+    let registered = registered.spec.description.clone();
+    let stored = repository.load_all().await.unwrap();
+    assert_eq!(stored.len(), 1);
+    assert_eq!(
+        stored[0].description, registered,
+        "the stored definition is the registered one, so a restart brings back what was acknowledged"
+    );
+}
+
+#[tokio::test]
+async fn an_update_racing_a_delete_never_stores_a_removed_server() {
+    let (h, repository) = harness_with_repository();
+    h.manager.register(described("gone", "v1")).await.unwrap();
+    let gone = id("gone");
+    // Running, so that stopping it takes a while.
+    h.manager.start(&gone).await.unwrap();
+    // The delete goes first, so the update comes while the server is being stopped.
+    let (deleted, updated) = tokio::join!(
+        h.manager.delete(&gone),
+        h.manager.update(described("gone", "v2")),
+    );
+    deleted.unwrap();
+    let stored = repository.load_all().await.unwrap();
+    assert!(
+        stored.is_empty(),
+        "a deleted server must not come back at the next start: {stored:?} (update: {updated:?})"
+    );
+    assert!(h.manager.snapshot(&id("gone")).is_err());
 }
