@@ -32,7 +32,14 @@
 //!   printing the gateway's pid first, so that a profiler can be attached to it
 //!   (`perf record -g -p PID`).
 //!
-//! It measures, it never asserts: targets live in the issues and the figures go in the notes.
+//! - `soak [SECONDS] [RUNNING] [REGISTERED]`: REGISTERED (default 1,000) fixture servers, RUNNING
+//!   (default 200) of them started, and SECONDS (default 600) of mixed traffic (REST reads, tool
+//!   calls through `/mcp`, WebSocket subscribers, injected crashes and stop/starts); RSS, fds and
+//!   child processes before and after, calls served and errors by kind. The one scenario that
+//!   asserts: it fails when a resource bound is broken (see `mcpgw_testkit::soak`).
+//!
+//! Apart from `soak`, it measures and never asserts: targets live in the issues and the
+//! figures go in the notes.
 //! The machines are noisy, so every figure is a median over several rounds or a percentile over
 //! many requests, and the harness says how many.
 
@@ -45,6 +52,7 @@ mod groups;
 mod http;
 mod mcp;
 mod ratelimit;
+mod soak;
 mod stats;
 
 use std::io::{BufRead, BufReader};
@@ -67,8 +75,9 @@ fn main() -> anyhow::Result<()> {
         "ratelimit" => ratelimit::run(),
         "docker" => docker::run(),
         "load" => load(),
+        "soak" => soak::run_scenario(),
         other => bail!(
-            "unknown scenario `{other}`; the scenarios are: control-plane, data-plane, groups, auth, events, ratelimit, docker, load"
+            "unknown scenario `{other}`; the scenarios are: control-plane, data-plane, groups, auth, events, ratelimit, docker, load, soak"
         ),
     }
 }

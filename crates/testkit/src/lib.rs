@@ -10,6 +10,8 @@
 //!   the README's demo.
 //! - The server side of the official MCP conformance suite (the `mcpgw-conformance-server`
 //!   binary, built from [`conformance`]), which the gateway fronts in the conformance test.
+//! - A load-and-soak driver of the real gateway binary ([`soak`]), shared by the benchmark
+//!   harness and the end-to-end soak test.
 //!
 //! Nothing here is meant for production use.
 
@@ -23,3 +25,4 @@ pub mod event_log;
 pub mod fakes;
 pub mod fixture;
 pub mod repository_suite;
+pub mod soak;
