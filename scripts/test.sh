@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace on a fresh machine: installs what the tests need, builds
 # everything (the gateway binary, the fixture MCP server, the examples, the benchmark harness),
-# then runs the unit, contract, architecture and end-to-end tests.
+# then fuzzes the input parsers for a bounded time (scripts/fuzz.sh, which installs cargo-fuzz)
+# and runs the unit, contract, architecture and end-to-end tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +11,9 @@ echo "== installing the real MCP peers of the end-to-end tests"
 
 echo "== building the workspace"
 cargo build --workspace --all-targets --locked
+
+echo "== fuzzing the input parsers (30 s per target)"
+./scripts/fuzz.sh
 
 echo "== running the tests"
 cargo test --workspace --locked --no-fail-fast
