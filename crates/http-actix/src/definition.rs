@@ -19,6 +19,11 @@ pub(crate) fn body_bytes(
     body.map_err(|error| {
         if error.as_response_error().status_code() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::payload_too_large(limit_bytes)
+        } else if let Some(timeout) = error
+            .as_error::<actix_web::error::PayloadError>()
+            .filter(|payload| crate::limits::is_body_timeout(payload))
+        {
+            ApiError::body_timeout(timeout)
         } else {
             ApiError::new(
                 StatusCode::BAD_REQUEST,

@@ -32,6 +32,8 @@ pub mod names {
     pub const VALIDATION: &str = "ValidationError";
     pub const BAD_REQUEST: &str = "BadRequestError";
     pub const PAYLOAD_TOO_LARGE: &str = "PayloadTooLargeError";
+    pub const REQUEST_TIMEOUT: &str = "RequestTimeoutError";
+    pub const HEADER_FIELDS_TOO_LARGE: &str = "RequestHeaderFieldsTooLargeError";
     pub const METHOD_NOT_ALLOWED: &str = "MethodNotAllowedError";
     pub const AUTHENTICATION: &str = "AuthenticationError";
     pub const ACCESS_DENIED: &str = "AccessDeniedError";
@@ -44,11 +46,18 @@ pub mod names {
     pub const ROLE_ASSIGNMENT_NOT_FOUND: &str = "RoleAssignmentNotFoundError";
     pub const TOOL_POLICY_NOT_FOUND: &str = "ToolAccessPolicyNotFoundError";
     pub const SERVICE_UNAVAILABLE: &str = "ServiceUnavailableError";
+    pub const STORE_UNAVAILABLE: &str = "StoreUnavailableError";
 }
 
 /// What an operator sees instead of an internal error's details, which go to the log only.
 const INTERNAL_MESSAGE: &str =
     "the gateway failed to handle the request; the details are in the gateway log";
+
+/// What an operator sees when the gateway's own database fails (a read-only or full disk, a
+/// locked or damaged file); the store's own message, which names the file, goes to the log.
+const STORE_MESSAGE: &str = "the gateway's database in its data directory could not be read or \
+     written, so the request was not carried out; check that the data directory is writable and \
+     its disk is not full (the gateway log has the details), then retry";
 
 /// The error envelope every error response carries.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
@@ -199,6 +208,27 @@ impl ApiError {
         )
     }
 
+    /// A 408 for a body that did not arrive within the body timeout.
+    pub fn body_timeout(error: &dyn std::fmt::Display) -> Self {
+        Self::new(
+            StatusCode::REQUEST_TIMEOUT,
+            names::REQUEST_TIMEOUT,
+            format!("{error}; send the whole body at once, without pauses"),
+        )
+    }
+
+    /// A 431 for headers above the configured limit.
+    pub fn header_fields_too_large(limit_bytes: usize) -> Self {
+        Self::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            names::HEADER_FIELDS_TOO_LARGE,
+            format!(
+                "the request's headers are larger than the limit of {limit_bytes} bytes; send \
+                 fewer or shorter headers"
+            ),
+        )
+    }
+
     /// A 500 whose details go to the log and never to the caller.
     pub fn internal(detail: &dyn std::fmt::Display) -> Self {
         tracing::error!(error = %detail, "request failed with an internal error");
@@ -206,6 +236,20 @@ impl ApiError {
             StatusCode::INTERNAL_SERVER_ERROR,
             names::INTERNAL,
             INTERNAL_MESSAGE,
+        )
+    }
+
+    /// A 500 `StoreUnavailableError` for a failure of the gateway's own database (a read-only
+    /// or full disk, a locked or damaged file). The contract answers 500 for every failure that
+    /// is not the caller's; the name and message tell the operator which one it is and what to
+    /// check, while the store's own detail (the file, SQLite's error) goes to the log only.
+    /// Answering it before anything is acknowledged is what keeps a 2xx meaning "stored".
+    pub fn store_unavailable(detail: &dyn std::fmt::Display) -> Self {
+        tracing::error!(error = %detail, "the gateway's database failed a request");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            names::STORE_UNAVAILABLE,
+            STORE_MESSAGE,
         )
     }
 
@@ -253,6 +297,9 @@ pub fn status_and_name_of(kind: ErrorKind) -> (StatusCode, &'static str) {
 
 impl From<CoreError> for ApiError {
     fn from(error: CoreError) -> Self {
+        if matches!(error, CoreError::Repository(_)) {
+            return ApiError::store_unavailable(&error);
+        }
         let (status, generic_name) = status_and_name_of(error.kind());
         if status == StatusCode::INTERNAL_SERVER_ERROR {
             return ApiError::internal(&error);
@@ -269,6 +316,9 @@ impl From<CoreError> for ApiError {
 
 impl From<GroupServiceError> for ApiError {
     fn from(error: GroupServiceError) -> Self {
+        if matches!(error, GroupServiceError::Storage(_)) {
+            return ApiError::store_unavailable(&error);
+        }
         let (status, generic_name) = status_and_name_of(error.kind());
         if status == StatusCode::INTERNAL_SERVER_ERROR {
             return ApiError::internal(&error);
@@ -294,6 +344,9 @@ impl From<AuthServiceError> for ApiError {
     /// already-exists cases. (Authentication and authorization refusals keep the kind's
     /// `AuthenticationError` / `AccessDeniedError` / `RateLimitExceeded` names.)
     fn from(error: AuthServiceError) -> Self {
+        if matches!(error.as_auth_error(), Some(AuthError::Store(_))) {
+            return ApiError::store_unavailable(&error);
+        }
         let (status, generic_name) = status_and_name_of(error.kind());
         if status == StatusCode::INTERNAL_SERVER_ERROR {
             return ApiError::internal(&error);
@@ -315,6 +368,9 @@ impl From<DiscoveryError> for ApiError {
     /// The status of the error's kind, with the discovery domain's own name for it (a source
     /// that cannot be read is `DiscoverySourceUnavailableError`, not a server's 503).
     fn from(error: DiscoveryError) -> Self {
+        if matches!(error, DiscoveryError::Store(_)) {
+            return ApiError::store_unavailable(&error);
+        }
         let (status, _) = status_and_name_of(error.kind());
         if status == StatusCode::INTERNAL_SERVER_ERROR {
             return ApiError::internal(&error);
@@ -530,24 +586,29 @@ mod tests {
     }
 
     #[test]
-    fn group_storage_failures_hide_their_details() {
+    fn group_storage_failures_are_the_stores_503_and_hide_their_details() {
         let error = ApiError::from(GroupServiceError::Storage(
             "database is locked at /secret/db".to_owned(),
         ));
         assert_eq!(
             (error.status().as_u16(), error.name()),
-            (500, "InternalServerError")
+            (500, "StoreUnavailableError")
         );
         assert!(!error.message().contains("/secret"));
     }
 
     #[test]
-    fn internal_errors_hide_their_details() {
+    fn repository_failures_are_the_stores_503_and_hide_their_details() {
         let error = ApiError::from(CoreError::Repository(mcpgw_core::RepositoryError(
             "disk I/O error at /secret/path".to_owned(),
         )));
-        assert_eq!(error.status().as_u16(), 500);
+        assert_eq!(
+            (error.status().as_u16(), error.name()),
+            (500, "StoreUnavailableError")
+        );
         assert!(!error.message().contains("/secret/path"));
+        let message = error.message();
+        assert!(message.contains("data directory"), "{message}");
     }
 
     #[test]
@@ -626,7 +687,10 @@ mod tests {
         let store = ApiError::from(AuthServiceError::from(StoreError(
             "disk I/O error at /secret/auth.db".into(),
         )));
-        assert_eq!(store.status().as_u16(), 500);
+        assert_eq!(
+            (store.status().as_u16(), store.name()),
+            (500, "StoreUnavailableError")
+        );
         assert!(!store.message().contains("/secret"), "{}", store.message());
     }
 
@@ -680,7 +744,7 @@ mod tests {
         let store = ApiError::from(DiscoveryError::Store("disk full at /secret/db".into()));
         assert_eq!(
             (store.status().as_u16(), store.name()),
-            (500, "InternalServerError")
+            (500, "StoreUnavailableError")
         );
         assert!(!store.message().contains("/secret"), "{}", store.message());
     }
@@ -742,6 +806,15 @@ mod tests {
             lines[1]
         );
         assert!(lines[2].contains("mcp_servers.b.health_check_interval_s"));
+    }
+
+    #[test]
+    fn quoted_caller_input_carries_no_control_character() {
+        assert_eq!(
+            bounded_for_message("x\r\nSet-Cookie: a\u{0}"),
+            "x\\r\\nSet-Cookie: a\\u{0}"
+        );
+        assert_eq!(bounded_for_message("plain été"), "plain été");
     }
 
     #[test]

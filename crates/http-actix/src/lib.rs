@@ -26,6 +26,7 @@ mod discovery;
 pub mod dto;
 mod error;
 mod groups;
+mod limits;
 mod mcp_endpoint;
 mod openapi;
 mod probes;
@@ -56,7 +57,10 @@ pub use telemetry::{
     RequestMetricsMiddleware, UNMATCHED_ROUTE, UPTIME_SECONDS, install_metrics_recorder,
     run_metrics_upkeep,
 };
-pub use ws::{EVENTS_WS_PATH, EventStreams, KeepAlive};
+pub use ws::{
+    EVENTS_WS_PATH, EventStreams, KeepAlive, MAX_CLIENT_FRAME_BYTES, MAX_CLIENT_MESSAGE_BURST,
+    MAX_CLIENT_MESSAGES_PER_SECOND,
+};
 
 /// Builds resources that share the API's request handling: the state, the body limit, the
 /// envelope for bad paths and queries, and a 405 envelope (with `Allow`) for other methods.
@@ -249,7 +253,8 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: ApiState) {
 
 /// The whole application: every route, the envelope 404, rate limits inside authentication,
 /// CORS outside it (so that a 401 carries CORS headers too and preflights need no credentials),
-/// and request metrics around all of it.
+/// the request limits outside CORS (header size, body timeout, WebSocket frame size: see
+/// [`HttpSettings`]), and request metrics around all of it.
 pub fn app(
     state: ApiState,
 ) -> App<
@@ -269,6 +274,8 @@ pub fn app(
         .wrap(actix_web::middleware::from_fn(rate_limit::limit_rate))
         .wrap(actix_web::middleware::from_fn(authn::authenticate))
         .wrap(actix_web::middleware::from_fn(cors::cors))
+        // Outside CORS and authentication: nothing reads a header or a body before the limits.
+        .wrap(actix_web::middleware::from_fn(limits::limit_request))
         .wrap(RequestMetrics)
 }
 

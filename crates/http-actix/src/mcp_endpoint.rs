@@ -96,7 +96,13 @@ async fn read_body(
     let mut first_chunk = Bytes::new();
     let mut joined: Option<BytesMut> = None;
     while let Some(chunk) = payload.next().await {
-        let chunk = chunk.map_err(|error| unreadable_body(&error))?;
+        let chunk = chunk.map_err(|error| {
+            if crate::limits::is_body_timeout(&error) {
+                ApiError::body_timeout(&error)
+            } else {
+                unreadable_body(&error)
+            }
+        })?;
         let received = joined.as_ref().map_or(first_chunk.len(), BytesMut::len) + chunk.len();
         if received > limit_bytes {
             return Err(ApiError::payload_too_large(limit_bytes));
@@ -373,6 +379,7 @@ pub(crate) async fn open_stream(
             (String = "text/event-stream"),
         )),
         (status = 202, description = "A notification or response was accepted"),
+        (status = 400, description = "The body is not a JSON-RPC message: a JSON-RPC error response with a null id, code -32700 when the body is not JSON and -32600 when it is JSON but not a valid message (not the error envelope)", body = Object, content_type = "application/json"),
         (status = 404, description = "The MCP endpoint is not enabled (NotFoundError)", body = ErrorEnvelope),
         (status = 413, description = "The body is larger than the MCP body limit (PayloadTooLargeError)", body = ErrorEnvelope),
     )

@@ -119,6 +119,7 @@ pub fn openapi_document(version: &str) -> utoipa::openapi::OpenApi {
     declare_security(&mut document);
     declare_rate_limits(&mut document);
     declare_auth_failures(&mut document);
+    declare_request_limits(&mut document);
     document
 }
 
@@ -214,6 +215,43 @@ fn declare_auth_failures(document: &mut utoipa::openapi::OpenApi) {
                 .entry("503".to_owned())
                 .or_insert_with(|| issuer_down.clone().into());
         }
+    }
+}
+
+/// What the request limits (`limits.rs`, and the body limits of the handlers) answer before a
+/// route's own code runs, on every route: 431 for headers over the header limit on every
+/// operation, and on every operation that takes a body, 408 for a body that does not arrive
+/// within the body timeout and 413 for one over the body limit. A client generated from this
+/// document must be ready for them; descriptions a route gives itself are kept.
+fn declare_request_limits(document: &mut utoipa::openapi::OpenApi) {
+    let slow_body = envelope_response(
+        "The body did not arrive within the body timeout, counted from the end of the request's \
+         head; the connection is closed after this answer (RequestTimeoutError)",
+    )
+    .build();
+    let large_body = envelope_response(
+        "The body is larger than the body limit of this route (PayloadTooLargeError)",
+    )
+    .build();
+    let large_headers = envelope_response(
+        "The request's header names and values together exceed the header limit \
+         (RequestHeaderFieldsTooLargeError)",
+    )
+    .build();
+    for operation in operations(document, |_| true) {
+        let takes_body = operation.request_body.is_some();
+        let responses = &mut operation.responses.responses;
+        if takes_body {
+            responses
+                .entry("408".to_owned())
+                .or_insert_with(|| slow_body.clone().into());
+            responses
+                .entry("413".to_owned())
+                .or_insert_with(|| large_body.clone().into());
+        }
+        responses
+            .entry("431".to_owned())
+            .or_insert_with(|| large_headers.clone().into());
     }
 }
 

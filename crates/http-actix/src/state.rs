@@ -27,6 +27,14 @@ pub struct HttpSettings {
     pub shutdown_timeout_s: u64,
     /// How long a client may take to send a request's head before the connection is dropped.
     pub client_request_timeout: Duration,
+    /// How long a client may take to send a request's body, counted from the end of its head; a
+    /// slower body answers 408 `RequestTimeoutError` and the connection is closed. WebSocket
+    /// streams are not bodies and are not timed.
+    pub client_body_timeout: Duration,
+    /// The most bytes of header names and values a request may carry; more answers 431
+    /// `RequestHeaderFieldsTooLargeError`. (Below the HTTP parser's own hard limits of 128 KiB
+    /// per request head and 96 headers, past which it answers a bare 431 and closes.)
+    pub max_header_bytes: usize,
     /// How long an idle keep-alive connection stays open.
     pub keep_alive: Duration,
 }
@@ -36,6 +44,9 @@ impl HttpSettings {
     pub const DEFAULT_MAX_MCP_BODY_BYTES: usize = 4 * 1024 * 1024;
     pub const DEFAULT_WORKERS: usize = 2;
     pub const DEFAULT_SHUTDOWN_TIMEOUT_S: u64 = 30;
+    pub const DEFAULT_CLIENT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+    pub const DEFAULT_CLIENT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
+    pub const DEFAULT_MAX_HEADER_BYTES: usize = 32 * 1024;
 }
 
 impl Default for HttpSettings {
@@ -45,7 +56,9 @@ impl Default for HttpSettings {
             max_mcp_body_bytes: Self::DEFAULT_MAX_MCP_BODY_BYTES,
             workers: Self::DEFAULT_WORKERS,
             shutdown_timeout_s: Self::DEFAULT_SHUTDOWN_TIMEOUT_S,
-            client_request_timeout: Duration::from_secs(5),
+            client_request_timeout: Self::DEFAULT_CLIENT_REQUEST_TIMEOUT,
+            client_body_timeout: Self::DEFAULT_CLIENT_BODY_TIMEOUT,
+            max_header_bytes: Self::DEFAULT_MAX_HEADER_BYTES,
             keep_alive: Duration::from_secs(5),
         }
     }

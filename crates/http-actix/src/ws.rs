@@ -21,7 +21,7 @@ use std::time::Duration;
 use actix_web::{HttpRequest, HttpResponse, web};
 use actix_ws::{CloseCode, CloseReason, Message, MessageStream, Session};
 use bytestring::ByteString;
-use mcpgw_core::{DomainEvent, EVENT_TYPES, PublishedEvent, ServerId, bounded_for_message};
+use mcpgw_core::{DomainEvent, EVENT_TYPES, PublishedEvent, ServerId};
 use mcpgw_gateway::EventBus;
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::{
@@ -31,7 +31,7 @@ use tokio::sync::broadcast::{
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-use crate::error::{ApiError, ErrorEnvelope, names};
+use crate::error::{ApiError, ErrorEnvelope, bounded_for_message, names};
 use crate::state::ApiState;
 
 pub const EVENTS_WS_PATH: &str = "/api/ws/events";
@@ -41,6 +41,16 @@ pub const EVENTS_WS_PATH: &str = "/api/ws/events";
 const LINGER: Duration = Duration::from_millis(5);
 /// The most events sent in one go before the connection looks at its client again.
 const BATCH: usize = 256;
+
+/// The largest frame a client may send; a larger one closes the connection with `1009 Message
+/// Too Big` as soon as its header announces the size, before its payload is read. A subscribe
+/// message needs a few hundred bytes.
+pub const MAX_CLIENT_FRAME_BYTES: usize = 64 * 1024;
+/// How many messages (frames of any kind) a client may send per second on average, and in one
+/// burst. A client over it is closed with `1008 Policy Violation`: every message costs the
+/// gateway an answer, and a client of this stream has nothing to say but the odd subscribe.
+pub const MAX_CLIENT_MESSAGES_PER_SECOND: u32 = 50;
+pub const MAX_CLIENT_MESSAGE_BURST: u32 = 200;
 
 /// How the server keeps a connection alive and notices a client that went away.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +79,7 @@ pub struct EventStreams {
     closing: CancellationToken,
     frames: Arc<FrameCache>,
     clients: Arc<AtomicUsize>,
+    max_clients: usize,
 }
 
 impl std::fmt::Debug for EventStreams {
@@ -82,6 +93,10 @@ impl std::fmt::Debug for EventStreams {
 }
 
 impl EventStreams {
+    /// How many streams may be open at once by default: each costs about 100 KiB (its buffers
+    /// and its place on the bus), so the default bounds them near 100 MiB.
+    pub const DEFAULT_MAX_CLIENTS: usize = 1000;
+
     pub fn new(bus: Arc<EventBus>) -> Self {
         Self {
             bus,
@@ -89,7 +104,16 @@ impl EventStreams {
             closing: CancellationToken::new(),
             frames: Arc::new(FrameCache::default()),
             clients: Arc::new(AtomicUsize::new(0)),
+            max_clients: Self::DEFAULT_MAX_CLIENTS,
         }
+    }
+
+    /// At most `max_clients` streams open at once; a handshake beyond answers 503
+    /// `ServiceUnavailableError`.
+    #[must_use]
+    pub fn with_max_clients(mut self, max_clients: usize) -> Self {
+        self.max_clients = max_clients;
+        self
     }
 
     /// Connections open now (for the metrics).
@@ -287,7 +311,9 @@ fn authorize(_request: &HttpRequest, _api_key: Option<&str>) -> Result<(), ApiEr
         through); the server answers `{\"type\":\"subscribed\",\"event_types\":[...],\
         \"mcp_server_ids\":[...]}` with the filter now in force. A message the server cannot use \
         (not JSON, an unknown `type`, an unknown event type, a binary frame) is answered by \
-        `{\"type\":\"error\",\"message\":\"...\"}`, the filter unchanged and the connection open.\n\n\
+        `{\"type\":\"error\",\"message\":\"...\"}`, the filter unchanged and the connection open. A frame \
+        over 64 KiB closes the stream with `1009 Message Too Big` (before its payload is read), and \
+        more than 50 messages a second (bursts of 200) with `1008 Policy Violation`.\n\n\
         A client that reads too slowly loses its oldest events and is told so by \
         `{\"type\":\"lagged\",\"missed\":N}` before the next event it gets. The server pings \
         every 30 s and answers pings; a client silent for 90 s is disconnected. When the gateway \
@@ -305,6 +331,7 @@ fn authorize(_request: &HttpRequest, _api_key: Option<&str>) -> Result<(), ApiEr
         (status = 400, description = "Not a WebSocket handshake", body = ErrorEnvelope),
         (status = 404, description = "This gateway was composed without an event stream", body = ErrorEnvelope),
         (status = 422, description = "An unknown event type or an invalid server id in the filter", body = ErrorEnvelope),
+        (status = 503, description = "As many streams are open as the gateway serves (1000 by default)", body = ErrorEnvelope),
     )
 )]
 pub(crate) async fn events_socket(
@@ -321,6 +348,17 @@ pub(crate) async fn events_socket(
         ));
     };
     authorize(&request, query.api_key.as_deref())?;
+    if streams.client_count() >= streams.max_clients {
+        return Err(ApiError::new(
+            actix_web::http::StatusCode::SERVICE_UNAVAILABLE,
+            names::SERVICE_UNAVAILABLE,
+            format!(
+                "{} event streams are open, the most this gateway serves; close one or try again \
+                 later",
+                streams.max_clients
+            ),
+        ));
+    }
     let filter = Filter::parse(
         query.event_types.as_deref().unwrap_or_default().split(','),
         query
@@ -330,13 +368,14 @@ pub(crate) async fn events_socket(
             .split(','),
     )
     .map_err(ApiError::validation)?;
-    let (response, session, messages) = actix_ws::handle(&request, body).map_err(|error| {
+    let (response, session, mut messages) = actix_ws::handle(&request, body).map_err(|error| {
         ApiError::new(
             actix_web::http::StatusCode::BAD_REQUEST,
             names::BAD_REQUEST,
             format!("{EVENTS_WS_PATH} expects a WebSocket handshake: {error}"),
         )
     })?;
+    messages = messages.max_frame_size(MAX_CLIENT_FRAME_BYTES);
     // Subscribed before the answer goes out, so no event after the upgrade is missed.
     let last_heard = Instant::now();
     let connection = Connection {
@@ -352,6 +391,7 @@ pub(crate) async fn events_socket(
             last_heard + streams.keep_alive.timeout,
         )),
         _counted: CountedClient::enter(&streams.clients),
+        allowance: MessageAllowance::new(last_heard),
     };
     actix_web::rt::spawn(connection.run());
     Ok(response)
@@ -381,6 +421,36 @@ struct Connection {
     /// is heard.
     silence: Pin<Box<Sleep>>,
     _counted: CountedClient,
+    allowance: MessageAllowance,
+}
+
+/// A token bucket of the messages a client may still send: [`MAX_CLIENT_MESSAGE_BURST`] at
+/// most, refilled at [`MAX_CLIENT_MESSAGES_PER_SECOND`].
+struct MessageAllowance {
+    tokens: f64,
+    refilled_at: Instant,
+}
+
+impl MessageAllowance {
+    fn new(now: Instant) -> Self {
+        Self {
+            tokens: f64::from(MAX_CLIENT_MESSAGE_BURST),
+            refilled_at: now,
+        }
+    }
+
+    /// Takes one message's token; `false` when the client is over its allowance.
+    fn take(&mut self, now: Instant) -> bool {
+        let earned = now.duration_since(self.refilled_at).as_secs_f64()
+            * f64::from(MAX_CLIENT_MESSAGES_PER_SECOND);
+        self.tokens = (self.tokens + earned).min(f64::from(MAX_CLIENT_MESSAGE_BURST));
+        self.refilled_at = now;
+        if self.tokens < 1.0 {
+            return false;
+        }
+        self.tokens -= 1.0;
+        true
+    }
 }
 
 /// Counts a connection as open for as long as it lives, however it ends.
@@ -461,6 +531,16 @@ impl Connection {
     ) -> Result<(), End> {
         let message = match message {
             None => return Err(End::Gone),
+            Some(Err(error)) if is_oversized(&error) => {
+                tracing::debug!("event stream client sent a frame over the size limit");
+                return Err(End::Close(CloseReason {
+                    code: CloseCode::Size,
+                    description: Some(format!(
+                        "frames are limited to {MAX_CLIENT_FRAME_BYTES} bytes; send a subscribe \
+                         message only"
+                    )),
+                }));
+            }
             Some(Err(error)) => {
                 tracing::debug!(%error, "event stream client broke the WebSocket protocol");
                 return Err(End::Close(CloseReason {
@@ -471,6 +551,16 @@ impl Connection {
             Some(Ok(message)) => message,
         };
         self.heard();
+        if !matches!(message, Message::Close(_)) && !self.allowance.take(self.last_heard) {
+            tracing::debug!("event stream client sent too many messages");
+            return Err(End::Close(CloseReason {
+                code: CloseCode::Policy,
+                description: Some(format!(
+                    "more than {MAX_CLIENT_MESSAGES_PER_SECOND} messages a second (bursts of \
+                     {MAX_CLIENT_MESSAGE_BURST}); send fewer"
+                )),
+            }));
+        }
         match message {
             Message::Text(text) => {
                 let answer = answer_to_text(&mut self.filter, &text);
@@ -596,6 +686,19 @@ fn answer_to_text(filter: &mut Filter, text: &str) -> String {
             }
             Err(message) => ServerMessage::Error { message }.to_json(),
         },
+    }
+}
+
+/// A frame over [`MAX_CLIENT_FRAME_BYTES`]: refused by actix's parser, or, before the parser
+/// could buffer it, by the frame guard of the HTTP front (`limits`).
+fn is_oversized(error: &actix_ws::ProtocolError) -> bool {
+    match error {
+        actix_ws::ProtocolError::Overflow => true,
+        actix_ws::ProtocolError::Io(io) => io
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<actix_web::error::PayloadError>())
+            .is_some_and(|payload| matches!(payload, actix_web::error::PayloadError::Overflow)),
+        _ => false,
     }
 }
 
@@ -838,6 +941,10 @@ mod tests {
         type Client = WebSocket<TcpStream>;
 
         fn serve(bus: &Arc<EventBus>, keep_alive: KeepAlive) -> SocketAddr {
+            serve_streams(EventStreams::new(bus.clone()).with_keep_alive(keep_alive))
+        }
+
+        fn serve_streams(streams: EventStreams) -> SocketAddr {
             let manager = ServerManager::new(
                 Arc::new(FakeLauncher::new()),
                 Arc::new(TokioClock::default()),
@@ -862,7 +969,7 @@ mod tests {
                 install_metrics_recorder().unwrap(),
                 settings.clone(),
             )
-            .with_events(EventStreams::new(bus.clone()).with_keep_alive(keep_alive));
+            .with_events(streams);
             let listener = TcpListener::bind("127.0.0.1:0").unwrap();
             let address = listener.local_addr().unwrap();
             actix_web::rt::spawn(build_server(state, listener, &settings).unwrap());
@@ -970,6 +1077,56 @@ mod tests {
             assert!(ids.windows(2).all(|pair| pair[0] < pair[1]), "in order");
             // Every event was either received or counted as missed.
             assert_eq!(ids.len() as u64 + lagged, EVENTS as u64);
+        }
+
+        #[actix_web::test]
+        async fn streams_beyond_the_maximum_are_refused_until_one_closes() {
+            let bus = Arc::new(EventBus::new(16));
+            let address = serve_streams(EventStreams::new(bus.clone()).with_max_clients(2));
+            let (status, body, second) = actix_web::rt::task::spawn_blocking(move || {
+                let first = connect(address);
+                let second = connect(address);
+                let url = format!("ws://{address}{EVENTS_WS_PATH}");
+                let stream = TcpStream::connect(address).unwrap();
+                let Err(tungstenite::handshake::HandshakeError::Failure(tungstenite::Error::Http(
+                    refused,
+                ))) = tungstenite::client(url.as_str(), stream)
+                else {
+                    panic!("a third stream was let in");
+                };
+                let body: serde_json::Value =
+                    serde_json::from_slice(refused.body().as_deref().unwrap_or_default()).unwrap();
+                drop(first);
+                (refused.status().as_u16(), body, second)
+            })
+            .await
+            .unwrap();
+            assert_eq!(status, 503);
+            assert_eq!(body["error"], "ServiceUnavailableError", "{body}");
+            assert!(
+                body["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("2 event streams")
+            );
+            // The first client's place is free once its connection has ended.
+            let began = std::time::Instant::now();
+            let third = loop {
+                let attempt = actix_web::rt::task::spawn_blocking(move || {
+                    let url = format!("ws://{address}{EVENTS_WS_PATH}");
+                    tungstenite::client(url.as_str(), TcpStream::connect(address).unwrap())
+                        .map(|(client, _)| client)
+                        .ok()
+                })
+                .await
+                .unwrap();
+                if let Some(client) = attempt {
+                    break client;
+                }
+                assert!(began.elapsed() < Duration::from_secs(10), "no place freed");
+                actix_web::rt::time::sleep(Duration::from_millis(20)).await;
+            };
+            drop((second, third));
         }
 
         #[actix_web::test]

@@ -52,10 +52,21 @@ impl ServerId {
 }
 
 /// Caller input as it may appear in an error message: at most 80 characters, with `...` when
-/// cut, so hostile input cannot blow up messages or logs.
+/// cut, so hostile input cannot blow up messages or logs, and with control characters escaped
+/// (`\r`, `\n`, `\u{0}`), so that a quoted value never carries a line break into a message, a
+/// log line or a client's display.
 pub fn bounded_for_message(raw: &str) -> String {
-    let mut bounded: String = raw.chars().take(80).collect();
-    if bounded.len() < raw.len() {
+    let mut bounded = String::with_capacity(raw.len().min(80));
+    let mut taken = 0;
+    for character in raw.chars().take(80) {
+        taken += character.len_utf8();
+        if character.is_control() {
+            bounded.extend(character.escape_default());
+        } else {
+            bounded.push(character);
+        }
+    }
+    if taken < raw.len() {
         bounded.push_str("...");
     }
     bounded
@@ -123,5 +134,32 @@ mod tests {
             ServerId::parse("a__b"),
             Err(IdError::DoubleUnderscore(_))
         ));
+    }
+
+    #[test]
+    fn quoted_input_is_cut_and_its_control_characters_escaped() {
+        assert_eq!(bounded_for_message("plain"), "plain");
+        assert_eq!(
+            bounded_for_message("a\r\nb\u{0}c\td\u{1b}"),
+            "a\\r\\nb\\u{0}c\\td\\u{1b}"
+        );
+        // Printable non-ASCII text is quoted as it is.
+        assert_eq!(bounded_for_message("ünï €"), "ünï €");
+        let long = "é".repeat(100);
+        assert_eq!(bounded_for_message(&long), format!("{}...", "é".repeat(80)));
+        assert_eq!(bounded_for_message(&"x".repeat(80)), "x".repeat(80));
+        let cut = bounded_for_message(&"\n".repeat(200));
+        assert_eq!(cut, format!("{}...", "\\n".repeat(80)));
+    }
+
+    #[test]
+    fn an_id_error_never_carries_a_line_break() {
+        let error = ServerId::parse("a\r\nX-Injected: 1").unwrap_err();
+        let message = error.to_string();
+        assert!(
+            !message.contains('\r') && !message.contains('\n'),
+            "{message}"
+        );
+        assert!(message.contains("a\\r\\nX-Injected: 1"), "{message}");
     }
 }

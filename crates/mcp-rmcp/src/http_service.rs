@@ -14,9 +14,12 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
-use mcpgw_core::McpFrontend;
+use mcpgw_core::{McpFrontend, bounded_for_message};
+use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use serde::de::IgnoredAny;
+use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
 use crate::direct::{DirectCalls, HostPolicy};
@@ -231,16 +234,164 @@ pub fn streamable_http_handler(
                 return response;
             }
             let method = request.method().clone();
+            // rmcp answers a body it cannot read as a JSON-RPC message with a plain-text 415;
+            // keeping the body (a reference count, not a copy) lets that answer be replaced by
+            // the JSON-RPC error the specifications ask for, without parsing good requests twice.
+            let posted_json = (method == http::Method::POST && is_json(request.headers()))
+                .then(|| request.body().clone());
             let session = request
                 .headers()
                 .get("mcp-session-id")
                 .and_then(|value| value.to_str().ok())
                 .map(str::to_owned);
             let response = service.handle(request.map(Full::new)).await;
+            if response.status() == http::StatusCode::UNSUPPORTED_MEDIA_TYPE
+                && let Some(body) = posted_json
+                && let Some(malformed) = Malformed::diagnose(&body)
+            {
+                return malformed.into_response();
+            }
             direct.after_forwarded(&method, session.as_deref(), &response);
             response
         })
     })
+}
+
+/// The `Content-Type` is JSON, as rmcp requires before it reads the body: with any other, its
+/// 415 is the right answer and stays.
+fn is_json(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// JSON-RPC's code for a body that is not JSON.
+const PARSE_ERROR: i32 = -32700;
+/// JSON-RPC's code for JSON that is not a valid request.
+const INVALID_REQUEST: i32 = -32600;
+
+/// A POSTed body that is not a JSON-RPC message the endpoint accepts, and why.
+#[derive(Debug, PartialEq, Eq)]
+struct Malformed {
+    code: i32,
+    message: String,
+}
+
+/// The members of a message object whose shape is checked, left unparsed.
+#[derive(serde::Deserialize)]
+struct Members<'a> {
+    #[serde(borrow)]
+    jsonrpc: Option<&'a RawValue>,
+    #[serde(borrow)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow)]
+    method: Option<&'a RawValue>,
+}
+
+impl Malformed {
+    /// Why `body` is not a JSON-RPC message, or `None` when it is one (rmcp's 415 then had
+    /// another cause, and stands).
+    fn diagnose(body: &[u8]) -> Option<Self> {
+        if let Err(error) = serde_json::from_slice::<IgnoredAny>(body) {
+            return Some(Self {
+                code: PARSE_ERROR,
+                message: format!(
+                    "parse error: the body is not valid JSON ({}); send one JSON-RPC 2.0 \
+                     message as a JSON object",
+                    bounded_for_message(&error.to_string())
+                ),
+            });
+        }
+        let error = serde_json::from_slice::<ClientJsonRpcMessage>(body).err()?;
+        let reason = match body.iter().find(|byte| !byte.is_ascii_whitespace()) {
+            Some(b'{') => match serde_json::from_slice::<Members<'_>>(body) {
+                Ok(members) => members.fault(),
+                Err(_) => None,
+            },
+            Some(b'[') => Some(
+                "the body is a JSON array, and batches are not accepted (MCP 2025-06-18 \
+                 removed them); send each message in a request of its own"
+                    .to_owned(),
+            ),
+            Some(first) => Some(format!(
+                "the body is a JSON {}, not a message; send a JSON object with \"jsonrpc\": \
+                 \"2.0\"",
+                match first {
+                    b'"' => "string",
+                    b'n' => "null",
+                    b't' | b'f' => "boolean",
+                    _ => "number",
+                }
+            )),
+            None => None,
+        };
+        let reason = reason.unwrap_or_else(|| {
+            format!(
+                "the message is not a JSON-RPC request, notification or response the endpoint \
+                 accepts ({}); check it against the MCP schema",
+                bounded_for_message(&error.to_string())
+            )
+        });
+        Some(Self {
+            code: INVALID_REQUEST,
+            message: format!("invalid request: {reason}"),
+        })
+    }
+
+    /// The answer: HTTP 400 with a JSON-RPC error response, whose id is null because the
+    /// request's own id could not be read.
+    fn into_response(self) -> http::Response<McpHttpBody> {
+        let body = serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": null,
+            "error": { "code": self.code, "message": self.message },
+        });
+        let mut response = http::Response::new(Full::new(Bytes::from(body.to_string())).boxed());
+        *response.status_mut() = http::StatusCode::BAD_REQUEST;
+        response.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+        response
+    }
+}
+
+impl Members<'_> {
+    /// What is wrong with the members every message shares, if anything.
+    fn fault(&self) -> Option<String> {
+        let Some(version) = self.jsonrpc else {
+            return Some(
+                "the message has no \"jsonrpc\" member; add \"jsonrpc\": \"2.0\"".to_owned(),
+            );
+        };
+        if version.get() != "\"2.0\"" {
+            return Some(format!(
+                "\"jsonrpc\" is {}, and only \"2.0\" is accepted; send \"jsonrpc\": \"2.0\"",
+                bounded_for_message(version.get())
+            ));
+        }
+        if let Some(method) = self.method
+            && !method.get().starts_with('"')
+        {
+            return Some(format!(
+                "\"method\" is {}, not a string; name the method as a string",
+                bounded_for_message(method.get())
+            ));
+        }
+        if let Some(id) = self.id
+            && !id.get().starts_with('"')
+            && serde_json::from_str::<i64>(id.get()).is_err()
+        {
+            return Some(format!(
+                "\"id\" is {}, and an id must be a string or an integer that fits in 64 bits; \
+                 send such an id",
+                bounded_for_message(id.get())
+            ));
+        }
+        None
+    }
 }
 
 fn forbidden(message: &'static str) -> http::Response<McpHttpBody> {
@@ -427,5 +578,215 @@ mod tests {
             .with_public_hosts(["*"])
             .rmcp_config();
         assert!(config.allowed_hosts.is_empty());
+    }
+
+    fn diagnosed(body: &str) -> Malformed {
+        Malformed::diagnose(body.as_bytes()).unwrap_or_else(|| panic!("{body} passed"))
+    }
+
+    #[test]
+    fn bodies_that_are_not_json_are_parse_errors() {
+        let deep = "[".repeat(10_000);
+        for body in [
+            "this is not json",
+            r#"{"jsonrpc":"2.0","id":1,"meth"#,
+            "",
+            &deep,
+        ] {
+            let malformed = diagnosed(body);
+            assert_eq!(malformed.code, PARSE_ERROR, "{body:.40}: {malformed:?}");
+            assert!(
+                malformed.message.starts_with("parse error: "),
+                "{malformed:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn json_that_is_not_a_message_is_an_invalid_request_saying_why() {
+        let digits = format!(
+            r#"{{"jsonrpc":"2.0","id":{},"method":"ping"}}"#,
+            "9".repeat(1000)
+        );
+        let deep_and_closed = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+        for (body, why) in [
+            ("42", "a JSON number"),
+            ("\"tools/list\"", "a JSON string"),
+            ("null", "a JSON null"),
+            (" true", "a JSON boolean"),
+            ("[]", "batches are not accepted"),
+            (&deep_and_closed, "batches are not accepted"),
+            (r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#, "batches"),
+            (r#"{"id":1,"method":"ping"}"#, "no \"jsonrpc\" member"),
+            (
+                r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#,
+                "\"jsonrpc\" is \"1.0\"",
+            ),
+            (r#"{"jsonrpc":"2.0","id":1,"method":7}"#, "\"method\" is 7"),
+            (
+                r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#,
+                "\"id\" is {\"a\":1}",
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1e400,"method":"ping"}"#,
+                "\"id\" is 1e400",
+            ),
+            (&digits, "an id must be a string or an integer"),
+            (
+                r#"{"jsonrpc":"2.0","id":1}"#,
+                "unrecognized JSON-RPC message",
+            ),
+        ] {
+            let malformed = diagnosed(body);
+            assert_eq!(malformed.code, INVALID_REQUEST, "{body:.40}: {malformed:?}");
+            assert!(
+                malformed.message.starts_with("invalid request: "),
+                "{malformed:?}"
+            );
+            assert!(malformed.message.contains(why), "{body:.40}: {malformed:?}");
+        }
+    }
+
+    #[test]
+    fn quoted_input_is_bounded_and_has_no_raw_control_characters() {
+        let body = format!(
+            "{{\"jsonrpc\": {{\"a\":\r\n\"{}\"}}, \"id\": 1, \"method\": \"ping\"}}",
+            "x".repeat(10_000)
+        );
+        let malformed = diagnosed(&body);
+        assert_eq!(malformed.code, INVALID_REQUEST);
+        assert!(malformed.message.contains("\\r\\n"), "{malformed:?}");
+        assert!(!malformed.message.contains(['\r', '\n']), "{malformed:?}");
+        assert!(malformed.message.len() < 400, "{malformed:?}");
+    }
+
+    #[test]
+    fn valid_messages_are_not_diagnosed() {
+        for body in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":"a","method":"no/such/method","params":{}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        ] {
+            assert_eq!(Malformed::diagnose(body.as_bytes()), None, "{body}");
+        }
+    }
+
+    /// A front end with nothing behind it: the requests here never reach it.
+    struct NoFrontend(tokio::sync::watch::Sender<u64>);
+
+    #[async_trait::async_trait]
+    impl McpFrontend for NoFrontend {
+        fn tools(&self, _caller: &mcpgw_core::Caller) -> Arc<Vec<mcpgw_core::Tool>> {
+            Arc::new(Vec::new())
+        }
+        async fn call_tool(
+            &self,
+            _caller: &mcpgw_core::Caller,
+            name: &str,
+            _arguments: Option<serde_json::Map<String, serde_json::Value>>,
+            _ctx: mcpgw_core::CallContext,
+        ) -> Result<mcpgw_core::ToolCallOutcome, mcpgw_core::FrontendError> {
+            Err(mcpgw_core::FrontendError::unknown("tool", name))
+        }
+        fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+            self.0.subscribe()
+        }
+        async fn prompts(&self, _caller: &mcpgw_core::Caller) -> Vec<serde_json::Value> {
+            Vec::new()
+        }
+        async fn get_prompt(
+            &self,
+            _caller: &mcpgw_core::Caller,
+            name: &str,
+            _arguments: Option<serde_json::Map<String, serde_json::Value>>,
+        ) -> Result<serde_json::Value, mcpgw_core::FrontendError> {
+            Err(mcpgw_core::FrontendError::unknown("prompt", name))
+        }
+        async fn resources(&self, _caller: &mcpgw_core::Caller) -> Vec<serde_json::Value> {
+            Vec::new()
+        }
+        async fn resource_templates(&self, _caller: &mcpgw_core::Caller) -> Vec<serde_json::Value> {
+            Vec::new()
+        }
+        async fn read_resource(
+            &self,
+            _caller: &mcpgw_core::Caller,
+            uri: &str,
+        ) -> Result<serde_json::Value, mcpgw_core::FrontendError> {
+            Err(mcpgw_core::FrontendError::unknown("resource", uri))
+        }
+    }
+
+    async fn post(
+        handler: &McpHttpHandler,
+        headers: &[(&str, &str)],
+        body: &'static str,
+    ) -> (http::StatusCode, String, String) {
+        let mut request = http::Request::builder()
+            .method(http::Method::POST)
+            .uri("/mcp")
+            .header(http::header::HOST, "127.0.0.1:8000")
+            .header(http::header::ACCEPT, "application/json, text/event-stream");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = handler(request.body(Bytes::from_static(body.as_bytes())).unwrap()).await;
+        let status = response.status();
+        let content_type = response
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .map_or(String::new(), |value| value.to_str().unwrap().to_owned());
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        (
+            status,
+            content_type,
+            String::from_utf8(body.to_vec()).unwrap(),
+        )
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn malformed_bodies_get_a_json_rpc_error_in_both_eras_and_a_wrong_type_stays_415() {
+        let handler = streamable_http_handler(
+            Arc::new(NoFrontend(tokio::sync::watch::channel(0).0)),
+            McpHttpSettings::default(),
+        );
+        let json = ("content-type", "application/json");
+        for era in [
+            &[json][..],
+            &[json, ("mcp-protocol-version", "2025-11-25")],
+            &[json, ("mcp-protocol-version", "2026-07-28")],
+            &[json, ("mcp-session-id", "no-such-session")],
+        ] {
+            for (body, code) in [
+                ("{not json", PARSE_ERROR),
+                ("[1,2]", INVALID_REQUEST),
+                (
+                    r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#,
+                    INVALID_REQUEST,
+                ),
+            ] {
+                let (status, content_type, text) = post(&handler, era, body).await;
+                assert_eq!(
+                    status,
+                    http::StatusCode::BAD_REQUEST,
+                    "{era:?} {body}: {text}"
+                );
+                assert_eq!(content_type, "application/json");
+                let answer: serde_json::Value = serde_json::from_str(&text).unwrap();
+                assert_eq!(answer["jsonrpc"], "2.0", "{text}");
+                assert_eq!(answer["id"], serde_json::Value::Null, "{text}");
+                assert_eq!(answer["error"]["code"], code, "{era:?} {body}: {text}");
+            }
+        }
+        let (status, _, text) = post(
+            &handler,
+            &[("content-type", "text/plain")],
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+        )
+        .await;
+        assert_eq!(status, http::StatusCode::UNSUPPORTED_MEDIA_TYPE, "{text}");
+        let (status, _, text) =
+            post(&handler, &[("content-type", "text/plain")], "{not json").await;
+        assert_eq!(status, http::StatusCode::UNSUPPORTED_MEDIA_TYPE, "{text}");
     }
 }

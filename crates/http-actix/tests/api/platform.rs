@@ -258,14 +258,37 @@ async fn the_openapi_document_is_3_1_and_lists_exactly_the_mounted_routes() {
         .keys()
         .map(String::as_str)
         .collect();
-    // Its own answers, and those every operation that takes credentials may give (401, 403,
-    // 429, 500, and 503 while the identity provider is unreachable).
+    // Its own answers, those every operation that takes credentials may give (401, 403, 429,
+    // 500, and 503 while the identity provider is unreachable), and the request limits' (408 and
+    // 413 for its body, 431 for headers).
     assert_eq!(
         statuses,
         BTreeSet::from([
-            "201", "401", "403", "409", "413", "422", "429", "500", "503"
+            "201", "401", "403", "408", "409", "413", "422", "429", "431", "500", "503"
         ])
     );
+    // Every operation documents the request limits in the envelope: 431 everywhere, 408 and 413
+    // wherever a body is taken.
+    for (path, item) in document["paths"].as_object().unwrap() {
+        for (method, operation) in
+            item.as_object().unwrap().iter().filter(|(key, _)| {
+                ["get", "put", "post", "delete", "patch"].contains(&key.as_str())
+            })
+        {
+            let responses = &operation["responses"];
+            let mut limits = vec!["431"];
+            if operation.get("requestBody").is_some() {
+                limits.extend(["408", "413"]);
+            }
+            for status in limits {
+                assert_eq!(
+                    responses[status]["content"]["application/json"]["schema"]["$ref"],
+                    "#/components/schemas/ErrorEnvelope",
+                    "{method} {path}: {status}"
+                );
+            }
+        }
+    }
     // Every REST operation documents the rate limit: the 429 with its headers, and the
     // X-RateLimit headers on its successes.
     for (method, path) in MOUNTED_ROUTES
@@ -309,7 +332,7 @@ async fn the_openapi_document_is_3_1_and_lists_exactly_the_mounted_routes() {
     assert_eq!(
         statuses,
         BTreeSet::from([
-            "201", "401", "403", "404", "409", "413", "422", "429", "500", "503"
+            "201", "401", "403", "404", "408", "409", "413", "422", "429", "431", "500", "503"
         ])
     );
     for schema in [
