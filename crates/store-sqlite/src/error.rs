@@ -1,6 +1,6 @@
 //! The one error type of the SQLite store.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use mcpgw_core::{ErrorKind, RepositoryError};
 use rusqlite::ErrorCode;
@@ -31,6 +31,12 @@ pub enum StoreError {
          data directory"
     )]
     NotADatabase { path: PathBuf },
+    #[error(
+        "the database `{path}` is damaged (sqlite reports a malformed file, as a truncated or \
+         partly overwritten file is); restore it from a backup, or move it away to start with an \
+         empty store"
+    )]
+    Damaged { path: PathBuf },
     #[error(
         "the database `{path}` has schema version {found} but this gateway knows versions up to \
          {supported}; run the newer gateway that wrote it or restore a backup"
@@ -77,6 +83,7 @@ impl StoreError {
             StoreError::Sqlite { source, .. } if is_contention(source) => ErrorKind::Unavailable,
             StoreError::UnsupportedMode { .. } => ErrorKind::Invalid,
             StoreError::NotADatabase { .. }
+            | StoreError::Damaged { .. }
             | StoreError::SchemaTooNew { .. }
             | StoreError::Migration { .. }
             | StoreError::Sqlite { .. }
@@ -87,6 +94,28 @@ impl StoreError {
 
     pub(crate) fn sqlite(operation: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError {
         move |source| StoreError::Sqlite { operation, source }
+    }
+
+    /// An error met while opening the file at `path`: a file that is not a database, or one
+    /// that is damaged, becomes the error that names the file and what to do, whichever step
+    /// (the first pragma, the migrations, the first read) ran into it.
+    pub(crate) fn at_open(path: &Path, error: StoreError) -> StoreError {
+        let code = match &error {
+            StoreError::Open { source, .. } | StoreError::Sqlite { source, .. } => {
+                source.sqlite_error_code()
+            }
+            StoreError::Migration { source, .. } => source.sqlite_error_code(),
+            _ => None,
+        };
+        match code {
+            Some(ErrorCode::NotADatabase) => StoreError::NotADatabase {
+                path: path.to_owned(),
+            },
+            Some(ErrorCode::DatabaseCorrupt) => StoreError::Damaged {
+                path: path.to_owned(),
+            },
+            _ => error,
+        }
     }
 }
 

@@ -29,7 +29,7 @@ use mcpgw_core::{
     HistoryPage, InvocationHistory, InvocationRecord, PublishedEvent, RepositoryError, ServerId,
     Timestamp,
 };
-use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
 use crate::error::StoreError;
 use crate::schema;
@@ -116,18 +116,8 @@ impl SqliteEventLog {
             })?;
         }
         let mut writer_connection = open_connection(path)?;
-        schema::migrate(&mut writer_connection, path, schema::EVENT_LOG_MIGRATIONS).map_err(
-            |error| match error {
-                StoreError::Sqlite { source, .. }
-                    if source.sqlite_error_code() == Some(ErrorCode::NotADatabase) =>
-                {
-                    StoreError::NotADatabase {
-                        path: path.to_owned(),
-                    }
-                }
-                other => other,
-            },
-        )?;
+        schema::migrate(&mut writer_connection, path, schema::EVENT_LOG_MIGRATIONS)
+            .map_err(|error| StoreError::at_open(path, error))?;
         let reader = open_connection(path)?;
         let shared = Arc::new(Shared {
             path: path.to_owned(),
@@ -377,16 +367,13 @@ fn configure(connection: &Connection) -> rusqlite::Result<()> {
 }
 
 fn open_error(path: &Path, source: rusqlite::Error) -> StoreError {
-    if source.sqlite_error_code() == Some(ErrorCode::NotADatabase) {
-        StoreError::NotADatabase {
-            path: path.to_owned(),
-        }
-    } else {
+    StoreError::at_open(
+        path,
         StoreError::Open {
             path: path.to_owned(),
             source,
-        }
-    }
+        },
+    )
 }
 
 fn storage(error: StoreError) -> EventLogError {

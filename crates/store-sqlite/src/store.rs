@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use rusqlite::{Connection, ErrorCode, OpenFlags};
+use rusqlite::{Connection, OpenFlags};
 
 use crate::auth::KeyCache;
 use crate::error::StoreError;
@@ -54,21 +54,13 @@ impl SqliteStore {
         let mut connection =
             Connection::open_with_flags(path, flags).map_err(|source| open_error(path, source))?;
         configure(&connection).map_err(|source| open_error(path, source))?;
-        schema::migrate(&mut connection, path, schema::MIGRATIONS).map_err(
-            |error| match error {
-                // A file that is not a database may pass the first pragmas (when they do not read the
-                // header) and only fail here.
-                StoreError::Sqlite { source, .. }
-                    if source.sqlite_error_code() == Some(ErrorCode::NotADatabase) =>
-                {
-                    StoreError::NotADatabase {
-                        path: path.to_owned(),
-                    }
-                }
-                other => other,
-            },
-        )?;
-        let key_cache = Arc::new(KeyCache::load(&connection)?);
+        // A file that is not a database, or a damaged one, may pass the first pragmas (they do
+        // not read every page) and only fail in the migrations or the first read of a table.
+        schema::migrate(&mut connection, path, schema::MIGRATIONS)
+            .map_err(|error| StoreError::at_open(path, error))?;
+        let key_cache = Arc::new(
+            KeyCache::load(&connection).map_err(|error| StoreError::at_open(path, error))?,
+        );
         Ok(Self {
             connection: Arc::new(Mutex::new(connection)),
             path: Arc::new(path.to_owned()),
@@ -142,14 +134,11 @@ fn configure(connection: &Connection) -> rusqlite::Result<()> {
 }
 
 fn open_error(path: &Path, source: rusqlite::Error) -> StoreError {
-    if source.sqlite_error_code() == Some(ErrorCode::NotADatabase) {
-        StoreError::NotADatabase {
-            path: path.to_owned(),
-        }
-    } else {
+    StoreError::at_open(
+        path,
         StoreError::Open {
             path: path.to_owned(),
             source,
-        }
-    }
+        },
+    )
 }

@@ -83,6 +83,26 @@ fn a_file_that_is_not_a_database_is_refused_with_a_clear_error() {
 }
 
 #[test]
+fn a_truncated_database_is_refused_as_damaged_naming_the_file() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("mcpgw.db");
+    drop(SqliteStore::open(&path).unwrap());
+    let whole = std::fs::read(&path).unwrap();
+    assert!(whole.len() > 4096, "the schema fills more than one page");
+    // The first page alone: the header and the schema survive, every table's pages are gone.
+    let cut = whole[..4096].to_vec();
+    std::fs::write(&path, &cut).unwrap();
+
+    let error = SqliteStore::open(&path).unwrap_err();
+    assert!(matches!(error, StoreError::Damaged { .. }), "{error:?}");
+    let message = error.to_string();
+    assert!(message.contains("mcpgw.db"), "{message}");
+    assert!(message.contains("restore it from a backup"), "{message}");
+    let left = std::fs::read(&path).unwrap();
+    assert_eq!(left, cut, "the file is left as it was");
+}
+
+#[test]
 fn a_data_directory_that_cannot_be_created_is_refused_with_a_clear_error() {
     let directory = tempfile::tempdir().unwrap();
     // A regular file where a directory should be: not even root can create a directory in it.
