@@ -332,12 +332,7 @@ fn assert_all_there(gw: &RunningGateway, admin: &str, acknowledged: &Acknowledge
         );
     }
     let roles = call(gw, "GET", "/api/auth/roles", admin, None).body;
-    let listed: BTreeSet<&str> = roles["roles"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|role| role["name"].as_str())
-        .collect();
+    let listed = names_in(&roles, "roles", "name");
     for role in &acknowledged.roles {
         assert!(
             listed.contains(role.as_str()),
@@ -377,12 +372,7 @@ fn assert_all_there(gw: &RunningGateway, admin: &str, acknowledged: &Acknowledge
         );
     }
     let servers = call(gw, "GET", "/api/mcp_servers", admin, None).body;
-    let listed: BTreeSet<&str> = servers["mcp_servers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|server| server["mcp_server_id"].as_str())
-        .collect();
+    let listed = names_in(&servers, "mcp_servers", "mcp_server_id");
     for server in &acknowledged.servers {
         assert!(
             listed.contains(server.as_str()),
@@ -974,4 +964,14 @@ fn a_garbage_or_truncated_database_stops_the_start_naming_the_file() {
             "{file} was changed by the failed start"
         );
     }
+}
+
+/// The `field` of every entry of the list `collection` in a listing answer.
+fn names_in<'a>(body: &'a Value, collection: &str, field: &str) -> BTreeSet<&'a str> {
+    body[collection]
+        .as_array()
+        .unwrap_or_else(|| panic!("`{collection}` is not a list: {body}"))
+        .iter()
+        .filter_map(|entry| entry[field].as_str())
+        .collect()
 }

@@ -96,6 +96,25 @@ fn assert_healthy_serves(gw: &RunningGateway) {
     );
 }
 
+/// Starts a gateway with the healthy fixture beside the faulty server `id` (see
+/// [`faulty_yaml`]), and starts the healthy one.
+fn start_beside_healthy(
+    call_timeout_s: u64,
+    id: &str,
+    command: &[String],
+    tools: &[&str],
+    extra: &[&str],
+) -> RunningGateway {
+    let gw = gateway()
+        .config(&config(
+            call_timeout_s,
+            &faulty_yaml(id, command, tools, extra),
+        ))
+        .start();
+    warm_up(&gw);
+    gw
+}
+
 /// Starts the healthy server (its tools are unknown until it ran) and checks that it serves.
 #[track_caller]
 fn warm_up(gw: &RunningGateway) {
@@ -363,18 +382,13 @@ fn error_message(answer: &Value) -> String {
 /// client keeps calling it for five seconds.
 #[test]
 fn a_server_that_crashes_at_every_start_backs_off_instead_of_looping() {
-    let gw = gateway()
-        .config(&config(
-            CALL_TIMEOUT_S,
-            &faulty_yaml(
-                "quitter",
-                &fixture_command(&["--exit-at-start", "3"]),
-                FIXTURE_TOOLS,
-                &["max_consecutive_failures: 3"],
-            ),
-        ))
-        .start();
-    warm_up(&gw);
+    let gw = start_beside_healthy(
+        CALL_TIMEOUT_S,
+        "quitter",
+        &fixture_command(&["--exit-at-start", "3"]),
+        FIXTURE_TOOLS,
+        &["max_consecutive_failures: 3"],
+    );
     let events = Events::record(&gw, "quitter");
 
     let hammering = Instant::now();
@@ -470,13 +484,7 @@ fn occurred_at_seconds(event: &Value) -> f64 {
 /// calls to the same server are in flight.
 #[test]
 fn a_crash_fails_every_call_in_flight_at_once() {
-    let gw = gateway()
-        .config(&config(
-            30,
-            &faulty_yaml("crashy", &fixture_command(&[]), FIXTURE_TOOLS, &[]),
-        ))
-        .start();
-    warm_up(&gw);
+    let gw = start_beside_healthy(30, "crashy", &fixture_command(&[]), FIXTURE_TOOLS, &[]);
     assert_eq!(
         gw.post_empty("/api/mcp_servers/crashy/start").json()["state"],
         "ready"
@@ -546,18 +554,13 @@ fn a_crash_fails_every_call_in_flight_at_once() {
 /// Injects: five concurrent `sleep` calls of ten minutes against a call timeout of 2 s.
 #[test]
 fn hung_calls_are_cut_off_by_the_timeout_and_the_others_keep_serving() {
-    let gw = gateway()
-        .config(&config(
-            CALL_TIMEOUT_S,
-            &faulty_yaml(
-                "hung",
-                &fixture_command(&[]),
-                FIXTURE_TOOLS,
-                &["max_consecutive_failures: 10"],
-            ),
-        ))
-        .start();
-    warm_up(&gw);
+    let gw = start_beside_healthy(
+        CALL_TIMEOUT_S,
+        "hung",
+        &fixture_command(&[]),
+        FIXTURE_TOOLS,
+        &["max_consecutive_failures: 10"],
+    );
     let events = Events::record(&gw, "hung");
     let hung: Vec<_> = (0..5)
         .map(|_| timed_call(&gw, "hung__sleep", json!({"ms": 600_000})))
@@ -711,18 +714,13 @@ const ROGUE_TOOLS: &[&str] = &[
 /// followed by the real answer, once never answered.
 #[test]
 fn garbage_on_stdout_is_ignored_and_the_session_survives() {
-    let gw = gateway()
-        .config(&config(
-            CALL_TIMEOUT_S,
-            &faulty_yaml(
-                "rogue",
-                &rogue_command(),
-                ROGUE_TOOLS,
-                &["max_consecutive_failures: 5"],
-            ),
-        ))
-        .start();
-    warm_up(&gw);
+    let gw = start_beside_healthy(
+        CALL_TIMEOUT_S,
+        "rogue",
+        &rogue_command(),
+        ROGUE_TOOLS,
+        &["max_consecutive_failures: 5"],
+    );
     let events = Events::record(&gw, "rogue");
     let answer = gw.mcp_call_tool("rogue__garbage", json!({}));
     assert_eq!(text_of(&answer), "answered after garbage", "{answer}");
@@ -771,18 +769,13 @@ fn garbage_on_stdout_is_ignored_and_the_session_survives() {
 /// (valid, but far too large) answer to the call.
 #[test]
 fn a_fifty_mib_line_on_stdout_is_dropped_in_bounded_memory() {
-    let gw = gateway()
-        .config(&config(
-            CALL_TIMEOUT_S + 3,
-            &faulty_yaml(
-                "rogue",
-                &rogue_command(),
-                ROGUE_TOOLS,
-                &["max_consecutive_failures: 5"],
-            ),
-        ))
-        .start();
-    warm_up(&gw);
+    let gw = start_beside_healthy(
+        CALL_TIMEOUT_S + 3,
+        "rogue",
+        &rogue_command(),
+        ROGUE_TOOLS,
+        &["max_consecutive_failures: 5"],
+    );
     assert_eq!(
         gw.mcp_call_tool("rogue__echo", json!({"text": "warm"}))["result"]["content"][0]["text"],
         "warm"
@@ -849,18 +842,13 @@ fn a_fifty_mib_line_on_stdout_is_dropped_in_bounded_memory() {
 /// `stderr` tool, and bytes that are not UTF-8.
 #[test]
 fn a_stderr_flood_keeps_the_log_buffer_bounded() {
-    let gw = gateway()
-        .config(&config(
-            20,
-            &faulty_yaml(
-                "chatty",
-                &fixture_command(&["--stderr-at-start", "20000"]),
-                FIXTURE_TOOLS,
-                &[],
-            ),
-        ))
-        .start();
-    warm_up(&gw);
+    let gw = start_beside_healthy(
+        20,
+        "chatty",
+        &fixture_command(&["--stderr-at-start", "20000"]),
+        FIXTURE_TOOLS,
+        &[],
+    );
     assert_eq!(
         gw.post_empty("/api/mcp_servers/chatty/start").json()["state"],
         "ready"
@@ -912,18 +900,13 @@ fn a_stderr_flood_keeps_the_log_buffer_bounded() {
 /// Injects: a server that reads its input and never answers `initialize`.
 #[test]
 fn a_server_that_never_answers_initialize_fails_its_start_and_calls_do_not_hang() {
-    let gw = gateway()
-        .config(&config(
-            CALL_TIMEOUT_S,
-            &faulty_yaml(
-                "mute",
-                &fixture_command(&["--no-handshake"]),
-                FIXTURE_TOOLS,
-                &[],
-            ),
-        ))
-        .start();
-    warm_up(&gw);
+    let gw = start_beside_healthy(
+        CALL_TIMEOUT_S,
+        "mute",
+        &fixture_command(&["--no-handshake"]),
+        FIXTURE_TOOLS,
+        &[],
+    );
     let events = Events::record(&gw, "mute");
     let started = Instant::now();
     let first = timed_call(&gw, "mute__echo", json!({"text": "anyone?"}));
@@ -974,18 +957,13 @@ fn a_server_that_never_answers_initialize_fails_its_start_and_calls_do_not_hang(
 /// starts after its backoff, then by the gateway once it is degraded.
 #[test]
 fn a_flapping_server_degrades_backs_off_and_recovers() {
-    let gw = gateway()
-        .config(&config(
-            CALL_TIMEOUT_S,
-            &faulty_yaml(
-                "flappy",
-                &fixture_command(&[]),
-                FIXTURE_TOOLS,
-                &["max_consecutive_failures: 2"],
-            ),
-        ))
-        .start();
-    warm_up(&gw);
+    let gw = start_beside_healthy(
+        CALL_TIMEOUT_S,
+        "flappy",
+        &fixture_command(&[]),
+        FIXTURE_TOOLS,
+        &["max_consecutive_failures: 2"],
+    );
     let events = Events::record(&gw, "flappy");
 
     // First life: a good call, then a crash. One failure: dead, backing off 1 s.

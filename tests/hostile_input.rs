@@ -244,6 +244,19 @@ fn assert_envelope(reply: &Reply, statuses: &[u16], error: Option<&str>) -> Valu
     body
 }
 
+/// Waits for each slow client's thread (which answers how long the gateway let it hang on) and
+/// checks that the gateway cut every one off within `timeout` and a little slack.
+fn assert_all_cut_off(clients: Vec<thread::JoinHandle<Duration>>, timeout: Duration, what: &str) {
+    for handle in clients {
+        let took = handle.join().unwrap();
+        eprintln!("{what} was cut off after {took:?}");
+        assert!(
+            took <= timeout + Duration::from_secs(3),
+            "{what}: cut off after {took:?}, timeout {timeout:?}"
+        );
+    }
+}
+
 /// A normal request on a new connection is answered 200 within [`PROMPTLY`].
 #[track_caller]
 fn assert_serves_promptly(gw: &RunningGateway) {
@@ -909,14 +922,7 @@ fn slowloris_clients_are_cut_off_and_others_are_served_meanwhile() {
     for _ in 0..3 {
         assert_serves_promptly(&gw);
     }
-    for handle in loris {
-        let took = handle.join().unwrap();
-        eprintln!("a slowloris client was cut off after {took:?}");
-        assert!(
-            took <= timeout + Duration::from_secs(3),
-            "cut off after {took:?}, timeout {timeout:?}"
-        );
-    }
+    assert_all_cut_off(loris, timeout, "a slowloris client");
     assert_serves_promptly(&gw);
 }
 
@@ -946,14 +952,7 @@ fn a_slow_body_is_cut_off() {
     .collect();
     thread::sleep(Duration::from_secs(2));
     assert_serves_promptly(&gw);
-    for handle in trickled {
-        let took = handle.join().unwrap();
-        eprintln!("a slow body was cut off after {took:?}");
-        assert!(
-            took <= timeout + Duration::from_secs(3),
-            "cut off after {took:?}, timeout {timeout:?}"
-        );
-    }
+    assert_all_cut_off(trickled, timeout, "a slow body");
     assert_serves_promptly(&gw);
 }
 
