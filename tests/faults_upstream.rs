@@ -146,27 +146,11 @@ fn assert_memory_bounded(gw: &RunningGateway, bound_mib: u64) -> u64 {
 
 /// Children of `pid` that exited and were never reaped.
 fn zombie_children(pid: i32) -> Vec<i32> {
-    let mut zombies = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(child) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        if fields.first() == Some(&"Z") && fields.get(1) == Some(&pid.to_string().as_str()) {
-            zombies.push(child);
-        }
-    }
-    zombies
+    mcpgw_testkit::processes::process_table()
+        .into_iter()
+        .filter(|entry| entry.state == 'Z' && i32::try_from(entry.parent) == Ok(pid))
+        .filter_map(|entry| i32::try_from(entry.pid).ok())
+        .collect()
 }
 
 /// Stops every server over REST, then expects no process left under the gateway and no

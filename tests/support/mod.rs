@@ -439,40 +439,14 @@ pub fn process_alive(pid: i32) -> bool {
 
 /// Every live descendant of `pid`, found through /proc.
 pub fn descendants(pid: i32) -> Vec<i32> {
-    let mut parents: Vec<(i32, i32)> = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(child) = entry
-            .file_name()
-            .to_str()
-            .and_then(|name| name.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        if let Some(parent) = fields.get(1).and_then(|parent| parent.parse::<i32>().ok()) {
-            parents.push((child, parent));
-        }
-    }
-    let mut found = vec![pid];
-    let mut index = 0;
-    while index < found.len() {
-        let current = found[index];
-        for (child, parent) in &parents {
-            if *parent == current && !found.contains(child) {
-                found.push(*child);
-            }
-        }
-        index += 1;
-    }
-    found.remove(0);
-    found.retain(|pid| process_alive(*pid));
-    found
+    let Ok(pid) = u32::try_from(pid) else {
+        return Vec::new();
+    };
+    mcpgw_testkit::processes::descendants(pid)
+        .into_iter()
+        .filter_map(|entry| i32::try_from(entry.pid).ok())
+        .filter(|pid| process_alive(*pid))
+        .collect()
 }
 
 /// A YAML snippet for a fixture server with extra fixture arguments.

@@ -24,5 +24,6 @@ pub mod discovery_store_suite;
 pub mod event_log;
 pub mod fakes;
 pub mod fixture;
+pub mod processes;
 pub mod repository_suite;
 pub mod soak;

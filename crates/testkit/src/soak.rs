@@ -781,41 +781,10 @@ fn sample(pid: u32, at: Duration) -> Result<Sample, SoakError> {
 
 /// Every process below `pid`, with its state letter (`Z` for a zombie).
 fn descendants(pid: u32) -> Vec<(u32, char)> {
-    let mut table = Vec::new();
-    if let Ok(entries) = std::fs::read_dir("/proc") {
-        for entry in entries.flatten() {
-            let Some(child) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-                continue;
-            };
-            // The command name is in parentheses and may hold spaces: split after it.
-            let Some((_, rest)) = stat.rsplit_once(')') else {
-                continue;
-            };
-            let mut fields = rest.split_whitespace();
-            let state = fields.next().and_then(|s| s.chars().next()).unwrap_or('?');
-            if let Some(parent) = fields.next().and_then(|p| p.parse::<u32>().ok()) {
-                table.push((child, parent, state));
-            }
-        }
-    }
-    let mut found: Vec<(u32, char)> = Vec::new();
-    let mut frontier = vec![pid];
-    while let Some(current) = frontier.pop() {
-        for (child, parent, state) in &table {
-            if *parent == current && !found.iter().any(|(pid, _)| pid == child) {
-                found.push((*child, *state));
-                frontier.push(*child);
-            }
-        }
-    }
-    found
+    crate::processes::descendants(pid)
+        .into_iter()
+        .map(|entry| (entry.pid, entry.state))
+        .collect()
 }
 
 /// Live processes whose executable is `binary`.
