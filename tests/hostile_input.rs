@@ -368,42 +368,43 @@ fn mcp_post(gw: &RunningGateway, extra: &str, body: &[u8]) -> Vec<u8> {
 /// Sends `head` (which declares the body's length), then `body_size` bytes of body from another
 /// thread (the gateway may answer before it has read them all); answers the reply.
 fn declared_body(gw: &RunningGateway, head: &str, body_size: usize) -> Reply {
-    let mut stream = connect(gw);
-    stream.write_all(head.as_bytes()).unwrap();
-    let mut writer = stream.try_clone().unwrap();
-    writer
-        .set_write_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    let pusher = thread::spawn(move || push_bytes(&mut writer, body_size, b' '));
-    let reply = read_reply(&mut stream);
-    drop(stream);
-    let _ = pusher.join();
-    reply
+    send_while_reading(gw, head, move |writer| {
+        push_bytes(writer, body_size, b' ');
+    })
 }
 
 /// Sends `total` bytes of body as 64 KiB chunks of chunked transfer encoding, from another
 /// thread; answers the reply.
 fn chunked_body(gw: &RunningGateway, head: &str, total: usize) -> Reply {
-    let mut stream = connect(gw);
-    stream.write_all(head.as_bytes()).unwrap();
-    let mut writer = stream.try_clone().unwrap();
-    writer
-        .set_write_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    let pusher = thread::spawn(move || {
+    send_while_reading(gw, head, move |writer| {
         let mut chunk = format!("{:x}\r\n", 64 * 1024).into_bytes();
         chunk.extend(std::iter::repeat_n(b' ', 64 * 1024));
         chunk.extend_from_slice(b"\r\n");
         let mut sent = 0;
         while sent < total {
             if writer.write_all(&chunk).is_err() {
-                return sent;
+                return;
             }
             sent += 64 * 1024;
         }
         let _ = writer.write_all(b"0\r\n\r\n");
-        sent
-    });
+    })
+}
+
+/// Sends `head`, then lets `push` write the body from another thread while this one reads the
+/// reply (the gateway may answer, and close, before the body is all sent).
+fn send_while_reading(
+    gw: &RunningGateway,
+    head: &str,
+    push: impl FnOnce(&mut TcpStream) + Send + 'static,
+) -> Reply {
+    let mut stream = connect(gw);
+    stream.write_all(head.as_bytes()).unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    writer
+        .set_write_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let pusher = thread::spawn(move || push(&mut writer));
     let reply = read_reply(&mut stream);
     drop(stream);
     let _ = pusher.join();
