@@ -122,7 +122,7 @@ fn wait_until(within: Duration, what: &str, mut condition: impl FnMut() -> bool)
     }
 }
 
-/// Runs `mcp-gateway config check --config path`.
+/// Runs `mcpgw config check --config path`.
 fn config_check(path: &Path) -> std::process::Output {
     Command::new(gateway_binary())
         .args(["config", "check", "--config"])

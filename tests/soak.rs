@@ -17,7 +17,7 @@ const CHAOS_ERROR_KINDS: &[&str] = &["mcp jsonrpc -32603"];
 
 fn short_soak() -> SoakReport {
     let options = SoakOptions::new(
-        PathBuf::from(env!("CARGO_BIN_EXE_mcp-gateway")),
+        PathBuf::from(env!("CARGO_BIN_EXE_mcpgw")),
         mcpgw_testkit::fixture::fixture_server_binary(),
         Duration::from_secs(40),
         40,

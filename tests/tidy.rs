@@ -44,7 +44,7 @@ const ADAPTER_CRATES: &[&str] = &[
     "mcpgw-ratelimit",
 ];
 const TEST_SUPPORT_CRATES: &[&str] = &["mcpgw-testkit"];
-const BINARY_PACKAGE: &str = "mcp-gateway";
+const BINARY_PACKAGE: &str = "mcpgw";
 const BENCH_PACKAGE: &str = "mcpgw-bench";
 const EXAMPLE_PACKAGE_PREFIX: &str = "mcpgw-example-";
 
@@ -487,8 +487,8 @@ fn normal(name: &str) -> Value {
 fn synthetic_workspace(packages: Vec<Value>) -> Workspace {
     let mut packages = packages;
     packages.push(synthetic_package(
-        "mcp-gateway",
-        "bins/mcp-gateway",
+        "mcpgw",
+        "bins/mcpgw",
         serde_json::json!([]),
     ));
     Workspace::from_metadata(&serde_json::json!({"workspace_root": "/ws", "packages": packages}))
@@ -686,11 +686,11 @@ fn missing_lints_and_missing_crate_docs_are_reported() {
             "// a plain comment\npub fn f() {}\n",
         ),
         (
-            PathBuf::from("/ws/bins/mcp-gateway/Cargo.toml"),
+            PathBuf::from("/ws/bins/mcpgw/Cargo.toml"),
             "[package]\n\n[lints]\nworkspace = true # shared\n",
         ),
         (
-            PathBuf::from("/ws/bins/mcp-gateway/src/lib.rs"),
+            PathBuf::from("/ws/bins/mcpgw/src/lib.rs"),
             "\n//! The binary.\n",
         ),
     ]);

@@ -101,7 +101,7 @@ fn added(on: Duration, off: Duration) -> f64 {
 }
 
 pub fn run() -> anyhow::Result<()> {
-    let gateway_binary = sibling_binary("mcp-gateway")?;
+    let gateway_binary = sibling_binary("mcpgw")?;
     let fixture = sibling_binary("mcpgw-fixture-server")?;
     let work = tempfile::tempdir()?;
     let servers = format!(

@@ -26,7 +26,7 @@ const IMAGE: &str = "localhost/mcpgw-fixture:test";
 const SERVERS: [&str; 3] = ["local", "boxed", "boxed-cli"];
 
 pub fn run() -> anyhow::Result<()> {
-    let gateway_binary = sibling_binary("mcp-gateway")?;
+    let gateway_binary = sibling_binary("mcpgw")?;
     let fixture = sibling_binary("mcpgw-fixture-server")?;
     let docker_host = std::env::var("DOCKER_HOST")
         .ok()

@@ -21,7 +21,7 @@ use mcpgw_http_actix::{ApiState, EVENTS_WS_PATH, EventStreams, HttpSettings};
 use mcpgw_testkit::fakes::FakeLauncher;
 use tungstenite::Message;
 
-/// The bus capacity of the gateway binary (`bins/mcp-gateway/src/serve.rs`).
+/// The bus capacity of the gateway binary (`bins/mcpgw/src/serve.rs`).
 const BUS_CAPACITY: usize = EventBus::DEFAULT_CAPACITY;
 /// Tool names that mark the phases of a round in the events' `tool` field.
 const WARMUP: &str = "warmup";

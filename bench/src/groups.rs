@@ -47,7 +47,7 @@ const FAST_MEMBERS: [&str; 3] = ["f1", "f2", "f3"];
 const FAST_SOLO: &str = "fast-solo";
 
 pub fn run() -> anyhow::Result<()> {
-    let gateway_binary = sibling_binary("mcp-gateway")?;
+    let gateway_binary = sibling_binary("mcpgw")?;
     let fixture = sibling_binary("mcpgw-fixture-server")?;
     let work = tempfile::tempdir()?;
     let config = work.path().join("gateway.yaml");

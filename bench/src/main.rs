@@ -88,7 +88,7 @@ fn sibling_binary(name: &str) -> anyhow::Result<PathBuf> {
     let path = current.with_file_name(name);
     if !path.is_file() {
         bail!(
-            "{} is missing; build it first: cargo build --release -p mcp-gateway -p mcpgw-testkit",
+            "{} is missing; build it first: cargo build --release -p mcpgw -p mcpgw-testkit",
             path.display()
         );
     }
@@ -170,7 +170,7 @@ fn rss_kib(pid: u32) -> anyhow::Result<u64> {
 
 fn control_plane() -> anyhow::Result<()> {
     const SERVERS: usize = 1000;
-    let gateway_binary = sibling_binary("mcp-gateway")?;
+    let gateway_binary = sibling_binary("mcpgw")?;
     let fixture = sibling_binary("mcpgw-fixture-server")?;
     let work = tempfile::tempdir()?;
     let config = work.path().join("gateway.yaml");
@@ -278,7 +278,7 @@ fn load() -> anyhow::Result<()> {
         Some(text) => text.parse().context("SECONDS must be a whole number")?,
         None => 20,
     };
-    let gateway_binary = sibling_binary("mcp-gateway")?;
+    let gateway_binary = sibling_binary("mcpgw")?;
     let fixture = sibling_binary("mcpgw-fixture-server")?;
     let work = tempfile::tempdir()?;
     let config = work.path().join("gateway.yaml");
@@ -401,7 +401,7 @@ fn measure_calls(url: &str, tool: &str) -> anyhow::Result<CallFigures> {
 
 fn data_plane() -> anyhow::Result<()> {
     const LISTED_SERVERS: usize = 100;
-    let gateway_binary = sibling_binary("mcp-gateway")?;
+    let gateway_binary = sibling_binary("mcpgw")?;
     let fixture = sibling_binary("mcpgw-fixture-server")?;
     let work = tempfile::tempdir()?;
     let (mut direct, direct_url) = start_fixture_http(&fixture)?;

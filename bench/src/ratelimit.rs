@@ -304,7 +304,7 @@ fn gateway_memory() -> anyhow::Result<()> {
         "# rate limit: RSS of the gateway after {CALLERS} distinct callers \
          (MCP_RATE_LIMIT_RPS=1, MCP_RATE_LIMIT_BURST=3600; target < 100 MiB)"
     );
-    let gateway_binary = sibling_binary("mcp-gateway")?;
+    let gateway_binary = sibling_binary("mcpgw")?;
     let work = tempfile::tempdir()?;
     let config = work.path().join("gateway.yaml");
     std::fs::write(

@@ -27,7 +27,7 @@ pub fn run_scenario() -> anyhow::Result<()> {
         bail!("RUNNING must be at least 1 and REGISTERED at least RUNNING");
     }
     let options = SoakOptions::new(
-        crate::sibling_binary("mcp-gateway")?,
+        crate::sibling_binary("mcpgw")?,
         crate::sibling_binary("mcpgw-fixture-server")?,
         Duration::from_secs(seconds),
         running,

@@ -1,5 +1,5 @@
 //! Arbitrary bytes as the YAML configuration file, through `mcpgw_config::parse`: the entry
-//! point that `mcp-gateway config check`, startup and `reload` use.
+//! point that `mcpgw config check`, startup and `reload` use.
 //!
 //! Any input may be refused, never with a panic. A file that loads must also render every way
 //! the gateway shows it (its errors' text, the sanitized JSON of `GET /api/config`, the export

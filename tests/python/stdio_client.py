@@ -7,7 +7,7 @@
                     [--no-list] [--timeout SECONDS] [--env NAME=VALUE]... [--cwd DIR]
                     [--server-stderr PATH] -- CMD [ARGS...]
 
-Starts CMD (for the gateway: the mcp-gateway binary without --http) and talks MCP over its
+Starts CMD (for the gateway: the mcpgw binary without --http) and talks MCP over its
 stdin and stdout. The server's stderr goes to --server-stderr, or to this script's stderr.
 Prints one JSON object on stdout (see mcp_test_client.py); exits non-zero with the error on
 stderr when the run fails.
@@ -31,7 +31,7 @@ def build_transport(options: argparse.Namespace) -> tuple[Any, TransportProbe]:
     if command and command[0] == "--":
         command = command[1:]
     if not command:
-        raise UsageError("give the server's command after the options, e.g. -- mcp-gateway --config FILE")
+        raise UsageError("give the server's command after the options, e.g. -- mcpgw --config FILE")
     environment = dict(os.environ)
     for raw in options.env:
         name, separator, value = raw.partition("=")

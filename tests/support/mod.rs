@@ -1,4 +1,4 @@
-//! Shared helpers of the end-to-end tests: start the real `mcp-gateway` binary on a free port
+//! Shared helpers of the end-to-end tests: start the real `mcpgw` binary on a free port
 //! with a temporary data directory, talk to it over HTTP, and stop it with a signal.
 
 #![allow(dead_code)]
@@ -16,7 +16,7 @@ use serde_json::Value;
 
 /// The gateway binary cargo built for these tests.
 pub fn gateway_binary() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_mcp-gateway"))
+    PathBuf::from(env!("CARGO_BIN_EXE_mcpgw"))
 }
 
 /// The fixture MCP server of the testkit, built on first use when it is missing or stale.
@@ -128,7 +128,7 @@ impl GatewayBuilder {
     }
 }
 
-/// Makes a key with `mcp-gateway auth create-key` in `data_dir`; answers the raw key.
+/// Makes a key with `mcpgw auth create-key` in `data_dir`; answers the raw key.
 pub fn cli_key(data_dir: &std::path::Path, principal: &str, role: Option<&str>) -> String {
     let mut command = Command::new(gateway_binary());
     command

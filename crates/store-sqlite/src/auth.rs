@@ -21,7 +21,7 @@
 //!   `HashMap` by the digest leaks nothing useful through timing: an attacker controls the raw
 //!   key, not its SHA-256. The record found still compares hashes in constant time
 //!   ([`ApiKeyRecord::check`]).
-//! - Another process writing the same file (`mcp-gateway auth create-key` while a gateway
+//! - Another process writing the same file (`mcpgw auth create-key` while a gateway
 //!   runs) is not seen until [`SqliteStore::reload_api_keys`] or the next open. Until then its
 //!   new keys answer "unknown"; the store never falls back to SQLite on a miss, since misses
 //!   are exactly what a key-guessing client produces.
@@ -290,7 +290,7 @@ impl SqliteStore {
     /// Reloads every API key from the database into memory, replacing what was there.
     ///
     /// Writes through this store (and its clones) keep the memory current on their own; this is
-    /// for keys that another process wrote to the same file, such as `mcp-gateway auth
+    /// for keys that another process wrote to the same file, such as `mcpgw auth
     /// create-key` run while the gateway is up.
     pub async fn reload_api_keys(&self) -> Result<(), StoreError> {
         let cache = Arc::clone(&self.key_cache);

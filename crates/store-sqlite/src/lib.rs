@@ -18,7 +18,7 @@
 //! in memory, indexed by the SHA-256 of the key, loaded at open and updated by its own writes
 //! while they hold the connection, so that a request's key lookup is a hash-map read that never
 //! waits on the database, and a revocation is seen by the next lookup. Keys written by another
-//! process on the same file (`mcp-gateway auth create-key` while a gateway runs) are seen after
+//! process on the same file (`mcpgw auth create-key` while a gateway runs) are seen after
 //! [`SqliteStore::reload_api_keys`] or the next open. The database never holds a raw key.
 
 mod auth;

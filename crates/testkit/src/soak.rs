@@ -67,7 +67,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct SoakOptions {
-    /// The `mcp-gateway` binary to run.
+    /// The `mcpgw` binary to run.
     pub gateway_binary: PathBuf,
     /// The fixture server binary; the run uses a private copy, to recognise its own processes.
     pub fixture_binary: PathBuf,

@@ -1,4 +1,4 @@
-//! `mcp-gateway`: the bundled mcpgw server.
+//! `mcpgw`: the bundled mcpgw server.
 //!
 //! This is the composition root and nothing more: it parses the command line, reads the
 //! configuration file, opens the store, builds the adapters, hands them to the application
@@ -19,7 +19,7 @@ fn main() -> ExitCode {
     match cli::run(cli) {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("mcp-gateway: {error:#}");
+            eprintln!("mcpgw: {error:#}");
             ExitCode::from(1)
         }
     }

@@ -9,7 +9,7 @@ use mcpgw_config::GatewayConfig;
 
 #[derive(Debug, Parser)]
 #[command(
-    name = "mcp-gateway",
+    name = "mcpgw",
     version,
     about = "A gateway in front of MCP servers"
 )]

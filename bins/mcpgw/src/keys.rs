@@ -1,4 +1,4 @@
-//! `mcp-gateway auth create-key`: the way to make the first admin key, before any key exists to
+//! `mcpgw auth create-key`: the way to make the first admin key, before any key exists to
 //! call the REST API with.
 
 use std::path::Path;
@@ -62,7 +62,7 @@ pub fn create_key(data_dir: &Path, request: &CreateKey<'_>) -> anyhow::Result<Ex
     let issued = match issued {
         Ok(issued) => issued,
         Err(error) => {
-            eprintln!("mcp-gateway: {error}");
+            eprintln!("mcpgw: {error}");
             return Ok(ExitCode::from(2));
         }
     };
