@@ -8,11 +8,7 @@ use clap::{Parser, Subcommand};
 use mcpgw_config::GatewayConfig;
 
 #[derive(Debug, Parser)]
-#[command(
-    name = "mcpgw",
-    version,
-    about = "A gateway in front of MCP servers"
-)]
+#[command(name = "mcpgw", version, about = "A gateway in front of MCP servers")]
 pub struct Cli {
     /// The YAML configuration file. Without it, `./gateway.yaml` is used when present, else the
     /// gateway starts with an empty registry.
