@@ -630,6 +630,20 @@ impl ServerManager {
         })
     }
 
+    /// Whether the server has the tool `name`, as far as its tools are known (the live list once
+    /// it has run, else its predefined tools); `None` while they are unknown. Copies nothing.
+    pub fn knows_tool(&self, id: &ServerId, name: &str) -> Result<Option<bool>, CoreError> {
+        let server = self.lookup(id)?;
+        let spec = server.spec();
+        let status = server.status();
+        let has = |tools: &[Tool]| tools.iter().any(|tool| tool.name == name);
+        Ok(match &status.live_tools {
+            Some(tools) => Some(has(tools)),
+            None if !spec.predefined_tools.is_empty() => Some(has(&spec.predefined_tools)),
+            None => None,
+        })
+    }
+
     /// The most recent `count` stderr lines, oldest first; empty when the server never ran.
     pub fn logs(&self, id: &ServerId, count: usize) -> Result<Vec<LogLine>, CoreError> {
         let server = self.lookup(id)?;
@@ -1169,16 +1183,14 @@ impl ServerManager {
         .map_err(|failure| self.start_error(id, failure))
     }
 
-    /// The tools of a server as a call would find them: a server that is not running is
-    /// started first, exactly as [`ServerManager::call_tool`] starts it (single flight with
-    /// every other start, subject to the restart backoff, waited for no longer than the call
-    /// timeout), and stays running like one a call started. For a call that names a tool of a
-    /// server whose tools are not known yet.
-    pub async fn start_for_call(&self, id: &ServerId) -> Result<Vec<Tool>, CoreError> {
+    /// Starts a server, when it is not running, exactly as [`ServerManager::call_tool`] would
+    /// (single flight with every other start, subject to the restart backoff, waited for no
+    /// longer than the call timeout); it stays running like one a call started. For a call
+    /// that names a tool of a server whose tools are not known yet: once this returns, they are.
+    pub async fn start_for_call(&self, id: &ServerId) -> Result<(), CoreError> {
         let server = self.lookup(id)?;
         let _in_flight = InFlight::enter(self, &server);
-        self.session_for_call(&server, id).await?;
-        Ok(self.tools(id)?.0)
+        self.session_for_call(&server, id).await.map(drop)
     }
 
     /// Counts a failure of a running server; at the limit a ready server becomes degraded.
