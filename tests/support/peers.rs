@@ -107,6 +107,11 @@ pub struct PythonClient {
 }
 
 impl PythonClient {
+    /// Whether the client has exited (its answer is then ready for [`PythonClient::wait`]).
+    pub fn has_exited(&mut self) -> bool {
+        self.output.child.try_wait().ok().flatten().is_some()
+    }
+
     #[track_caller]
     pub fn wait(self) -> Value {
         let finished = self.output.finish(PYTHON_CLIENT_DEADLINE);

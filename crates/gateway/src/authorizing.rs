@@ -5,12 +5,17 @@
 //! and a tool is listed only when the policies on its path admit the caller; `tools/call` (and
 //! `prompts/get`, `resources/read`) need `tool:invoke`, and a tool the caller may not use is
 //! answered exactly like an unknown one, with an `AuthorizationDenied` event recording it.
-//! With authentication off, every call passes straight through.
+//! A call of `{server}__{tool}` (or `{group}__{tool}`) that the catalogue does not list yet
+//! (it may start the server to learn its tools) is authorized on the path the tool would have,
+//! so a caller the policies do not admit never starts anything; a name with no such server or
+//! group is unknown without further ado. With authentication off, every call passes straight
+//! through.
 //!
-//! With a [`RateLimiter`], a call to a known tool also takes a token from the caller's bucket
-//! for that tool (the principal's, or the client address's when anonymous), and is answered
-//! [`FrontendErrorKind::RateLimited`] with the wait when there is none. Unknown names never
-//! reach the limiter, so callers cannot grow it with made-up tool names.
+//! With a [`RateLimiter`], a call to a listed tool also takes a token from the caller's bucket
+//! for that tool (the principal's, or the client address's when anonymous; one bucket per tool,
+//! whether it is called by its bare or its prefixed name), and is answered
+//! [`FrontendErrorKind::RateLimited`] with the wait when there is none. Names the catalogue
+//! does not list never reach the limiter, so callers cannot grow it with made-up tool names.
 
 use std::sync::Arc;
 
@@ -71,17 +76,25 @@ impl AuthorizedFrontend {
             .filter(|limiter| limiter.policy().is_enabled())
     }
 
-    /// Takes a token for `caller`'s call of the tool `name` (a name the catalogue knows).
+    /// Takes a token for `caller`'s call of the tool `name` (a name the catalogue lists, whose
+    /// access path is `path`).
     fn admit_rate(
         limiter: &dyn RateLimiter,
         caller: &Caller,
         name: &str,
+        path: &AccessPath,
     ) -> Result<(), FrontendError> {
         let who = RateLimitCaller::of(caller.principal.as_deref(), caller.address);
+        // The path starts with the tool's own address, `{owner}__{tool}`: the same for a tool
+        // called by its bare name and by its prefixed one.
+        let tool = path
+            .addresses()
+            .first()
+            .map_or(name, |address| address.target_id());
         let decision = limiter.check(&RateLimitKey {
             scope: RateLimitScope::ToolCall,
             caller: &who,
-            tool: Some(name),
+            tool: Some(tool),
         });
         if decision.allowed {
             return Ok(());
@@ -114,14 +127,10 @@ impl AuthorizedFrontend {
         })
     }
 
-    /// May the caller invoke the tool at `path` (`None`: a name the catalogue does not know,
-    /// which the catalogue answers as unknown)?
-    async fn may_invoke(&self, identity: Option<&Identity>, path: Option<&AccessPath>) -> bool {
+    /// May the caller invoke the tool at `path`?
+    async fn may_invoke(&self, identity: Option<&Identity>, path: &AccessPath) -> bool {
         let Some(identity) = identity else {
             return false;
-        };
-        let Some(path) = path else {
-            return true;
         };
         self.auth
             .authorize(identity, Permission::ToolInvoke, Some(path))
@@ -202,15 +211,27 @@ impl McpFrontend for AuthorizedFrontend {
         if self.enforced() || limiter.is_some() {
             // One lookup of the tool's path serves both checks.
             let path = self.catalog.access_path(name);
-            if self.enforced()
-                && !self
-                    .may_invoke(identity_of(caller).as_ref(), path.as_ref())
-                    .await
-            {
-                return Err(FrontendError::unknown("tool", name));
+            if self.enforced() {
+                // A name the catalogue does not list is authorized on the path its tool would
+                // have, before the catalogue may start a server to learn it.
+                let unlisted;
+                let checked = match &path {
+                    Some(path) => Some(path),
+                    None => {
+                        unlisted = self.catalog.unlisted_access_path(name);
+                        unlisted.as_ref()
+                    }
+                };
+                let admitted = match checked {
+                    Some(checked) => self.may_invoke(identity_of(caller).as_ref(), checked).await,
+                    None => false,
+                };
+                if !admitted {
+                    return Err(FrontendError::unknown("tool", name));
+                }
             }
-            if let (Some(limiter), Some(_)) = (limiter, &path) {
-                Self::admit_rate(limiter.as_ref(), caller, name)?;
+            if let (Some(limiter), Some(path)) = (limiter, &path) {
+                Self::admit_rate(limiter.as_ref(), caller, name, path)?;
             }
         }
         self.catalog.call_tool(caller, name, arguments, ctx).await

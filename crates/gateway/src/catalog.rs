@@ -2,6 +2,13 @@
 //! the routing of calls back to the server (or through the group) that owns each tool. Servers
 //! that are members of a group are not listed on their own: their tools are reached through
 //! the group.
+//!
+//! A call may name `{server}__{tool}` (or `{group}__{tool}`) before the catalogue knows that
+//! server's tools (the probe has not finished, probing is off, or it failed): the server is
+//! started as the call would start it, its tools are learned, and the call is then routed, or
+//! answered as an unknown tool when the server has no such tool. With bare naming, a bare name
+//! reaches only tools the catalogue knows (nothing says which server an unknown bare name
+//! belongs to); the prefixed form reaches every tool, listed bare or not.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -53,9 +60,10 @@ struct Snapshot {
     /// The `dirty` counter value this snapshot was built at.
     built_at: u64,
     tools: Arc<Vec<Tool>>,
-    /// Exposed tool name -> (owner, the upstream's own name).
+    /// Exposed tool name -> (owner, the upstream's own name); with bare naming, also the
+    /// prefixed form of every tool listed bare.
     routes: HashMap<String, (Owner, String)>,
-    /// Exposed tool name -> its access path for authorization, made once per build rather
+    /// Routed tool name -> its access path for authorization, made once per build rather
     /// than per listing.
     paths: HashMap<String, AccessPath>,
 }
@@ -276,17 +284,22 @@ impl ToolCatalog {
         let mut exposed = Vec::new();
         let mut routes = HashMap::new();
         let mut paths = HashMap::new();
+        // The prefixed forms of tools listed bare, added once every listed name is in, so that
+        // a listed name always wins over an alias that happens to spell the same.
+        let mut aliases = Vec::new();
         for (owner, tools) in &per_server {
             for tool in tools {
                 let unique = name_counts.get(tool.name.as_str()) == Some(&1);
-                let name = if self.naming == ToolNaming::Bare && unique {
-                    tool.name.clone()
-                } else {
-                    format!("{}{NAME_SEPARATOR}{}", owner.id(), tool.name)
-                };
+                let prefixed = format!("{}{NAME_SEPARATOR}{}", owner.id(), tool.name);
                 let path = match owner {
                     Owner::Server(server) => AccessPath::server_tool(server, &tool.name).ok(),
                     Owner::Group(group) => AccessPath::group_tool(group, &tool.name, None).ok(),
+                };
+                let name = if self.naming == ToolNaming::Bare && unique {
+                    aliases.push((prefixed, owner, &tool.name, path.clone()));
+                    tool.name.clone()
+                } else {
+                    prefixed
                 };
                 if let Some(path) = path {
                     paths.insert(name.clone(), path);
@@ -297,6 +310,15 @@ impl ToolCatalog {
                     ..tool.clone()
                 });
             }
+        }
+        for (alias, owner, tool, path) in aliases {
+            if routes.contains_key(&alias) {
+                continue;
+            }
+            if let Some(path) = path {
+                paths.insert(alias.clone(), path);
+            }
+            routes.insert(alias, (owner.clone(), tool.clone()));
         }
         Snapshot {
             built_at,
@@ -311,6 +333,88 @@ impl ToolCatalog {
     pub fn access_path(&self, name: &str) -> Option<AccessPath> {
         self.current_tools();
         self.snapshot().paths.get(name).cloned()
+    }
+
+    /// The access path a call of `name` would have if its tool exists, for a name the catalogue
+    /// does not list: `{server}__{tool}` of a server that is not a group member, or
+    /// `{group}__{tool}`. A call of such a name may start the server to learn its tools, so it
+    /// is authorized on this path first. `None` when no server or group has that id.
+    pub fn unlisted_access_path(&self, name: &str) -> Option<AccessPath> {
+        let (owner, tool) = self.owner_of(name)?;
+        match owner {
+            Owner::Server(server) => AccessPath::server_tool(&server, tool).ok(),
+            Owner::Group(group) => AccessPath::group_tool(&group, tool, None).ok(),
+        }
+    }
+
+    /// Who would own the tool `name` names in its prefixed form: a group, or a server that is
+    /// not a member of one (members are reached through their groups only).
+    fn owner_of<'a>(&self, name: &'a str) -> Option<(Owner, &'a str)> {
+        let (id, tool) = Self::split(name)?;
+        if tool.is_empty() {
+            return None;
+        }
+        if let Some(groups) = &self.groups {
+            if groups.contains(&id) {
+                return Some((Owner::Group(id), tool));
+            }
+            if groups.is_member(&id) {
+                return None;
+            }
+        }
+        self.manager
+            .contains(&id)
+            .then_some((Owner::Server(id), tool))
+    }
+
+    /// Whether `owner` has the tool `tool`, as far as its tools are known; `None` while they
+    /// are not (the server never ran and declares none; no member of the group has run).
+    fn knows_tool(&self, owner: &Owner, tool: &str) -> Option<bool> {
+        match owner {
+            Owner::Server(server) => match self.manager.knows_tool(server, tool) {
+                Ok(known) => known,
+                // Removed meanwhile: it has no tools.
+                Err(_) => Some(false),
+            },
+            Owner::Group(group) => match &self.groups {
+                Some(groups) if groups.contains(group) => groups.knows_tool(group, tool),
+                _ => Some(false),
+            },
+        }
+    }
+
+    /// The route of a name that the catalogue does not list. A `{server}__{tool}` or
+    /// `{group}__{tool}` name whose owner's tools are not known yet starts the server (or a
+    /// member of the group) as a call would, single flight with every other start, and learns
+    /// them; the name is then routed if the tool exists. Any other name is an unknown tool.
+    async fn unlisted_route(&self, name: &str) -> Result<(Owner, String), FrontendError> {
+        let unknown = || FrontendError::unknown("tool", name);
+        let (owner, tool) = self.owner_of(name).ok_or_else(unknown)?;
+        let has_tool = match self.knows_tool(&owner, tool) {
+            Some(has_tool) => has_tool,
+            None => {
+                tracing::debug!(owner = %owner.id(), tool, "starting to learn the tools a call names");
+                match &owner {
+                    Owner::Server(server) => {
+                        self.manager
+                            .start_for_call(server)
+                            .await
+                            .map_err(frontend_error)?;
+                    }
+                    Owner::Group(group) => {
+                        if let Some(groups) = &self.groups {
+                            groups.learn_tools(group).await.map_err(frontend_error)?;
+                        }
+                    }
+                }
+                self.knows_tool(&owner, tool).unwrap_or(false)
+            }
+        };
+        if has_tool {
+            Ok((owner, tool.to_owned()))
+        } else {
+            Err(unknown())
+        }
     }
 
     /// The listed tools whose access path `admit` lets through, read from one snapshot; the
@@ -336,7 +440,8 @@ impl ToolCatalog {
         self.snapshot().routes.get(name).cloned()
     }
 
-    /// Splits `server__name` for prompts, which are always namespaced.
+    /// Splits a namespaced `{server_or_group}__{name}` at its first separator (ids never
+    /// contain one); `None` when the part before it is not a valid id.
     fn split(name: &str) -> Option<(ServerId, &str)> {
         let (server, rest) = name.split_once(NAME_SEPARATOR)?;
         Some((ServerId::parse(server).ok()?, rest))
@@ -481,8 +586,9 @@ impl McpFrontend for ToolCatalog {
         arguments: Option<Map<String, Value>>,
         mut ctx: CallContext,
     ) -> Result<ToolCallOutcome, FrontendError> {
-        let Some((owner, tool)) = self.route(name) else {
-            return Err(FrontendError::unknown("tool", name));
+        let (owner, tool) = match self.route(name) {
+            Some(route) => route,
+            None => self.unlisted_route(name).await?,
         };
         if ctx.principal.is_none() {
             ctx.principal.clone_from(&caller.principal);

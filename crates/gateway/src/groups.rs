@@ -608,6 +608,13 @@ impl GroupService {
             .collect()
     }
 
+    /// Whether `server` is a member of at least one group.
+    pub fn is_member(&self, server: &ServerId) -> bool {
+        self.entries()
+            .iter()
+            .any(|entry| lock(entry).group.member(server).is_some())
+    }
+
     /// Every server that is a member of at least one group (the catalogue hides them).
     pub fn member_ids(&self) -> HashSet<ServerId> {
         let mut members = HashSet::new();
@@ -1042,6 +1049,57 @@ impl GroupService {
                 _ => None,
             });
         Some(known.unwrap_or_default())
+    }
+
+    /// Whether the group has the tool `name`: whether its first member (in member order)
+    /// whose tools are known has it; `None` while no member's tools are known, or for an
+    /// unknown group.
+    pub fn knows_tool(&self, id: &ServerId, name: &str) -> Option<bool> {
+        let entry = self.entry(id)?;
+        let members: Vec<ServerId> = lock(&entry)
+            .group
+            .members()
+            .iter()
+            .map(|member| member.id().clone())
+            .collect();
+        members
+            .iter()
+            .find_map(|member| self.manager.knows_tool(member, name).ok().flatten())
+    }
+
+    /// Learns a group's tools while no member's are known, for a call that names one of them:
+    /// starts the members in rotation, in member order, as a call would start them (single
+    /// flight with every other start), until one lists its tools; the members stay running,
+    /// like members a call started. A group without members has nothing to learn. Answers the
+    /// last start's error when no member could start, and `GroupUnavailable` when none is in
+    /// rotation.
+    pub async fn learn_tools(&self, id: &ServerId) -> Result<(), CoreError> {
+        let entry = self
+            .entry(id)
+            .ok_or_else(|| CoreError::GroupNotFound(id.clone()))?;
+        let (has_members, in_rotation): (bool, Vec<ServerId>) = {
+            let entry = lock(&entry);
+            let members = entry.group.members();
+            (
+                !members.is_empty(),
+                members
+                    .iter()
+                    .filter(|member| member.in_rotation())
+                    .map(|member| member.id().clone())
+                    .collect(),
+            )
+        };
+        if !has_members {
+            return Ok(());
+        }
+        let mut failure = None;
+        for member in in_rotation {
+            match self.manager.start_for_call(&member).await {
+                Ok(()) => return Ok(()),
+                Err(error) => failure = Some(error),
+            }
+        }
+        Err(failure.unwrap_or_else(|| CoreError::GroupUnavailable(id.clone())))
     }
 
     /// Routes one call through the group: the strategy picks a member, the manager runs the

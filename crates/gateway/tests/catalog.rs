@@ -9,10 +9,13 @@ use mcpgw_core::{
     InvocationHistory, LaunchError, ManagerSettings, McpFrontend, ServerId, ServerManager,
     ServerSpec, Tool,
 };
-use mcpgw_gateway::{EventBus, ToolCatalog};
+use mcpgw_gateway::authz::{RandomnessError, SecretSource};
+use mcpgw_gateway::{AuthService, AuthSettings, AuthorizedFrontend, EventBus, ToolCatalog};
+use mcpgw_testkit::auth_store::InMemoryAuthStore;
 use mcpgw_testkit::clock::FakeClock;
-use mcpgw_testkit::fakes::{FakeBehaviour, FakeLauncher, TokioSpawner};
+use mcpgw_testkit::fakes::{FakeBehaviour, FakeLauncher, RecordingEventSink, TokioSpawner};
 use serde_json::json;
+use tokio::sync::Notify;
 
 struct Harness {
     manager: ServerManager,
@@ -320,4 +323,242 @@ async fn every_call_lands_in_the_history_newest_first() {
     assert_eq!(second.entries.len(), 1);
     assert_eq!(second.entries[0].tool, "echo");
     assert_eq!(second.next_cursor, None);
+}
+
+// ----- calls that name tools the catalogue has not learned yet --------------------------------
+
+/// A harness whose catalogue never probes: tools are learned only by calls.
+fn without_probing(naming: ToolNaming) -> Harness {
+    let h = harness(naming);
+    h.catalog.set_probing(false);
+    h
+}
+
+fn state_of(h: &Harness, raw: &str) -> mcpgw_core::ServerState {
+    h.manager.snapshot(&id(raw)).unwrap().state
+}
+
+async fn call_named(
+    frontend: &dyn McpFrontend,
+    caller: &Caller,
+    name: &str,
+) -> Result<mcpgw_core::ToolCallOutcome, mcpgw_core::FrontendError> {
+    frontend
+        .call_tool(
+            caller,
+            name,
+            text(json!({"text": "hi"})),
+            CallContext::default(),
+        )
+        .await
+}
+
+#[tokio::test]
+async fn a_call_learns_the_tools_of_a_server_whose_tools_are_unknown_and_is_routed() {
+    let h = without_probing(ToolNaming::Prefixed);
+    h.manager.register(with_tools("quiet", &[])).await.unwrap();
+    let outcome = call_named(&*h.catalog, &Caller::default(), "quiet__echo")
+        .await
+        .unwrap();
+    assert_eq!(outcome.result["content"][0]["text"], "hi");
+    assert_eq!(h.launcher.launches(), 1);
+    assert_eq!(state_of(&h, "quiet"), mcpgw_core::ServerState::Ready);
+    assert_eq!(
+        names(&h.catalog),
+        ["quiet__echo"],
+        "and the list knows it now"
+    );
+}
+
+#[tokio::test]
+async fn concurrent_first_calls_of_unknown_tools_share_one_start() {
+    let h = without_probing(ToolNaming::Prefixed);
+    h.manager.register(with_tools("quiet", &[])).await.unwrap();
+    let gate = Arc::new(Notify::new());
+    h.launcher.set_behaviour(
+        "quiet",
+        FakeBehaviour {
+            launch_gate: Some(gate.clone()),
+            ..FakeBehaviour::default()
+        },
+    );
+    let calls: Vec<_> = (0..8)
+        .map(|_| {
+            let catalog = h.catalog.clone();
+            tokio::spawn(
+                async move { call_named(&*catalog, &Caller::default(), "quiet__echo").await },
+            )
+        })
+        .collect();
+    for _ in 0..1000 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(h.launcher.launches(), 1, "one start for every waiting call");
+    gate.notify_one();
+    for call in calls {
+        let outcome = call.await.unwrap().unwrap();
+        assert_eq!(outcome.result["content"][0]["text"], "hi");
+    }
+    assert_eq!(h.launcher.launches(), 1);
+    assert_eq!(h.launcher.session("quiet").unwrap().calls().len(), 8);
+}
+
+#[tokio::test]
+async fn a_tool_the_learned_list_lacks_is_unknown_after_the_start() {
+    let h = without_probing(ToolNaming::Prefixed);
+    h.manager.register(with_tools("quiet", &[])).await.unwrap();
+    let error = call_named(&*h.catalog, &Caller::default(), "quiet__nope")
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind, FrontendErrorKind::UnknownName, "{error}");
+    assert_eq!(error.message, "unknown tool: quiet__nope");
+    assert_eq!(h.launcher.launches(), 1, "the server was started to learn");
+    assert_eq!(state_of(&h, "quiet"), mcpgw_core::ServerState::Ready);
+    assert!(
+        h.launcher.session("quiet").unwrap().calls().is_empty(),
+        "nothing reached the upstream"
+    );
+    // Known now: the next unknown name is answered without any start.
+    let again = call_named(&*h.catalog, &Caller::default(), "quiet__nope")
+        .await
+        .unwrap_err();
+    assert_eq!(again.kind, FrontendErrorKind::UnknownName);
+    assert_eq!(h.launcher.launches(), 1);
+}
+
+#[tokio::test]
+async fn a_server_that_cannot_start_answers_why_rather_than_unknown() {
+    let h = without_probing(ToolNaming::Prefixed);
+    h.manager.register(with_tools("broken", &[])).await.unwrap();
+    h.launcher.set_behaviour(
+        "broken",
+        FakeBehaviour {
+            launch_error: Some(LaunchError::CommandNotFound {
+                command: "nope".into(),
+            }),
+            ..FakeBehaviour::default()
+        },
+    );
+    let error = call_named(&*h.catalog, &Caller::default(), "broken__echo")
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind, FrontendErrorKind::Unavailable, "{error}");
+    assert!(error.message.contains("was not found"), "{}", error.message);
+}
+
+#[tokio::test]
+async fn names_of_no_server_start_nothing() {
+    let h = without_probing(ToolNaming::Prefixed);
+    h.manager.register(with_tools("quiet", &[])).await.unwrap();
+    for name in [
+        "echo",
+        "zz__echo",
+        "__echo",
+        "quiet__",
+        "quiet_echo",
+        "bad id__echo",
+    ] {
+        let error = call_named(&*h.catalog, &Caller::default(), name)
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind, FrontendErrorKind::UnknownName, "{name}");
+    }
+    assert_eq!(h.launcher.launches(), 0);
+}
+
+#[tokio::test]
+async fn bare_names_reach_known_tools_only_and_the_prefixed_form_reaches_every_tool() {
+    let h = without_probing(ToolNaming::Bare);
+    h.manager.register(with_tools("quiet", &[])).await.unwrap();
+    let bare = call_named(&*h.catalog, &Caller::default(), "echo")
+        .await
+        .unwrap_err();
+    assert_eq!(bare.kind, FrontendErrorKind::UnknownName);
+    assert_eq!(
+        h.launcher.launches(),
+        0,
+        "a bare name does not say whose it is"
+    );
+
+    call_named(&*h.catalog, &Caller::default(), "quiet__echo")
+        .await
+        .unwrap();
+    assert_eq!(names(&h.catalog), ["echo"], "listed bare once known");
+    for name in ["echo", "quiet__echo"] {
+        let outcome = call_named(&*h.catalog, &Caller::default(), name)
+            .await
+            .unwrap();
+        assert_eq!(outcome.result["content"][0]["text"], "hi", "{name}");
+    }
+    assert_eq!(h.launcher.session("quiet").unwrap().calls().len(), 3);
+}
+
+/// Fills buffers with a running byte; enough for the auth service's ids in these tests.
+#[derive(Default)]
+struct CountingSecrets(std::sync::atomic::AtomicU8);
+
+impl SecretSource for CountingSecrets {
+    fn fill(&self, destination: &mut [u8]) -> Result<(), RandomnessError> {
+        let start = self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        for (index, byte) in destination.iter_mut().enumerate() {
+            *byte = start.wrapping_add(u8::try_from(index % 256).unwrap_or_default());
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_caller_the_policies_do_not_admit_starts_nothing() {
+    let h = without_probing(ToolNaming::Prefixed);
+    h.manager.register(with_tools("quiet", &[])).await.unwrap();
+    let auth = AuthService::new(
+        AuthSettings {
+            enabled: true,
+            ..AuthSettings::default()
+        },
+        Arc::new(InMemoryAuthStore::new()),
+        Arc::new(RecordingEventSink::default()),
+        Arc::new(FakeClock::new()),
+        Arc::new(CountingSecrets::default()),
+    );
+    auth.load().await.unwrap();
+    let auth = Arc::new(auth);
+    for user in ["user:alice", "user:mallory"] {
+        auth.assign_role(user, "developer", None).await.unwrap();
+    }
+    auth.put_policy("provider", "quiet", &[], &["user:mallory".to_owned()])
+        .await
+        .unwrap();
+    auth.put_policy("tool", "quiet__secret", &["user:bob".to_owned()], &[])
+        .await
+        .unwrap();
+    let frontend = AuthorizedFrontend::new(h.catalog.clone(), auth);
+    let mallory = Caller::principal("user:mallory");
+    let alice = Caller::principal("user:alice");
+    let nobody = Caller::principal("user:nobody");
+
+    for (caller, name) in [
+        (&mallory, "quiet__echo"),
+        (&nobody, "quiet__echo"),
+        (&alice, "quiet__secret"),
+        (&alice, "zz__echo"),
+    ] {
+        let error = call_named(&*frontend, caller, name).await.unwrap_err();
+        assert_eq!(error.kind, FrontendErrorKind::UnknownName, "{name}");
+        assert_eq!(error.message, format!("unknown tool: {name}"));
+    }
+    assert_eq!(
+        h.launcher.launches(),
+        0,
+        "no start for a caller who may not call"
+    );
+
+    let outcome = call_named(&*frontend, &alice, "quiet__echo").await.unwrap();
+    assert_eq!(outcome.result["content"][0]["text"], "hi");
+    assert_eq!(h.launcher.launches(), 1);
+    // Known now, and still refused the same way.
+    let error = call_named(&*frontend, &mallory, "quiet__echo")
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind, FrontendErrorKind::UnknownName);
 }

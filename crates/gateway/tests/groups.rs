@@ -1908,3 +1908,90 @@ async fn group_tools_come_from_the_first_member_whose_tools_are_known() {
     assert_eq!(tools, ["lookup"]);
     assert_eq!(h.groups.tools(&id("nope")), None);
 }
+
+/// Registers `raw` without declared tools: its tools are unknown until it runs, and then it
+/// lists `echo`.
+async fn register_unknown(h: &Harness, raw: &str) {
+    h.manager
+        .register(ServerSpec::subprocess(id(raw), vec!["fake".into()]))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_call_through_a_group_whose_members_tools_are_unknown_learns_them() {
+    let h = harness();
+    register_unknown(&h, "a").await;
+    register_unknown(&h, "b").await;
+    let catalog = catalog_of(&h, ToolNaming::Prefixed);
+    h.group(
+        "pool",
+        GroupStrategy::RoundRobin,
+        &[member("a"), member("b")],
+    )
+    .await;
+    assert!(names(&catalog).is_empty(), "nothing known yet");
+    let outcome = catalog
+        .call_tool(
+            &Caller::default(),
+            "pool__echo",
+            json!({"text": "first"}).as_object().cloned(),
+            CallContext::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.result["content"][0]["text"], "first");
+    assert_eq!(names(&catalog), ["pool__echo"]);
+    // The first member in rotation was started to learn, and round robin's first pick is it.
+    assert_eq!(h.launcher.fakes.launches(), 1);
+    assert_eq!(h.answered("a"), 1);
+    // A tool no member lists is unknown, now that they are known, without another start.
+    let error = catalog
+        .call_tool(
+            &Caller::default(),
+            "pool__nope",
+            None,
+            CallContext::default(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind, FrontendErrorKind::UnknownName, "{error}");
+    assert_eq!(h.launcher.fakes.launches(), 1);
+    // Members stay reachable only through their group, known or not.
+    for hidden in ["a__echo", "b__echo"] {
+        let error = catalog
+            .call_tool(&Caller::default(), hidden, None, CallContext::default())
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind, FrontendErrorKind::UnknownName, "{hidden}");
+    }
+}
+
+#[tokio::test]
+async fn an_unknown_tool_of_a_group_is_answered_unknown_after_learning() {
+    let h = harness();
+    register_unknown(&h, "a").await;
+    let catalog = catalog_of(&h, ToolNaming::Prefixed);
+    h.group("pool", GroupStrategy::RoundRobin, &[member("a")])
+        .await;
+    let error = catalog
+        .call_tool(
+            &Caller::default(),
+            "pool__nope",
+            None,
+            CallContext::default(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind, FrontendErrorKind::UnknownName, "{error}");
+    assert_eq!(
+        h.launcher.fakes.launches(),
+        1,
+        "the member was started to learn"
+    );
+    assert_eq!(h.attempts("a"), 0, "and no call reached it");
+    assert_eq!(
+        h.manager.snapshot(&id("a")).unwrap().state,
+        ServerState::Ready
+    );
+}

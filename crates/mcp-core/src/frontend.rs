@@ -96,8 +96,10 @@ impl FrontendError {
 ///
 /// Contract for implementors:
 /// - `tools` is cheap (a cached list) and never starts or contacts a server.
-/// - Names are unique within each list; `call_tool` accepts exactly the names `tools` lists for
-///   that caller, and answers [`FrontendErrorKind::UnknownName`] for every other name, so that
+/// - Names are unique within each list; `call_tool` accepts the names `tools` lists for that
+///   caller, and may accept more (a namespaced name of a tool that is not known yet, which it
+///   learns by starting its server; another spelling of a listed tool), but only of tools that
+///   caller may use. It answers [`FrontendErrorKind::UnknownName`] for every other name, so that
 ///   a tool the caller may not use is indistinguishable from one that does not exist.
 /// - `changes` moves whenever the list of tools (or prompts, or resources) may have changed.
 #[async_trait]

@@ -9,6 +9,11 @@
 //! - Starts and stops of one server are serialized by that server's `tokio::sync::Mutex`
 //!   (`lifecycle`). A start runs as a detached task, so a caller that gives up does not leave the
 //!   server half-started; concurrent callers share the one start (single flight).
+//! - A background tool probe starts a server only to learn its tools. Whether anybody else
+//!   wants the server (an explicit start, a call, a group's use of a member) is recorded in its
+//!   status (`wanted`), and the probe decides to stop the server under the lifecycle lock and
+//!   the status lock together, so a demand is either seen by that decision or arrives after the
+//!   server is cold and starts it again: a probe never undoes somebody else's start.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -142,6 +147,10 @@ struct Status {
     health_checks_failed: u64,
     total_starts: u64,
     removed: bool,
+    /// Somebody other than a tool probe asked for the server (an explicit start, a call, a
+    /// group's use of a member) since it last stopped or died; a probe leaves such a server
+    /// running.
+    wanted: bool,
 }
 
 struct ManagedServer {
@@ -310,6 +319,10 @@ impl ServerManager {
         let from = status.state;
         from.check_transition(to)?;
         status.state = to;
+        if matches!(to, ServerState::Cold | ServerState::Dead) {
+            // Nothing runs any more: whoever wanted it asks again with their next start or call.
+            status.wanted = false;
+        }
         tracing::debug!(server = %server_id, %from, %to, reason, "mcp server state changed");
         self.publish(DomainEvent::McpServerStateChanged {
             mcp_server_id: server_id.clone(),
@@ -419,6 +432,7 @@ impl ServerManager {
                 health_checks_failed: 0,
                 total_starts: 0,
                 removed: false,
+                wanted: false,
             }),
             spec: RwLock::new(Arc::new(spec)),
             lifecycle: tokio::sync::Mutex::new(()),
@@ -506,6 +520,8 @@ impl ServerManager {
     ) -> Result<ServerSnapshot, CoreError> {
         if restart {
             self.stop_server(server, "updated").await;
+            // The restart carries on the run the update interrupted, like an explicit start.
+            server.status().wanted = true;
             if let Err(failure) = self.start_server(server, true).await {
                 tracing::warn!(server = %id, ?failure, "restart after an update failed");
             }
@@ -614,6 +630,20 @@ impl ServerManager {
         })
     }
 
+    /// Whether the server has the tool `name`, as far as its tools are known (the live list once
+    /// it has run, else its predefined tools); `None` while they are unknown. Copies nothing.
+    pub fn knows_tool(&self, id: &ServerId, name: &str) -> Result<Option<bool>, CoreError> {
+        let server = self.lookup(id)?;
+        let spec = server.spec();
+        let status = server.status();
+        let has = |tools: &[Tool]| tools.iter().any(|tool| tool.name == name);
+        Ok(match &status.live_tools {
+            Some(tools) => Some(has(tools)),
+            None if !spec.predefined_tools.is_empty() => Some(has(&spec.predefined_tools)),
+            None => None,
+        })
+    }
+
     /// The most recent `count` stderr lines, oldest first; empty when the server never ran.
     pub fn logs(&self, id: &ServerId, count: usize) -> Result<Vec<LogLine>, CoreError> {
         let server = self.lookup(id)?;
@@ -629,6 +659,9 @@ impl ServerManager {
     /// Starting a ready server is a no-op.
     pub async fn start(&self, id: &ServerId) -> Result<ServerSnapshot, CoreError> {
         let server = self.lookup(id)?;
+        tracing::debug!(server = %id, "explicit start of an mcp server requested");
+        // Before joining any start under way, so that a probe sharing it leaves the server be.
+        server.status().wanted = true;
         self.start_server(&server, true)
             .await
             .map_err(|failure| self.start_error(id, failure))?;
@@ -964,11 +997,23 @@ impl ServerManager {
     }
 
     async fn stop_server(&self, server: &Arc<ManagedServer>, reason: &'static str) {
+        self.stop_server_unless(server, reason, |_| false).await;
+    }
+
+    /// Stops a running server unless `keep` says otherwise; `keep` is asked under the
+    /// lifecycle lock and the status lock, in the same step that moves the server to `cold`,
+    /// so nothing can slip in between the decision and the stop.
+    async fn stop_server_unless(
+        &self,
+        server: &Arc<ManagedServer>,
+        reason: &'static str,
+        keep: impl FnOnce(&Status) -> bool,
+    ) {
         let _lifecycle = server.lifecycle.lock().await;
         let id = server.spec().id.clone();
         let session = {
             let mut status = server.status();
-            if !status.state.is_running() {
+            if !status.state.is_running() || keep(&status) {
                 return;
             }
             // Bump the generation first so the watcher of this session knows the end is wanted.
@@ -986,9 +1031,11 @@ impl ServerManager {
         });
     }
 
-    /// Learns the tools of a server that never ran and declares none: starts it, lets the start
-    /// list its tools, and stops it again unless a call arrived meanwhile. Servers whose tools
-    /// are already known are left alone. Returns the tools it learned.
+    /// Learns the tools of a server that never ran and declares none: starts it (or joins a
+    /// start under way), lets the start list its tools, and stops it again, unless somebody
+    /// else wants it: an explicit start, a call or a group's use, before or during the probe,
+    /// keeps it running. Servers whose tools are already known are left alone. Returns the
+    /// tools it learned.
     pub async fn probe_tools(&self, id: &ServerId) -> Result<Vec<Tool>, CoreError> {
         let server = self.lookup(id)?;
         let (tools, source) = self.tools(id)?;
@@ -999,8 +1046,11 @@ impl ServerManager {
         self.start_server(&server, false)
             .await
             .map_err(|failure| self.start_error(id, failure))?;
-        if !was_running && server.in_flight.load(Ordering::Acquire) == 0 {
-            self.stop_server(&server, "probed").await;
+        if !was_running {
+            self.stop_server_unless(&server, "probed", |status| {
+                status.wanted || server.in_flight.load(Ordering::Acquire) > 0
+            })
+            .await;
         }
         Ok(self.tools(id)?.0)
     }
@@ -1042,24 +1092,7 @@ impl ServerManager {
         let server = self.lookup(id)?;
         let _in_flight = InFlight::enter(self, &server);
         let timeout = self.inner.settings.call_timeout;
-        // A start can take up to the start timeout (a server that never answers `initialize`);
-        // the caller waits for it no longer than for a call. The start goes on without it and
-        // its own outcome (ready, or dead with the reason) is what counts against health.
-        let session = within(
-            &*self.inner.clock,
-            timeout,
-            self.start_server(&server, false),
-        )
-        .await
-        .ok_or_else(|| CoreError::Session {
-            server: id.clone(),
-            source: SessionError::timeout(format!(
-                "the server did not finish starting within {} s (the call timeout); the \
-                 start goes on: retry later, or read its state and logs if it never becomes ready",
-                timeout.as_secs_f64()
-            )),
-        })?
-        .map_err(|failure| self.start_error(id, failure))?;
+        let session = self.session_for_call(&server, id).await?;
         let tool = call.name.clone();
         let principal = ctx.principal.clone();
         let cancellation = ctx.cancellation.clone();
@@ -1120,6 +1153,44 @@ impl ServerManager {
             server: id.clone(),
             source,
         })
+    }
+
+    /// The session a call runs on, starting the server when it is not running (single flight,
+    /// subject to the restart backoff). A start can take up to the start timeout (a server that
+    /// never answers `initialize`); the caller waits for it no longer than for a call. The start
+    /// goes on without it and its own outcome (ready, or dead with the reason) is what counts
+    /// against health.
+    async fn session_for_call(
+        &self,
+        server: &Arc<ManagedServer>,
+        id: &ServerId,
+    ) -> Result<Arc<dyn McpSession>, CoreError> {
+        let timeout = self.inner.settings.call_timeout;
+        within(
+            &*self.inner.clock,
+            timeout,
+            self.start_server(server, false),
+        )
+        .await
+        .ok_or_else(|| CoreError::Session {
+            server: id.clone(),
+            source: SessionError::timeout(format!(
+                "the server did not finish starting within {} s (the call timeout); the \
+                 start goes on: retry later, or read its state and logs if it never becomes ready",
+                timeout.as_secs_f64()
+            )),
+        })?
+        .map_err(|failure| self.start_error(id, failure))
+    }
+
+    /// Starts a server, when it is not running, exactly as [`ServerManager::call_tool`] would
+    /// (single flight with every other start, subject to the restart backoff, waited for no
+    /// longer than the call timeout); it stays running like one a call started. For a call
+    /// that names a tool of a server whose tools are not known yet: once this returns, they are.
+    pub async fn start_for_call(&self, id: &ServerId) -> Result<(), CoreError> {
+        let server = self.lookup(id)?;
+        let _in_flight = InFlight::enter(self, &server);
+        self.session_for_call(&server, id).await.map(drop)
     }
 
     /// Counts a failure of a running server; at the limit a ready server becomes degraded.
@@ -1269,8 +1340,8 @@ impl ServerManager {
     }
 }
 
-/// Counts a call as in flight (so idle reaping leaves the server alone) and marks the server
-/// used at both ends of the call.
+/// Counts a call as in flight (so idle reaping leaves the server alone), marks the server
+/// wanted (so a tool probe leaves it running), and marks it used at both ends of the call.
 struct InFlight<'a> {
     manager: &'a ServerManager,
     server: Arc<ManagedServer>,
@@ -1283,20 +1354,24 @@ impl<'a> InFlight<'a> {
             manager,
             server: Arc::clone(server),
         };
-        guard.touch();
+        let mut status = guard.touch();
+        // A call wants the server: a probe that shares its start must not stop it.
+        status.wanted = true;
+        drop(status);
         guard
     }
 
-    fn touch(&self) {
+    fn touch(&self) -> std::sync::MutexGuard<'_, Status> {
         let mut status = self.server.status();
         status.last_used = self.manager.inner.clock.now();
         status.last_used_at = Some(self.manager.inner.clock.wall());
+        status
     }
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.touch();
+        drop(self.touch());
         self.server.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }

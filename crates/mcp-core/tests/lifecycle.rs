@@ -952,3 +952,153 @@ async fn an_update_racing_a_delete_never_stores_a_removed_server() {
     );
     assert!(h.manager.snapshot(&id("gone")).is_err());
 }
+
+// ----- tool probes and the demands that win over them ----------------------------------------
+
+/// Holds every launch of `raw` until the returned gate is notified.
+fn gated(h: &Harness, raw: &str) -> Arc<Notify> {
+    let gate = Arc::new(Notify::new());
+    h.launcher.set_behaviour(
+        raw,
+        FakeBehaviour {
+            launch_gate: Some(gate.clone()),
+            ..FakeBehaviour::default()
+        },
+    );
+    gate
+}
+
+fn stops(h: &Harness) -> Vec<&'static str> {
+    h.events
+        .events()
+        .into_iter()
+        .filter_map(|event| match event {
+            DomainEvent::McpServerStopped { reason, .. } => Some(reason),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_probe_that_nobody_joined_stops_the_server_it_started() {
+    let h = harness();
+    h.manager.register(spec("math")).await.unwrap();
+    let tools = h.manager.probe_tools(&id("math")).await.unwrap();
+    assert_eq!(
+        tools,
+        [Tool::new("echo").with_description("echoes its text")]
+    );
+    assert_eq!(state(&h, "math"), ServerState::Cold);
+    assert!(h.launcher.session("math").unwrap().is_closed());
+    assert_eq!(stops(&h), ["probed"]);
+    assert_eq!(
+        h.manager.tools(&id("math")).unwrap().1,
+        ToolSource::Live,
+        "what the probe learned stays known"
+    );
+}
+
+#[tokio::test]
+async fn a_start_during_a_probe_ends_ready_and_stays_ready() {
+    let h = harness();
+    h.manager.register(spec("math")).await.unwrap();
+    let gate = gated(&h, "math");
+    let probe = {
+        let manager = h.manager.clone();
+        tokio::spawn(async move { manager.probe_tools(&id("math")).await })
+    };
+    eventually("the probe's start to begin", || h.launcher.launches() == 1).await;
+    let math = id("math");
+    let mut start = Box::pin(h.manager.start(&math));
+    assert!(
+        futures::poll!(start.as_mut()).is_pending(),
+        "the explicit start joins the probe's start"
+    );
+    gate.notify_one();
+    let answered = start.await.unwrap();
+    probe.await.unwrap().unwrap();
+    assert_eq!(
+        answered.state,
+        ServerState::Ready,
+        "the start answers ready"
+    );
+    assert_eq!(
+        state(&h, "math"),
+        ServerState::Ready,
+        "and the probe left it so"
+    );
+    assert_eq!(h.launcher.launches(), 1, "one start, shared");
+    assert!(!h.launcher.session("math").unwrap().is_closed());
+    assert!(stops(&h).is_empty(), "{:?}", stops(&h));
+}
+
+#[tokio::test]
+async fn a_call_during_a_probe_keeps_the_server_running() {
+    let h = harness();
+    h.manager.register(spec("math")).await.unwrap();
+    let gate = gated(&h, "math");
+    // Both futures are polled by hand, so that the call ends before the probe looks: the
+    // server is no longer in use by then, and the probe must still see that it was wanted.
+    let math = id("math");
+    let mut probe = Box::pin(h.manager.probe_tools(&math));
+    assert!(futures::poll!(probe.as_mut()).is_pending());
+    eventually("the probe's start to begin", || h.launcher.launches() == 1).await;
+    let mut calling = Box::pin(
+        h.manager
+            .call_tool(&math, call("echo"), CallContext::default()),
+    );
+    assert!(futures::poll!(calling.as_mut()).is_pending());
+    gate.notify_one();
+    let outcome = calling.await.unwrap();
+    assert_eq!(outcome.result["content"][0]["text"], "hi");
+    probe.await.unwrap();
+    assert_eq!(state(&h, "math"), ServerState::Ready);
+    assert!(!h.launcher.session("math").unwrap().is_closed());
+    assert!(stops(&h).is_empty(), "{:?}", stops(&h));
+}
+
+#[tokio::test]
+async fn a_group_members_start_during_a_probe_keeps_it_running() {
+    let h = harness();
+    h.manager.register(spec("member")).await.unwrap();
+    let gate = gated(&h, "member");
+    let member = id("member");
+    let mut probe = Box::pin(h.manager.probe_tools(&member));
+    assert!(futures::poll!(probe.as_mut()).is_pending());
+    eventually("the probe's start to begin", || h.launcher.launches() == 1).await;
+    // What a group asks of the manager to bring a member back.
+    let mut session = Box::pin(h.manager.session(&member));
+    assert!(futures::poll!(session.as_mut()).is_pending());
+    gate.notify_one();
+    session.await.unwrap();
+    probe.await.unwrap();
+    assert_eq!(state(&h, "member"), ServerState::Ready);
+    assert!(stops(&h).is_empty(), "{:?}", stops(&h));
+}
+
+#[tokio::test]
+async fn a_demand_ends_with_the_run_it_asked_for() {
+    let h = harness();
+    h.manager.register(spec("math")).await.unwrap();
+    h.launcher.set_behaviour(
+        "math",
+        FakeBehaviour {
+            launch_error: Some(LaunchError::Handshake("not yet".into())),
+            ..FakeBehaviour::default()
+        },
+    );
+    let failed = h
+        .manager
+        .call_tool(&id("math"), call("echo"), CallContext::default())
+        .await
+        .unwrap_err();
+    assert_eq!(failed.kind(), ErrorKind::Unavailable, "{failed}");
+    assert_eq!(state(&h, "math"), ServerState::Dead);
+    // The call that asked for the server got its answer; a probe after the backoff learns the
+    // tools and stops the server again, as nobody asked for this run.
+    h.launcher.set_behaviour("math", FakeBehaviour::default());
+    h.clock.advance(Duration::from_secs(1));
+    h.manager.probe_tools(&id("math")).await.unwrap();
+    assert_eq!(state(&h, "math"), ServerState::Cold);
+    assert_eq!(stops(&h), ["probed"]);
+}

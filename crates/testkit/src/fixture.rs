@@ -27,7 +27,9 @@
 //!
 //! Options (see [`FixtureOptions`]): `--exit-at-start CODE` (writes `fixture exiting at start`
 //! to stderr and exits before reading anything), `--stderr-at-start N` (writes
-//! `fixture start line {i}` N times), `--tools-prefix P`, `--extra-tools N`, `--page-size N`
+//! `fixture start line {i}` N times), `--wait-for-file PATH` (writes `fixture waiting for PATH`
+//! to stderr and does nothing else until PATH exists, which holds its start for as long as a
+//! test wants), `--tools-prefix P`, `--extra-tools N`, `--page-size N`
 //! (paginates the lists; clients must follow `nextCursor`), `--no-handshake` (reads and
 //! ignores all input, after writing `fixture ignoring all input`; stdio only), `--delay-ms N`
 //! (waits before answering every `tools/call`), `--serial` (serves one `tools/call` at a time:
@@ -82,7 +84,7 @@ pub const FIXTURE_BINARY_NAME: &str = "mcpgw-fixture-server";
 pub const FIXTURE_BINARY_ENV: &str = "MCPGW_FIXTURE_SERVER";
 
 pub const FIXTURE_USAGE: &str = "usage: mcpgw-fixture-server [--exit-at-start CODE] \
-[--stderr-at-start N] [--tools-prefix PREFIX] [--extra-tools N] [--page-size N] \
+[--stderr-at-start N] [--wait-for-file PATH] [--tools-prefix PREFIX] [--extra-tools N] [--page-size N] \
 [--no-handshake] [--delay-ms N] [--serial] [--http PORT [--require-header NAME=VALUE]...]";
 
 /// The path the HTTP mode serves MCP on.
@@ -100,6 +102,9 @@ const DROP_SESSION_DELAY: Duration = Duration::from_millis(100);
 /// Short, so that tests see a lost session quickly.
 const HTTP_SSE_RETRY: Duration = Duration::from_millis(200);
 
+/// How often `--wait-for-file` looks for its file.
+const WAIT_FOR_FILE_POLL: Duration = Duration::from_millis(10);
+
 /// How many progress notifications `sleep` sends when the request asks for progress.
 const SLEEP_PROGRESS_STEPS: u32 = 4;
 
@@ -115,6 +120,8 @@ pub struct FixtureOptions {
     pub exit_at_start: Option<i32>,
     /// Lines written to stderr before serving.
     pub stderr_at_start: u64,
+    /// Serve only once this file exists (checked every few milliseconds).
+    pub wait_for_file: Option<PathBuf>,
     /// Prepended to every tool name.
     pub tools_prefix: String,
     /// How many trivial `tool_{i}` tools to add.
@@ -153,6 +160,7 @@ impl FixtureOptions {
                 "--stderr-at-start" => {
                     options.stderr_at_start = parse_number(&flag, &value(&flag)?)?;
                 }
+                "--wait-for-file" => options.wait_for_file = Some(PathBuf::from(value(&flag)?)),
                 "--tools-prefix" => options.tools_prefix = value(&flag)?,
                 "--extra-tools" => options.extra_tools = parse_number(&flag, &value(&flag)?)?,
                 "--page-size" => {
@@ -239,6 +247,13 @@ fn start_up(options: &FixtureOptions) -> std::io::Result<()> {
             writeln!(stderr, "fixture start line {index}")?;
         }
         stderr.flush()?;
+    }
+    if let Some(path) = &options.wait_for_file {
+        eprintln!("fixture waiting for {}", path.display());
+        // Nothing else runs yet, so blocking this thread holds up nothing but the start.
+        while !path.exists() {
+            std::thread::sleep(WAIT_FOR_FILE_POLL);
+        }
     }
     Ok(())
 }
@@ -1041,6 +1056,8 @@ mod tests {
             "2",
             "--stderr-at-start",
             "3",
+            "--wait-for-file",
+            "/tmp/gate",
             "--tools-prefix",
             "a_",
             "--extra-tools",
@@ -1055,6 +1072,7 @@ mod tests {
         .unwrap();
         assert_eq!(options.exit_at_start, Some(2));
         assert_eq!(options.stderr_at_start, 3);
+        assert_eq!(options.wait_for_file, Some(PathBuf::from("/tmp/gate")));
         assert_eq!(options.tools_prefix, "a_");
         assert_eq!(options.extra_tools, 5);
         assert_eq!(options.page_size, Some(2));
