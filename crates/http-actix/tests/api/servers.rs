@@ -304,6 +304,7 @@ async fn predefined_tools_are_listed_before_the_first_start_without_starting() {
             "mcp_server_id": "declared",
             "tools": [{"name": "add", "description": "adds", "inputSchema": {"type": "object"}}],
             "source": "predefined",
+            "learned_at": null,
         })
     );
     assert_eq!(
