@@ -17,6 +17,7 @@ use mcpgw_gateway::{
     AuthService, AuthSettings, AuthorizedFrontend, CallStats, CompositeLauncher,
     CompositeSourceFactory, ConfigService, DiscoveryService, DiscoverySettings, EventBus, Gateway,
     GatewayInfo, GroupService, StdioLauncher, TokioClock, TokioSpawner, ToolCatalog,
+    ToolListKeeper,
 };
 use mcpgw_runner_docker::{DefaultEngine, DockerRunnerSettings};
 
@@ -33,6 +34,7 @@ const BUCKET_EVICTION_PERIOD: Duration = Duration::from_secs(5);
 struct Assembled {
     gateway: Gateway,
     catalog: Arc<ToolCatalog>,
+    tool_lists: Arc<ToolListKeeper>,
     frontend: Arc<dyn McpFrontend>,
     groups: Arc<GroupService>,
     events: Arc<EventBus>,
@@ -101,7 +103,22 @@ pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
             .load()
             .await
             .map_err(|error| anyhow::anyhow!("cannot load the auth store: {error}"))?;
-        // Servers that declare no tools are started once, in the background, to learn them.
+        // Tool lists learned before the restart are served again where the server's definition
+        // is unchanged; the others are probed. A store that cannot be read only costs probes.
+        match assembled.tool_lists.restore().await {
+            Ok(report) => tracing::info!(
+                restored = report.restored,
+                not_served = report.not_served,
+                forgotten = report.forgotten,
+                "kept tool lists loaded"
+            ),
+            Err(error) => {
+                tracing::warn!(%error, "the kept tool lists could not be read; servers are probed instead");
+            }
+        }
+        // Servers whose tools are still unknown are started once, in the background, to learn
+        // them.
+        assembled.catalog.set_probing(config.probe_tools);
         assembled.catalog.probe_unknown_tools();
         anyhow::Ok(())
     })?;
@@ -157,6 +174,8 @@ pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
     // Every managed server is stopped before the process ends, so nothing is left behind.
     core_runtime.block_on(async {
         assembled.gateway.shutdown().await;
+        // Tool lists learned since the last write are kept for the next start.
+        assembled.tool_lists.flush().await;
         // The stop events of the shutdown are the log's last entries: write them before exiting.
         if let Err(error) = assembled.event_log.close().await {
             tracing::error!(%error, "the event log could not be written out at shutdown");
@@ -231,9 +250,23 @@ fn assemble(
     events.add_observer(groups.observer());
 
     let catalog = ToolCatalog::with_groups(manager.clone(), config.tool_names, groups.clone());
-    catalog.set_probing(config.probe_tools);
+    // No probe before the kept tool lists are restored (see `serve`): a server whose list is
+    // kept must not be started to learn it again.
+    catalog.set_probing(false);
+    catalog.set_probe_concurrency(
+        usize::try_from(config.probe_concurrency)
+            .unwrap_or(mcpgw_gateway::DEFAULT_PROBE_CONCURRENCY),
+    );
     events.add_observer(catalog.observer());
     runtime.spawn(catalog.clone().run_change_notifier());
+    let tool_lists = ToolListKeeper::new(
+        manager.clone(),
+        Arc::new(mcpgw_store_sqlite::SqliteToolListStore::new(
+            (*store).clone(),
+        )),
+    );
+    events.add_observer(tool_lists.observer());
+    runtime.spawn(tool_lists.clone().run());
     let call_stats = Arc::new(CallStats::new());
     events.add_observer(call_stats.clone());
     events.add_observer(Arc::new(mcpgw_gateway::EventMetrics::new()));
@@ -301,6 +334,7 @@ fn assemble(
     Ok(Assembled {
         gateway,
         catalog,
+        tool_lists,
         frontend,
         groups,
         events,

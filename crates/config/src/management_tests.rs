@@ -96,7 +96,8 @@ fn other_sections_that_differ_need_a_restart() {
     let old = parse_ok("rate_limit: {rps: 10, burst: 20}\n");
     let new = parse_ok(
         "rate_limit: {rps: 5, burst: 20}\nauth: {enabled: true}\ndiscovery: {}\n\
-         tool_timeout_s: 30\nprobe_tools: false\nmcp_endpoint: {allowed_hosts: [gw.example.com]}\n\
+         tool_timeout_s: 30\nprobe_tools: false\nprobe_concurrency: 8\n\
+         mcp_endpoint: {allowed_hosts: [gw.example.com]}\n\
          tool_names: bare\nconfig_reload: {watch: true}\nevent_log: {max_events: 5}\n",
     );
     let changes = changes(&old, &new);
@@ -108,6 +109,7 @@ fn other_sections_that_differ_need_a_restart() {
             "discovery",
             "event_log",
             "mcp_endpoint",
+            "probe_concurrency",
             "probe_tools",
             "rate_limit",
             "tool_names",

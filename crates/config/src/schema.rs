@@ -49,6 +49,10 @@ pub struct GatewayConfig {
     /// the aggregated list (they are stopped again right after).
     #[serde(default = "default_true")]
     pub probe_tools: bool,
+    /// How many servers are probed at once (1..64, default 4). Each probe is a start and a
+    /// stop: more at once learn a large fleet's tools sooner and load the machine more.
+    #[serde(default = "default_probe_concurrency")]
+    pub probe_concurrency: u64,
     #[serde(skip)]
     pub(crate) variable_references: Vec<VariableReference>,
     #[serde(skip)]
@@ -57,6 +61,11 @@ pub struct GatewayConfig {
 
 impl GatewayConfig {
     pub const DEFAULT_TOOL_TIMEOUT_S: u64 = 60;
+    pub const DEFAULT_PROBE_CONCURRENCY: u64 = 4;
+}
+
+fn default_probe_concurrency() -> u64 {
+    GatewayConfig::DEFAULT_PROBE_CONCURRENCY
 }
 
 fn default_true() -> bool {
@@ -80,6 +89,7 @@ impl Default for GatewayConfig {
             config_reload: ConfigReloadConfig::default(),
             mcp_endpoint: McpEndpointConfig::default(),
             probe_tools: true,
+            probe_concurrency: GatewayConfig::DEFAULT_PROBE_CONCURRENCY,
             variable_references: Vec::new(),
             warnings: Vec::new(),
         }
@@ -97,6 +107,7 @@ impl PartialEq for GatewayConfig {
             && self.event_log == other.event_log
             && self.tool_names == other.tool_names
             && self.tool_timeout_s == other.tool_timeout_s
+            && self.probe_concurrency == other.probe_concurrency
             && self.config_reload == other.config_reload
     }
 }

@@ -201,6 +201,7 @@ fn the_contract_example_parses_into_servers_groups_and_sections() {
     );
     assert_eq!(config.tool_names, ToolNaming::Prefixed);
     assert_eq!(config.tool_timeout_s, 60);
+    assert_eq!(config.probe_concurrency, 4);
     assert!(!config.config_reload.watch);
     assert!(config.warnings().is_empty(), "{:?}", config.warnings());
 }
@@ -270,6 +271,7 @@ fn defaults_are_the_contracts() {
     );
     assert_eq!(config.tool_names, ToolNaming::Prefixed);
     assert_eq!(config.tool_timeout_s, 60);
+    assert_eq!(config.probe_concurrency, 4);
     assert!(!config.config_reload.watch);
 }
 
@@ -312,10 +314,12 @@ fn an_empty_file_or_document_is_an_empty_configuration() {
 #[test]
 fn bare_tool_names_and_other_top_level_keys_parse() {
     let config = parse_ok(
-        "tool_names: bare\ntool_timeout_s: 5\nconfig_reload: {watch: true}\nrate_limit: {rps: 0.5}\n",
+        "tool_names: bare\ntool_timeout_s: 5\nconfig_reload: {watch: true}\nrate_limit: {rps: 0.5}\n\
+         probe_concurrency: 16\n",
     );
     assert_eq!(config.tool_names, ToolNaming::Bare);
     assert_eq!(config.tool_timeout_s, 5);
+    assert_eq!(config.probe_concurrency, 16);
     assert!(config.config_reload.watch);
     assert_eq!(
         config.rate_limit,
@@ -369,6 +373,18 @@ fn every_range_bound_is_inclusive_and_the_next_value_is_refused() {
             "tool_timeout_s: 86401\n",
             "tool_timeout_s",
             "must be between 1 and 86400, got 86401",
+        ),
+        (
+            "probe_concurrency: 1\n",
+            "probe_concurrency: 0\n",
+            "probe_concurrency",
+            "must be between 1 and 64, got 0",
+        ),
+        (
+            "probe_concurrency: 64\n",
+            "probe_concurrency: 65\n",
+            "probe_concurrency",
+            "must be between 1 and 64, got 65",
         ),
         (
             "discovery: {refresh_interval_s: 1}\n",

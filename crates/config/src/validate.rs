@@ -19,6 +19,7 @@ pub(crate) const IDLE_TTL_S: (u64, u64) = (1, 86_400);
 pub(crate) const HEALTH_CHECK_INTERVAL_S: (u64, u64) = (5, 3_600);
 pub(crate) const MAX_CONSECUTIVE_FAILURES: (u64, u64) = (1, 100);
 pub(crate) const TOOL_TIMEOUT_S: (u64, u64) = (1, 86_400);
+pub(crate) const PROBE_CONCURRENCY: (u64, u64) = (1, 64);
 pub(crate) const REFRESH_INTERVAL_S: (u64, u64) = (1, 86_400);
 /// A century at most: beyond it the age in microseconds stops fitting the clock's range.
 pub(crate) const EVENT_LOG_MAX_AGE_DAYS: (u64, u64) = (0, 36_500);
@@ -172,6 +173,11 @@ pub(crate) fn validate_config(config: &GatewayConfig) -> Findings {
         KeyPath::root().key("tool_timeout_s"),
         config.tool_timeout_s,
         TOOL_TIMEOUT_S,
+    );
+    findings.range(
+        KeyPath::root().key("probe_concurrency"),
+        config.probe_concurrency,
+        PROBE_CONCURRENCY,
     );
     findings
 }

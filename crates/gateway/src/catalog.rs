@@ -37,8 +37,9 @@ pub const NAME_SEPARATOR: &str = "__";
 const FAN_OUT_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long a tool listing waits for tool lists that are being learned.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(5);
-/// How many servers are probed for their tools at once.
-const PROBE_CONCURRENCY: usize = 4;
+/// How many servers are probed for their tools at once, unless
+/// [`ToolCatalog::set_probe_concurrency`] says otherwise.
+pub const DEFAULT_PROBE_CONCURRENCY: usize = 4;
 
 /// Who answers an exposed tool.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,7 +88,9 @@ pub struct ToolCatalog {
     /// Servers whose tools were probed (or are being probed); a server leaves the set when its
     /// definition changes, so a failed probe is not retried in a loop.
     probed: std::sync::Mutex<std::collections::HashSet<ServerId>>,
-    probe_slots: Arc<tokio::sync::Semaphore>,
+    /// One permit per probe that may run at once; a probe holds its permit from before its
+    /// start until its stop.
+    probe_slots: std::sync::Mutex<Arc<tokio::sync::Semaphore>>,
     probes_pending: watch::Sender<usize>,
     probing: std::sync::atomic::AtomicBool,
 }
@@ -135,7 +138,9 @@ impl ToolCatalog {
             resource_routes: RwLock::new(HashMap::new()),
             prompt_routes: RwLock::new(HashMap::new()),
             probed: std::sync::Mutex::new(std::collections::HashSet::new()),
-            probe_slots: Arc::new(tokio::sync::Semaphore::new(PROBE_CONCURRENCY)),
+            probe_slots: std::sync::Mutex::new(Arc::new(tokio::sync::Semaphore::new(
+                DEFAULT_PROBE_CONCURRENCY,
+            ))),
             probes_pending: watch::channel(0).0,
             probing: std::sync::atomic::AtomicBool::new(true),
         })
@@ -149,8 +154,9 @@ impl ToolCatalog {
     }
 
     /// Learns, in the background, the tools of every server that never ran and declares none
-    /// (see [`ServerManager::probe_tools`]), a few at a time. Each server is probed once per
-    /// definition. Call it from within a tokio runtime.
+    /// (see [`ServerManager::probe_tools`]), at most [`ToolCatalog::set_probe_concurrency`] at
+    /// a time (whenever they were registered: at start-up, by a reload, over the API). Each
+    /// server is probed once per definition. Call it from within a tokio runtime.
     pub fn probe_unknown_tools(self: &Arc<Self>) {
         if !self.probing.load(Ordering::Acquire) {
             return;
@@ -173,8 +179,9 @@ impl ToolCatalog {
             }
             self.probes_pending.send_modify(|pending| *pending += 1);
             let catalog = Arc::clone(self);
+            let slots = Arc::clone(&self.probe_slots.lock().unwrap_or_else(|p| p.into_inner()));
             tokio::spawn(async move {
-                if let Ok(_slot) = catalog.probe_slots.clone().acquire_owned().await
+                if let Ok(_slot) = slots.acquire_owned().await
                     && let Err(error) = catalog.manager.probe_tools(&id).await
                 {
                     tracing::warn!(server = %id, %error, "could not learn the tools of an mcp server");
@@ -187,6 +194,14 @@ impl ToolCatalog {
     /// Turns probing on or off (it is on by default).
     pub fn set_probing(&self, enabled: bool) {
         self.probing.store(enabled, Ordering::Release);
+    }
+
+    /// How many servers may be probed at once (at least 1; [`DEFAULT_PROBE_CONCURRENCY`] until
+    /// set). Probes already waiting or running keep the bound they were scheduled under, so set
+    /// it before probing starts.
+    pub fn set_probe_concurrency(&self, probes: usize) {
+        *self.probe_slots.lock().unwrap_or_else(|p| p.into_inner()) =
+            Arc::new(tokio::sync::Semaphore::new(probes.max(1)));
     }
 
     fn forget_probe(&self, id: &ServerId) {

@@ -14,6 +14,8 @@
 //! the approval and rejection of what they find.
 //! [`ConfigService`] reloads the configuration file into the running gateway (applying only
 //! what changed), shows, exports, backs up and compares the configuration.
+//! [`ToolListKeeper`] keeps the tool lists servers listed, so that a restart serves them
+//! instead of starting every server that declares no tools.
 //!
 //! It must never know a concrete adapter: no HTTP framework, no database, no process or
 //! protocol library. Adapters are handed in as `Arc<dyn Port>` by whoever composes the gateway.
@@ -31,6 +33,7 @@ mod launcher;
 pub mod metrics;
 mod runtime;
 mod stats;
+mod tool_lists;
 
 pub use self::metrics::EventMetrics;
 pub use auth::{
@@ -38,7 +41,7 @@ pub use auth::{
     DEFAULT_API_KEY_HEADER, HeldRole, LockoutPolicy, POLICY_DECIDER_DEADLINE, PermissionCheckView,
 };
 pub use authorizing::{AuthorizedFrontend, caller_of, identity_of};
-pub use catalog::{NAME_SEPARATOR, ToolCatalog};
+pub use catalog::{DEFAULT_PROBE_CONCURRENCY, NAME_SEPARATOR, ToolCatalog};
 pub use config_service::{
     ConfigDiffView, ConfigService, ConfigServiceError, Environment, ReloadReport, ReloadTrigger,
     WATCH_DEBOUNCE,
@@ -59,6 +62,7 @@ pub use runtime::{
     OsSecrets, TokioClock, TokioSpawner, spawn_maintenance, spawn_rate_limit_eviction,
 };
 pub use stats::{CALL_DURATION_WINDOW, CallStats, CallStatsSnapshot};
+pub use tool_lists::{RestoreReport, ToolListKeeper};
 
 pub use mcpgw_authz as authz;
 pub use mcpgw_config as config;

@@ -73,12 +73,15 @@ impl OriginName {
 }
 
 /// Where a tool list came from: `live` from the running (or last running) server,
-/// `predefined` from the server's definition before its first start, `unknown` when neither.
+/// `predefined` from the server's definition before its first start, `stored` listed by the
+/// server under the same definition before the gateway's last restart (and kept since),
+/// `unknown` when none of these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ToolSourceName {
     Live,
     Predefined,
+    Stored,
     Unknown,
 }
 
@@ -87,6 +90,7 @@ impl From<ToolSource> for ToolSourceName {
         match source {
             ToolSource::Live => ToolSourceName::Live,
             ToolSource::Predefined => ToolSourceName::Predefined,
+            ToolSource::Stored => ToolSourceName::Stored,
             ToolSource::Unknown => ToolSourceName::Unknown,
         }
     }
@@ -359,6 +363,11 @@ pub struct ServerTools {
     #[schema(value_type = Vec<McpTool>)]
     pub tools: Vec<Tool>,
     pub source: ToolSourceName,
+    /// When the server listed these tools (UTC, no offset): its last start or change
+    /// announcement for `live`, the time the kept list was written for `stored`; null for
+    /// `predefined` and `unknown`.
+    #[schema(value_type = Option<String>, example = "2026-11-21T14:03:07.123456")]
+    pub learned_at: Option<String>,
 }
 
 /// One captured stderr line.

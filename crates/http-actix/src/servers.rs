@@ -290,7 +290,8 @@ async fn change_run_state(
 }
 
 /// The server's tools, without starting it: the live list once it has run, else its
-/// predefined tools.
+/// predefined tools, else the list it gave before the gateway's last restart (under the same
+/// definition); `source` says which, `learned_at` when the server listed them.
 #[utoipa::path(
     get,
     path = "/api/mcp_servers/{id}/tools",
@@ -307,11 +308,12 @@ pub(crate) async fn server_tools(
     id: web::Path<String>,
 ) -> Result<web::Json<ServerTools>, ApiError> {
     let id = path_id(&id)?;
-    let (tools, source) = state.gateway().servers().tools(&id)?;
+    let list = state.gateway().servers().tool_list(&id)?;
     Ok(web::Json(ServerTools {
         mcp_server_id: id.to_string(),
-        tools,
-        source: source.into(),
+        tools: std::sync::Arc::unwrap_or_clone(list.tools),
+        source: list.source.into(),
+        learned_at: list.learned_at.map(|at| at.to_string()),
     }))
 }
 

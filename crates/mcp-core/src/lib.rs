@@ -5,7 +5,9 @@
 //! transitions, consecutive-failure counting and restart backoff, the health-check and idle-reap
 //! schedule, the tool catalogue, the stderr ring buffer and the domain events. The
 //! [`ServerManager`] orchestrates all of it through ports ([`ServerLauncher`], [`McpSession`],
-//! [`Clock`], [`EventSink`], [`ServerRepository`]).
+//! [`Clock`], [`EventSink`], [`ServerRepository`]). The [`ToolListStore`] port keeps the tool
+//! lists servers listed, so that a restart can serve them again
+//! ([`ServerManager::restore_tools`]) instead of starting each server to ask.
 //!
 //! It must never do I/O itself: no sockets, files, processes, runtimes or databases. Time comes
 //! from the [`Clock`] port and everything that touches the outside world comes through a port,
@@ -39,11 +41,11 @@ pub use logs::{
     LOG_LINE_KEPT_BYTES, LOG_LINE_MAX_BYTES, LOG_RING_CAPACITY, LogBuffer, LogLine,
     LogLineSplitter, sanitize_log_line,
 };
-pub use manager::{ManagerSettings, ServerManager, ServerSnapshot, ToolSource};
+pub use manager::{ManagerSettings, ServerManager, ServerSnapshot, ToolList, ToolSource};
 pub use ports::{
     ByteStreams, ExitStatusInfo, LaunchError, LaunchedServer, McpSession, ProcessControl,
     ProcessSpawner, RepositoryError, ServerLauncher, ServerRepository, SessionError,
-    SessionErrorKind, SpawnedProcess, StdioConnector, TaskSpawner,
+    SessionErrorKind, SpawnedProcess, StdioConnector, StoredToolList, TaskSpawner, ToolListStore,
 };
 pub use spec::{ContainerCli, ContainerEngine, LaunchSpec, ServerOrigin, ServerSpec};
 pub use state::{ServerState, TransitionError};

@@ -74,6 +74,9 @@ pub enum ToolSource {
     Live,
     /// Declared in the server's definition; the server has not run yet.
     Predefined,
+    /// Listed by the server in an earlier run of the gateway under the same definition, and
+    /// kept since (see [`ServerManager::restore_tools`]); the server has not run yet.
+    Stored,
     /// Nothing known yet: the server never ran and declares no tools.
     Unknown,
 }
@@ -83,9 +86,30 @@ impl ToolSource {
         match self {
             ToolSource::Live => "live",
             ToolSource::Predefined => "predefined",
+            ToolSource::Stored => "stored",
             ToolSource::Unknown => "unknown",
         }
     }
+}
+
+/// A server's tools as the manager knows them, with where they came from.
+#[derive(Debug, Clone)]
+pub struct ToolList {
+    pub tools: Arc<Vec<Tool>>,
+    pub source: ToolSource,
+    /// When the server listed these tools: its last start or change announcement for
+    /// [`ToolSource::Live`], the kept list's time for [`ToolSource::Stored`]; `None` otherwise.
+    pub learned_at: Option<Timestamp>,
+    /// The definition the server ran under when it listed these tools (live or stored lists).
+    pub learned_from: Option<Arc<ServerSpec>>,
+}
+
+/// Where a server's listed tools (`Status::live_tools`) came from, and when.
+struct Learned {
+    at: Timestamp,
+    from: Arc<ServerSpec>,
+    /// Restored from a kept list rather than listed by the server in this run.
+    stored: bool,
 }
 
 /// A consistent, owned view of one server at one moment.
@@ -135,6 +159,8 @@ struct Status {
     /// Incremented on every start, so that a watcher of an old session can tell it is stale.
     generation: u64,
     live_tools: Option<Arc<Vec<Tool>>>,
+    /// Set whenever `live_tools` is.
+    tools_learned: Option<Learned>,
     last_error: Option<String>,
     started_at: Option<Timestamp>,
     last_used: MonoTime,
@@ -420,6 +446,7 @@ impl ServerManager {
                 session: None,
                 generation: 0,
                 live_tools: None,
+                tools_learned: None,
                 last_error: None,
                 started_at: None,
                 last_used: now,
@@ -503,7 +530,15 @@ impl ServerManager {
         let was_running = {
             let mut status = server.status();
             status.failures.set_limit(limit);
-            status.state.is_running()
+            let running = status.state.is_running();
+            if restart_required && !running {
+                // The tools were listed under the old launch and may not be the new one's: they
+                // are not served any more, and the next start (or probe) lists them again. A
+                // running server is restarted below, which lists them again too.
+                status.live_tools = None;
+                status.tools_learned = None;
+            }
+            running
         };
         self.publish(DomainEvent::McpServerUpdated {
             mcp_server_id: id,
@@ -581,7 +616,7 @@ impl ServerManager {
         let now = self.inner.clock.now();
         let status = server.status();
         let (tool_count, tool_source) = match &status.live_tools {
-            Some(tools) => (tools.len(), ToolSource::Live),
+            Some(tools) => (tools.len(), listed_source(&status)),
             None if !spec.predefined_tools.is_empty() => {
                 (spec.predefined_tools.len(), ToolSource::Predefined)
             }
@@ -616,17 +651,34 @@ impl ServerManager {
     }
 
     /// The tools of a server without starting it: the live list once it has run, else its
-    /// predefined tools.
+    /// predefined tools, else a restored list.
     pub fn tools(&self, id: &ServerId) -> Result<(Vec<Tool>, ToolSource), CoreError> {
+        let list = self.tool_list(id)?;
+        Ok((Arc::unwrap_or_clone(list.tools), list.source))
+    }
+
+    /// [`ServerManager::tools`], with when and under which definition the tools were listed.
+    pub fn tool_list(&self, id: &ServerId) -> Result<ToolList, CoreError> {
         let server = self.lookup(id)?;
         let spec = server.spec();
         let status = server.status();
-        Ok(match &status.live_tools {
-            Some(tools) => (tools.as_ref().clone(), ToolSource::Live),
-            None if !spec.predefined_tools.is_empty() => {
-                (spec.predefined_tools.clone(), ToolSource::Predefined)
-            }
-            None => (Vec::new(), ToolSource::Unknown),
+        Ok(match (&status.live_tools, &status.tools_learned) {
+            (Some(tools), learned) => ToolList {
+                tools: Arc::clone(tools),
+                source: listed_source(&status),
+                learned_at: learned.as_ref().map(|learned| learned.at),
+                learned_from: learned.as_ref().map(|learned| Arc::clone(&learned.from)),
+            },
+            (None, _) => ToolList {
+                tools: Arc::new(spec.predefined_tools.clone()),
+                source: if spec.predefined_tools.is_empty() {
+                    ToolSource::Unknown
+                } else {
+                    ToolSource::Predefined
+                },
+                learned_at: None,
+                learned_from: None,
+            },
         })
     }
 
@@ -642,6 +694,40 @@ impl ServerManager {
             None if !spec.predefined_tools.is_empty() => Some(has(&spec.predefined_tools)),
             None => None,
         })
+    }
+
+    /// Serves a kept tool list (from a [`crate::ToolListStore`]) as the tools of a server that
+    /// declares none and has listed none in this run, so that it need not be started to list
+    /// them. The list is taken only while the server's definition has the digest the list was
+    /// learned under ([`ServerSpec::tool_list_digest`]): a list of another definition is never
+    /// served. Answers whether it was taken; when it was, the server's tools are
+    /// [`ToolSource::Stored`] until it lists them itself, and `McpServerToolsChanged` is
+    /// published.
+    pub fn restore_tools(&self, list: &crate::StoredToolList) -> Result<bool, CoreError> {
+        let server = self.lookup(&list.server_id)?;
+        let spec = server.spec();
+        if !spec.predefined_tools.is_empty() || spec.tool_list_digest() != list.definition_digest {
+            return Ok(false);
+        }
+        {
+            let mut status = server.status();
+            // The definition may have been replaced since it was read above.
+            if status.removed || status.live_tools.is_some() || !Arc::ptr_eq(&server.spec(), &spec)
+            {
+                return Ok(false);
+            }
+            status.live_tools = Some(Arc::new(list.tools.clone()));
+            status.tools_learned = Some(Learned {
+                at: list.learned_at,
+                from: spec,
+                stored: true,
+            });
+        }
+        self.publish(DomainEvent::McpServerToolsChanged {
+            mcp_server_id: list.server_id.clone(),
+            tool_count: list.tools.len(),
+        });
+        Ok(true)
     }
 
     /// The most recent `count` stderr lines, oldest first; empty when the server never ran.
@@ -842,6 +928,11 @@ impl ServerManager {
                         None => spec.predefined_tools != tools,
                     };
                     status.live_tools = Some(Arc::new(tools));
+                    status.tools_learned = Some(Learned {
+                        at: self.inner.clock.wall(),
+                        from: Arc::clone(&spec),
+                        stored: false,
+                    });
                     status.last_error = None;
                     status.started_at = Some(self.inner.clock.wall());
                     status.last_used = now;
@@ -951,6 +1042,10 @@ impl ServerManager {
             let mut status = server.status();
             if status.generation != generation {
                 return false;
+            }
+            let now = self.inner.clock.wall();
+            if let Some(learned) = &mut status.tools_learned {
+                learned.at = now;
             }
             if status.live_tools.as_deref() == Some(&tools) {
                 return true;
@@ -1337,6 +1432,14 @@ impl ServerManager {
                 consecutive_failures,
             });
         }
+    }
+}
+
+/// The source of a server's listed tools (`live_tools` is set).
+fn listed_source(status: &Status) -> ToolSource {
+    match &status.tools_learned {
+        Some(Learned { stored: true, .. }) => ToolSource::Stored,
+        _ => ToolSource::Live,
     }
 }
 

@@ -19,6 +19,7 @@ use crate::error::ErrorKind;
 use crate::id::ServerId;
 use crate::logs::LogBuffer;
 use crate::spec::{LaunchSpec, ServerSpec};
+use crate::time::Timestamp;
 use crate::tool::{CallContext, Tool, ToolCall, ToolCallOutcome};
 
 /// Why a session operation failed.
@@ -304,6 +305,39 @@ pub trait ServerRepository: Send + Sync {
     async fn save(&self, spec: &ServerSpec) -> Result<(), RepositoryError>;
     async fn delete(&self, id: &ServerId) -> Result<(), RepositoryError>;
     async fn load_all(&self) -> Result<Vec<ServerSpec>, RepositoryError>;
+}
+
+/// A server's tool list as the gateway learned it from the server, kept so that after a restart
+/// the gateway can list the server's tools without starting it again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredToolList {
+    pub server_id: ServerId,
+    /// [`ServerSpec::tool_list_digest`] of the definition the list was learned under. A list
+    /// is served again only while the server's definition has this digest.
+    pub definition_digest: String,
+    /// The tools as the server listed them (MCP `Tool` objects, unprefixed names).
+    pub tools: Vec<Tool>,
+    /// When the gateway learned the list.
+    pub learned_at: Timestamp,
+}
+
+/// Durable storage of the tool lists the gateway learned, one per server id, so that a restart
+/// does not have to start every server that declares no tools to list them again.
+///
+/// Contract:
+/// - `save_tool_lists` keeps every list given, each replacing whatever was kept for its server
+///   id (a later list of the same id in one call wins); all of them or none, durable when it
+///   returns. Every field round-trips exactly: tools with their nested schemas, the digest, and
+///   `learned_at` to the microsecond.
+/// - `delete_tool_lists` forgets the lists of the ids given; an id with no list is not an error.
+/// - `load_tool_lists` answers every list kept and not deleted, in any order. The lists are a
+///   cache: one that can no longer be read back is left out (with a warning in the log) rather
+///   than failing the others, and its server is simply probed again.
+#[async_trait]
+pub trait ToolListStore: Send + Sync {
+    async fn load_tool_lists(&self) -> Result<Vec<StoredToolList>, RepositoryError>;
+    async fn save_tool_lists(&self, lists: &[StoredToolList]) -> Result<(), RepositoryError>;
+    async fn delete_tool_lists(&self, ids: &[ServerId]) -> Result<(), RepositoryError>;
 }
 
 /// Runs background work (a start that must finish even if its first caller gives up, crash

@@ -3,6 +3,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use sha2::{Digest as _, Sha256};
+
 use crate::id::ServerId;
 use crate::tool::Tool;
 
@@ -149,5 +151,382 @@ impl ServerSpec {
     /// Whether a change from `self` to `other` needs a restart to take effect.
     pub fn launch_differs(&self, other: &ServerSpec) -> bool {
         self.launch != other.launch
+    }
+
+    /// A stable digest of what decides which tools the server lists: its launch, every field
+    /// of it (mode, command or image and arguments, environment, working directory, container
+    /// settings and engine, endpoint and headers). Two definitions have the same digest exactly
+    /// when [`ServerSpec::launch_differs`] says they do not differ; the id, description,
+    /// timings, failure limit, declared tools and origin do not count.
+    ///
+    /// It is 64 lowercase hexadecimal digits (SHA-256 over a length-prefixed encoding of the
+    /// fields), the same on every platform and in every build, so a tool list kept with it
+    /// can be matched against the definition of a later run.
+    pub fn tool_list_digest(&self) -> String {
+        self.launch.digest()
+    }
+}
+
+impl LaunchSpec {
+    /// See [`ServerSpec::tool_list_digest`].
+    pub fn digest(&self) -> String {
+        let mut encoder = DigestEncoder::new();
+        match self {
+            LaunchSpec::Subprocess { command, env, cwd } => {
+                encoder.text("subprocess");
+                encoder.list(command);
+                encoder.map(env);
+                encoder.optional(cwd.as_deref());
+            }
+            LaunchSpec::Docker {
+                image,
+                args,
+                env,
+                network,
+                memory,
+                cpus,
+                read_only,
+                volumes,
+                engine,
+            } => {
+                encoder.text("docker");
+                encoder.text(image);
+                encoder.list(args);
+                encoder.map(env);
+                encoder.text(network);
+                encoder.optional(memory.as_deref());
+                encoder.optional(cpus.as_deref());
+                encoder.text(if *read_only { "read-only" } else { "writable" });
+                encoder.list(volumes);
+                match engine {
+                    ContainerEngine::Default => encoder.text("default"),
+                    ContainerEngine::Host(host) => {
+                        encoder.text("host");
+                        encoder.text(host);
+                    }
+                    ContainerEngine::Cli(cli) => {
+                        encoder.text("cli");
+                        encoder.text(cli.program());
+                    }
+                }
+            }
+            LaunchSpec::Remote { endpoint, headers } => {
+                encoder.text("remote");
+                encoder.text(endpoint);
+                encoder.map(headers);
+            }
+        }
+        encoder.finish()
+    }
+}
+
+/// Feeds values to SHA-256 so that different values can never encode to the same bytes: every
+/// text is preceded by its length, every list and map by its number of entries.
+struct DigestEncoder(Sha256);
+
+impl DigestEncoder {
+    /// The encoding's version comes first, so that a different encoding can never collide.
+    fn new() -> Self {
+        let mut encoder = Self(Sha256::new());
+        encoder.text("mcpgw tool list digest 1");
+        encoder
+    }
+
+    fn count(&mut self, count: usize) {
+        self.0.update((count as u64).to_be_bytes());
+    }
+
+    fn text(&mut self, text: &str) {
+        self.count(text.len());
+        self.0.update(text.as_bytes());
+    }
+
+    fn optional(&mut self, text: Option<&str>) {
+        match text {
+            None => self.count(0),
+            Some(text) => {
+                self.count(1);
+                self.text(text);
+            }
+        }
+    }
+
+    fn list(&mut self, items: &[String]) {
+        self.count(items.len());
+        for item in items {
+            self.text(item);
+        }
+    }
+
+    /// A `BTreeMap` iterates in key order, so equal maps always encode alike.
+    fn map(&mut self, map: &BTreeMap<String, String>) {
+        self.count(map.len());
+        for (key, value) in map {
+            self.text(key);
+            self.text(value);
+        }
+    }
+
+    fn finish(self) -> String {
+        let digest: [u8; 32] = self.0.finalize().into();
+        let mut hex = String::with_capacity(64);
+        for byte in digest {
+            hex.push(char::from(HEX_DIGITS[usize::from(byte >> 4)]));
+            hex.push(char::from(HEX_DIGITS[usize::from(byte & 0x0f)]));
+        }
+        hex
+    }
+}
+
+const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(raw: &str) -> ServerId {
+        ServerId::parse(raw).unwrap()
+    }
+
+    fn subprocess(command: &[&str], env: &[(&str, &str)], cwd: Option<&str>) -> LaunchSpec {
+        LaunchSpec::Subprocess {
+            command: command.iter().map(|part| (*part).to_owned()).collect(),
+            env: env
+                .iter()
+                .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+                .collect(),
+            cwd: cwd.map(str::to_owned),
+        }
+    }
+
+    fn docker() -> LaunchSpec {
+        LaunchSpec::Docker {
+            image: "repo/img:1".into(),
+            args: vec!["--stdio".into()],
+            env: BTreeMap::from([("TOKEN".into(), "t".into())]),
+            network: "none".into(),
+            memory: Some("512m".into()),
+            cpus: None,
+            read_only: true,
+            volumes: vec!["/data:/data:ro".into()],
+            engine: ContainerEngine::Default,
+        }
+    }
+
+    #[test]
+    fn the_digest_is_sha256_over_the_documented_encoding() {
+        // Worked out apart from this code (Python's hashlib over the same length-prefixed
+        // bytes), so that a change of the encoding, which would make every kept tool list
+        // stale at the next start, cannot slip in unnoticed.
+        let launch = subprocess(&["python3", "-m", "math"], &[("A", "1")], None);
+        assert_eq!(
+            launch.digest(),
+            "65641f42998cdbed693e65b2be432c4db271d8527ebddc1f3d8ee1327649e5e5"
+        );
+        let remote = LaunchSpec::Remote {
+            endpoint: "https://h/mcp".into(),
+            headers: BTreeMap::from([("Authorization".into(), "Bearer x".into())]),
+        };
+        assert_eq!(
+            remote.digest(),
+            "7f650f6f7b4897fb7da54581fd776c381fab8e64ba2dd66a22fcec1c3458089c"
+        );
+    }
+
+    #[test]
+    fn only_the_launch_counts() {
+        let spec = ServerSpec::subprocess(id("math"), vec!["m".into()]);
+        let other = ServerSpec {
+            id: id("other"),
+            description: Some("described".into()),
+            idle_ttl: Duration::from_secs(1),
+            health_check_interval: Duration::from_secs(5),
+            max_consecutive_failures: 9,
+            predefined_tools: vec![Tool::new("declared")],
+            origin: ServerOrigin::Config,
+            ..spec.clone()
+        };
+        assert_eq!(spec.tool_list_digest(), other.tool_list_digest());
+        assert_eq!(spec.tool_list_digest().len(), 64);
+        assert!(
+            spec.tool_list_digest()
+                .bytes()
+                .all(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte))
+        );
+    }
+
+    #[test]
+    fn every_launch_field_changes_the_digest() {
+        let base = docker();
+        let LaunchSpec::Docker {
+            image,
+            args,
+            env,
+            network,
+            memory,
+            cpus,
+            read_only,
+            volumes,
+            engine,
+        } = base.clone()
+        else {
+            unreachable!()
+        };
+        let changed = [
+            LaunchSpec::Docker {
+                image: "repo/img:2".into(),
+                args: args.clone(),
+                env: env.clone(),
+                network: network.clone(),
+                memory: memory.clone(),
+                cpus: cpus.clone(),
+                read_only,
+                volumes: volumes.clone(),
+                engine: engine.clone(),
+            },
+            LaunchSpec::Docker {
+                image: image.clone(),
+                args: vec![],
+                env: env.clone(),
+                network: network.clone(),
+                memory: memory.clone(),
+                cpus: cpus.clone(),
+                read_only,
+                volumes: volumes.clone(),
+                engine: engine.clone(),
+            },
+            LaunchSpec::Docker {
+                image: image.clone(),
+                args: args.clone(),
+                env: BTreeMap::from([("TOKEN".into(), "other".into())]),
+                network: network.clone(),
+                memory: memory.clone(),
+                cpus: cpus.clone(),
+                read_only,
+                volumes: volumes.clone(),
+                engine: engine.clone(),
+            },
+            LaunchSpec::Docker {
+                image: image.clone(),
+                args: args.clone(),
+                env: env.clone(),
+                network: "bridge".into(),
+                memory: memory.clone(),
+                cpus: cpus.clone(),
+                read_only,
+                volumes: volumes.clone(),
+                engine: engine.clone(),
+            },
+            LaunchSpec::Docker {
+                image: image.clone(),
+                args: args.clone(),
+                env: env.clone(),
+                network: network.clone(),
+                memory: None,
+                cpus: cpus.clone(),
+                read_only,
+                volumes: volumes.clone(),
+                engine: engine.clone(),
+            },
+            LaunchSpec::Docker {
+                image: image.clone(),
+                args: args.clone(),
+                env: env.clone(),
+                network: network.clone(),
+                memory: memory.clone(),
+                cpus: Some("1.0".into()),
+                read_only,
+                volumes: volumes.clone(),
+                engine: engine.clone(),
+            },
+            LaunchSpec::Docker {
+                image: image.clone(),
+                args: args.clone(),
+                env: env.clone(),
+                network: network.clone(),
+                memory: memory.clone(),
+                cpus: cpus.clone(),
+                read_only: false,
+                volumes: volumes.clone(),
+                engine: engine.clone(),
+            },
+            LaunchSpec::Docker {
+                image: image.clone(),
+                args: args.clone(),
+                env: env.clone(),
+                network: network.clone(),
+                memory: memory.clone(),
+                cpus: cpus.clone(),
+                read_only,
+                volumes: vec![],
+                engine: engine.clone(),
+            },
+            LaunchSpec::Docker {
+                image: image.clone(),
+                args: args.clone(),
+                env: env.clone(),
+                network: network.clone(),
+                memory: memory.clone(),
+                cpus: cpus.clone(),
+                read_only,
+                volumes: volumes.clone(),
+                engine: ContainerEngine::Cli(ContainerCli::Podman),
+            },
+            LaunchSpec::Docker {
+                image,
+                args,
+                env,
+                network,
+                memory,
+                cpus,
+                read_only,
+                volumes,
+                engine: ContainerEngine::Host("unix:///run/podman.sock".into()),
+            },
+        ];
+        let mut digests = std::collections::BTreeSet::from([base.digest()]);
+        for launch in &changed {
+            assert!(digests.insert(launch.digest()), "{launch:?}");
+        }
+        assert_eq!(
+            base.digest(),
+            docker().digest(),
+            "the same launch, the same digest"
+        );
+    }
+
+    #[test]
+    fn values_that_would_run_together_stay_apart() {
+        let pairs = [
+            (
+                subprocess(&["a b"], &[], None),
+                subprocess(&["a", "b"], &[], None),
+            ),
+            (
+                subprocess(&["x"], &[("a", "bc")], None),
+                subprocess(&["x"], &[("ab", "c")], None),
+            ),
+            (
+                subprocess(&["x"], &[], None),
+                subprocess(&["x"], &[], Some("")),
+            ),
+            (
+                subprocess(&["x", ""], &[], None),
+                subprocess(&["x"], &[("", "")], None),
+            ),
+            (
+                LaunchSpec::Remote {
+                    endpoint: "https://h/mcp".into(),
+                    headers: BTreeMap::new(),
+                },
+                LaunchSpec::Remote {
+                    endpoint: "https://h/mcp2".into(),
+                    headers: BTreeMap::new(),
+                },
+            ),
+        ];
+        for (left, right) in pairs {
+            assert_ne!(left.digest(), right.digest(), "{left:?} vs {right:?}");
+        }
     }
 }

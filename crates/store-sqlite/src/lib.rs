@@ -4,7 +4,8 @@
 //! servers created at run time ([`mcpgw_core::ServerRepository`]) and the groups created at run
 //! time ([`mcpgw_groups::GroupRepository`]), API keys, custom roles, role assignments and tool
 //! access policies ([`mcpgw_authz::AuthStore`]), and discovery's sources and rejections
-//! ([`mcpgw_discovery::DiscoveryStore`], through [`SqliteDiscoveryStore`]). The event log
+//! ([`mcpgw_discovery::DiscoveryStore`], through [`SqliteDiscoveryStore`]), and the tool lists
+//! servers listed ([`mcpgw_core::ToolListStore`], through [`SqliteToolListStore`]). The event log
 //! ([`SqliteEventLog`]) has a file of its own, for the reasons its module gives. The schema changes only by appending to the ordered
 //! list of migrations in `schema.rs`; they run at open, inside one transaction, and
 //! `PRAGMA user_version` records how many have run.
@@ -30,8 +31,10 @@ mod groups;
 mod schema;
 mod servers;
 mod store;
+mod tool_lists;
 
 pub use discovery::SqliteDiscoveryStore;
 pub use error::StoreError;
 pub use events::{DEFAULT_QUEUE_CAPACITY, ENQUEUE_PATIENCE, SqliteEventLog};
 pub use store::SqliteStore;
+pub use tool_lists::SqliteToolListStore;

@@ -86,6 +86,17 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         rejected_at INTEGER NOT NULL,
         PRIMARY KEY (source_id, name)
     ) STRICT;",
+    // 5: the tool lists servers listed (`tool_lists.rs`), one row per server id, whatever the
+    // server's origin (servers of the configuration file have no row in `mcp_servers`, so
+    // there is no foreign key). `definition_digest` is the digest of the definition the list
+    // was learned under, `tools` a JSON array of MCP `Tool` objects, `learned_at` microseconds
+    // since the Unix epoch (UTC).
+    "CREATE TABLE tool_lists (
+        server_id TEXT PRIMARY KEY NOT NULL,
+        definition_digest TEXT NOT NULL,
+        tools TEXT NOT NULL,
+        learned_at INTEGER NOT NULL
+    ) STRICT;",
 ];
 
 /// The event log's own database file (`events.rs`), migrated like the store's but counted
@@ -244,6 +255,7 @@ mod tests {
             "tool_policies",
             "discovery_sources",
             "discovery_rejections",
+            "tool_lists",
         ] {
             assert!(tables.contains(&table.to_owned()), "{tables:?}");
         }
@@ -272,6 +284,45 @@ mod tests {
         connection.execute(reject, ["math"]).unwrap();
         connection.execute(reject, ["web"]).unwrap();
         assert!(connection.execute(reject, ["math"]).is_err());
+    }
+
+    #[test]
+    fn a_database_of_the_fourth_schema_gains_the_tool_lists_and_keeps_its_rows() {
+        let mut connection = Connection::open_in_memory().unwrap();
+        let path = Path::new(":memory:");
+        migrate(&mut connection, path, &MIGRATIONS[..4]).unwrap();
+        connection
+            .execute_batch(
+                "INSERT INTO mcp_servers (id, mode, definition, created_at, updated_at)
+                 VALUES ('math', 'subprocess', '{}', 'then', 'then');
+                 INSERT INTO discovery_rejections (source_id, name, definition, rejected_at)
+                 VALUES ('docker-0', 'web', '{}', 0);",
+            )
+            .unwrap();
+        migrate(&mut connection, path, MIGRATIONS).unwrap();
+        assert_eq!(user_version(&connection) as usize, MIGRATIONS.len());
+        assert!(table_names(&connection).contains(&"tool_lists".to_owned()));
+        let rows: i64 = connection
+            .query_row(
+                "SELECT (SELECT count(*) FROM mcp_servers)
+                      + (SELECT count(*) FROM discovery_rejections)",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert_eq!(rows, 2);
+        // Bad input the schema itself refuses: a second list of one server, a missing digest,
+        // a time that is not an integer.
+        let insert = "INSERT INTO tool_lists (server_id, definition_digest, tools, learned_at)
+                      VALUES (?1, ?2, '[]', ?3)";
+        connection.execute(insert, ("math", "d", 1)).unwrap();
+        assert!(connection.execute(insert, ("math", "d", 2)).is_err());
+        assert!(
+            connection
+                .execute(insert, ("web", None::<String>, 1))
+                .is_err()
+        );
+        assert!(connection.execute(insert, ("web", "d", "soon")).is_err());
     }
 
     #[test]

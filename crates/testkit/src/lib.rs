@@ -3,7 +3,7 @@
 //! - Fakes of every port ([`clock::FakeClock`], [`fakes`]): in-memory, deterministic, with
 //!   knobs to make them fail. The domain crates' tests run on these.
 //! - Contract suites ([`repository_suite`], [`auth_store`], [`event_log`],
-//!   [`discovery_store_suite`]): one set of tests per port that every
+//!   [`discovery_store_suite`], [`tool_list_store_suite`]): one set of tests per port that every
 //!   implementation, fake or real, must pass. A downstream adapter author runs the same suite.
 //! - A fixture MCP server (the `mcpgw-fixture-server` binary, built from [`fixture`]): tools
 //!   that echo, add, fail, sleep, crash and write to stderr on demand, for end-to-end tests and
@@ -27,3 +27,4 @@ pub mod fixture;
 pub mod processes;
 pub mod repository_suite;
 pub mod soak;
+pub mod tool_list_store_suite;

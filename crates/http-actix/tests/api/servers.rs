@@ -304,6 +304,7 @@ async fn predefined_tools_are_listed_before_the_first_start_without_starting() {
             "mcp_server_id": "declared",
             "tools": [{"name": "add", "description": "adds", "inputSchema": {"type": "object"}}],
             "source": "predefined",
+            "learned_at": null,
         })
     );
     assert_eq!(
@@ -713,4 +714,77 @@ async fn logs_of_a_never_started_server_are_empty_and_of_an_unknown_one_404() {
     )
     .await;
     assert_envelope(response, 404, "McpServerNotFoundError").await;
+}
+
+#[actix_web::test]
+async fn the_tools_answer_says_where_the_list_came_from_and_when_it_was_learned() {
+    let harness = harness();
+    let app = test::init_service(mcpgw_http_actix::app(harness.state.clone())).await;
+    let manager = harness.gateway.servers();
+    for raw in ["kept", "runner"] {
+        let request = TestRequest::post()
+            .uri("/api/mcp_servers")
+            .set_json(subprocess_body(raw))
+            .to_request();
+        assert_eq!(test::call_service(&app, request).await.status(), 201);
+    }
+    let tools = |raw: &'static str| {
+        let app = &app;
+        async move {
+            let (status, body) = send(
+                app,
+                TestRequest::get()
+                    .uri(&format!("/api/mcp_servers/{raw}/tools"))
+                    .to_request(),
+            )
+            .await;
+            assert_eq!(status, 200, "{body}");
+            body
+        }
+    };
+    let unknown = tools("kept").await;
+    assert_eq!(unknown["source"], "unknown");
+    assert_eq!(unknown["learned_at"], Value::Null);
+
+    // A list the server gave under this definition before a restart.
+    let kept = mcpgw_core::StoredToolList {
+        server_id: ServerId::parse("kept").unwrap(),
+        definition_digest: manager
+            .snapshot(&ServerId::parse("kept").unwrap())
+            .unwrap()
+            .spec
+            .tool_list_digest(),
+        tools: vec![Tool::new("add").with_description("adds")],
+        learned_at: mcpgw_core::Timestamp::from_unix_micros(1_795_269_787_123_456),
+    };
+    assert!(manager.restore_tools(&kept).unwrap());
+    let stored = tools("kept").await;
+    assert_eq!(stored["source"], "stored");
+    assert_eq!(stored["learned_at"], "2026-11-21T14:03:07.123456");
+    assert_eq!(
+        stored["tools"],
+        json!([{"name": "add", "description": "adds", "inputSchema": {"type": "object"}}])
+    );
+    let (_, details) = send(
+        &app,
+        TestRequest::get().uri("/api/mcp_servers/kept").to_request(),
+    )
+    .await;
+    assert_eq!(details["tool_source"], "stored");
+    assert_eq!(details["tools"], stored["tools"]);
+
+    // A server that ran: when it listed them.
+    let start = TestRequest::post()
+        .uri("/api/mcp_servers/runner/start")
+        .to_request();
+    assert_eq!(send(&app, start).await.0, 200);
+    let live = tools("runner").await;
+    assert_eq!(live["source"], "live");
+    let learned_at = live["learned_at"].as_str().unwrap();
+    assert_eq!(
+        learned_at.len(),
+        "2026-11-21T14:03:07.123456".len(),
+        "{learned_at}"
+    );
+    assert!(learned_at.as_bytes()[10] == b'T' && !learned_at.ends_with('Z'));
 }
