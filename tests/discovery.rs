@@ -997,3 +997,161 @@ fn an_unreachable_engine_is_reported_by_its_source_and_disturbs_nothing_else() {
     );
     assert_eq!(gw.get("/health/ready").status, 200);
 }
+
+/// The `last_scan_at` of a source, `None` before its first scan.
+fn last_scan_at(gw: &RunningGateway, id: &str) -> Option<String> {
+    source(gw, id).unwrap_or_else(|| panic!("no source {id}"))["last_scan_at"]
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// Waits until `id` has been scanned `times` more times, as its `last_scan_at` shows.
+#[track_caller]
+fn wait_for_scans(gw: &RunningGateway, id: &str, times: usize) {
+    for _ in 0..times {
+        let before = last_scan_at(gw, id);
+        wait_until(SOON, &format!("{id} is scanned again"), || {
+            let now = last_scan_at(gw, id);
+            now.is_some() && now != before
+        });
+    }
+}
+
+#[test]
+fn a_disabled_source_is_not_scanned_until_enabled_and_one_disabled_in_the_file_never_is() {
+    let paused_dir = tempfile::tempdir().unwrap();
+    let off_dir = tempfile::tempdir().unwrap();
+    let witness_dir = tempfile::tempdir().unwrap();
+    let paused_name = unique("fs-paused");
+    let off_name = unique("fs-off");
+    let witness_name = unique("fs-witness");
+    let gw = start(&discovery_yaml(
+        1,
+        &[
+            files_source("paused", "additive", paused_dir.path()),
+            format!(
+                "    - {{id: off, type: filesystem, mode: additive, enabled: false, config: {{path: \"{}\", watch_interval_ms: 200}}}}\n",
+                off_dir.path().display()
+            ),
+            files_source("witness", "additive", witness_dir.path()),
+        ],
+    ));
+    wait_for_scans(&gw, "paused", 1);
+    let disabled = gw.put(
+        "/api/discovery/sources/paused/enable",
+        &json!({"enabled": false}),
+    );
+    assert_eq!(disabled.status, 200, "{}", disabled.text);
+    assert_eq!(disabled.json()["enabled"], false);
+    let paused_at = last_scan_at(&gw, "paused");
+
+    // New definitions in all three directories; only the enabled source may see its own.
+    for (dir, name) in [
+        (&paused_dir, &paused_name),
+        (&off_dir, &off_name),
+        (&witness_dir, &witness_name),
+    ] {
+        write_definition(
+            dir.path(),
+            &format!("{name}.yaml"),
+            &fixture_definition(&[]),
+        );
+    }
+    wait_pending(&gw, &witness_name);
+    // Two more periodic scans of the witness: the refresh and the watch intervals have passed
+    // since the files were written, for every source.
+    wait_for_scans(&gw, "witness", 2);
+    let pending = entries(&gw, "pending");
+    let quarantined = entries(&gw, "quarantined");
+    for name in [&paused_name, &off_name] {
+        assert!(
+            find(&pending, name).is_none() && find(&quarantined, name).is_none(),
+            "a disabled source found {name}: pending {pending:?}, quarantined {quarantined:?}"
+        );
+    }
+    assert_eq!(
+        last_scan_at(&gw, "paused"),
+        paused_at,
+        "no scan of the disabled source"
+    );
+    assert_eq!(
+        last_scan_at(&gw, "off"),
+        None,
+        "a source disabled in the file is never scanned"
+    );
+    // Asked to scan, a disabled source refuses rather than scanning behind the operator's back.
+    let refused = gw
+        .post_empty("/api/discovery/sources/paused/scan")
+        .assert_error(409, "ConflictError");
+    assert!(refused.contains("disabled"), "{refused}");
+    gw.post_empty("/api/discovery/sources/off/scan")
+        .assert_error(409, "ConflictError");
+    assert_eq!(last_scan_at(&gw, "off"), None);
+
+    // Enabled again, each source scans at once and finds what was written meanwhile.
+    for id in ["paused", "off"] {
+        let enabled = gw.put(
+            &format!("/api/discovery/sources/{id}/enable"),
+            &json!({"enabled": true}),
+        );
+        assert_eq!(enabled.status, 200, "{}", enabled.text);
+    }
+    assert_eq!(wait_pending(&gw, &paused_name)["source_id"], "paused");
+    assert_eq!(wait_pending(&gw, &off_name)["source_id"], "off");
+    // And keeps scanning on its schedule.
+    wait_for_scans(&gw, "paused", 2);
+}
+
+#[test]
+fn a_disabled_docker_source_does_not_see_containers_started_after_it_was_disabled() {
+    let witness_dir = tempfile::tempdir().unwrap();
+    let early = unique("dk-early");
+    let late = unique("dk-late");
+    let witness_name = unique("dk-witness");
+    let _guard = ContainerGuard::new()
+        .name(&format!("{early}-box"))
+        .name(&format!("{late}-box"));
+    let gw = start(&discovery_yaml(
+        1,
+        &[
+            docker_source("engine", "additive"),
+            files_source("witness", "additive", witness_dir.path()),
+        ],
+    ));
+    // While enabled, the source sees a labelled container.
+    run_discoverable(&early, &[]);
+    wait_pending(&gw, &early);
+
+    let disabled = gw.put(
+        "/api/discovery/sources/engine/enable",
+        &json!({"enabled": false}),
+    );
+    assert_eq!(disabled.status, 200, "{}", disabled.text);
+    let disabled_at = last_scan_at(&gw, "engine");
+    run_discoverable(&late, &[]);
+    write_definition(
+        witness_dir.path(),
+        &format!("{witness_name}.yaml"),
+        &fixture_definition(&[]),
+    );
+    wait_pending(&gw, &witness_name);
+    wait_for_scans(&gw, "witness", 2);
+    assert!(
+        find(&entries(&gw, "pending"), &late).is_none(),
+        "the disabled source found a container started after it was disabled"
+    );
+    assert_eq!(
+        last_scan_at(&gw, "engine"),
+        disabled_at,
+        "no scan while disabled"
+    );
+    // What it found before stays as it was.
+    assert!(find(&entries(&gw, "pending"), &early).is_some());
+
+    let enabled = gw.put(
+        "/api/discovery/sources/engine/enable",
+        &json!({"enabled": true}),
+    );
+    assert_eq!(enabled.status, 200, "{}", enabled.text);
+    wait_pending(&gw, &late);
+}

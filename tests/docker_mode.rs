@@ -446,3 +446,137 @@ fn sigterm_shutdown_removes_every_container() {
     let left = containers_with_label(&format!("{OWNER_LABEL}={owner}"));
     assert!(left.is_empty(), "containers left after shutdown: {left:?}");
 }
+
+/// A socket path where no engine listens, unique to this test process.
+fn missing_socket(test: &str) -> String {
+    format!("/tmp/mcpgw-no-engine-{}.sock", unique(test))
+}
+
+#[test]
+fn a_gateway_without_docker_servers_never_looks_for_an_engine() {
+    let socket = missing_socket("dm-none");
+    let gw = gateway()
+        .config(&format!(
+            "mcp_servers:\n{}",
+            support::fixture_server_yaml("plain", &[])
+        ))
+        .env("DOCKER_HOST", &format!("unix://{socket}"))
+        .start();
+    // The server works, so the start-up is over and the gateway has done real work.
+    assert_eq!(
+        call_text(&gw, "plain__echo", json!({"text": "no engine needed"})),
+        "no engine needed"
+    );
+    let stderr = gw.stderr();
+    assert!(!stderr.contains("WARN"), "no warning:\n{stderr}");
+    for word in ["engine", "docker", "podman", "container", socket.as_str()] {
+        assert!(
+            !stderr.to_lowercase().contains(word),
+            "nothing about `{word}`:\n{stderr}"
+        );
+    }
+}
+
+#[test]
+fn a_docker_server_added_over_rest_later_has_the_leftovers_swept_then_and_starts() {
+    let id = unique("dm-late");
+    let planted = unique("dm-late-planted");
+    let owner = unique("dm-late-owner");
+    let _guard = ContainerGuard::new().server(&id).name(&planted);
+    require_engine();
+    // A data directory whose instance left a container behind, as a killed gateway would.
+    let data_dir = tempfile::tempdir().unwrap();
+    std::fs::write(data_dir.path().join("instance_id"), format!("{owner}\n")).unwrap();
+    run_labelled(
+        &planted,
+        &[(OWNER_LABEL, &owner), ("mcp.gateway.server", &planted)],
+        &["--http", "8080"],
+    );
+    let gw = gateway()
+        .config(&format!(
+            "probe_tools: false\nmcp_servers:\n{}",
+            support::fixture_server_yaml("plain", &[])
+        ))
+        .env("DOCKER_HOST", &engine::docker_host())
+        .data_dir(data_dir)
+        .start();
+    assert_eq!(
+        containers_with_label(&format!("{OWNER_LABEL}={owner}")).len(),
+        1,
+        "no docker-mode server yet, so the engine is left alone"
+    );
+
+    let created = gw.post(
+        "/api/mcp_servers",
+        &json!({"mcp_server_id": id, "mode": "docker", "image": TEST_IMAGE}),
+    );
+    assert_eq!(created.status, 201, "{}", created.text);
+    wait_until(
+        SOON,
+        "the leftover is removed once a docker server exists",
+        || containers_with_label(&format!("{OWNER_LABEL}={owner}")).is_empty(),
+    );
+    assert_eq!(
+        server_row(&gw, &id)["state"],
+        "cold",
+        "removed when the server was added, not at its start"
+    );
+
+    start_server(&gw, &id);
+    assert_eq!(
+        call_text(&gw, &format!("{id}__echo"), json!({"text": "late"})),
+        "late"
+    );
+    assert_eq!(
+        the_container_of(&id)
+            .labels
+            .get(OWNER_LABEL)
+            .and_then(Value::as_str),
+        Some(owner.as_str())
+    );
+}
+
+#[test]
+fn without_an_engine_a_docker_server_added_later_fails_to_start_naming_the_engine() {
+    let id = unique("dm-nowhere");
+    let socket = missing_socket("dm-nowhere");
+    // No engine at DOCKER_HOST, and no docker or podman command to fall back on.
+    let empty_path = tempfile::tempdir().unwrap();
+    let gw = gateway()
+        .config(&format!(
+            "probe_tools: false\nmcp_servers:\n{}",
+            support::fixture_server_yaml("plain", &[])
+        ))
+        .env("DOCKER_HOST", &format!("unix://{socket}"))
+        .env("PATH", &empty_path.path().display().to_string())
+        .start();
+    let created = gw.post(
+        "/api/mcp_servers",
+        &json!({"mcp_server_id": id, "mode": "docker", "image": TEST_IMAGE}),
+    );
+    assert_eq!(created.status, 201, "{}", created.text);
+
+    let started = gw.post_empty(&format!("/api/mcp_servers/{id}/start"));
+    assert!(started.status >= 400, "{started:?}");
+    let body = started.json();
+    assert!(
+        body["message"]
+            .as_str()
+            .is_some_and(|message| message.contains(&socket)),
+        "the failure names the engine's socket: {body}"
+    );
+    let row = gw.get(&format!("/api/mcp_servers/{id}")).json();
+    assert_ne!(row["state"], "ready", "{row}");
+    assert!(
+        row["health"]["last_error"]
+            .as_str()
+            .is_some_and(|error| error.contains(&socket)),
+        "{row}"
+    );
+    // The gateway itself is fine.
+    start_server(&gw, "plain");
+    assert_eq!(
+        call_text(&gw, "plain__echo", json!({"text": "still here"})),
+        "still here"
+    );
+}

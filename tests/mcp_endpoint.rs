@@ -91,7 +91,19 @@ fn exercise(protocol: &str) {
             run["session_id"].is_string(),
             "a session in the 2025 era: {run}"
         );
+        // Closing the client ends its session, and the SDK takes the answer as a success.
+        assert_eq!(run["session_end"], 204, "{run}");
+    } else {
+        assert!(run["session_end"].is_null(), "no session to end: {run}");
     }
+    let warnings = run["client_warnings"].as_array().expect("client_warnings");
+    assert!(
+        !warnings.iter().any(|warning| warning
+            .as_str()
+            .unwrap_or_default()
+            .contains("Session termination failed")),
+        "the SDK saw its session end cleanly: {warnings:?}"
+    );
     let tools: Vec<&str> = run["tools"]
         .as_array()
         .unwrap()
@@ -149,6 +161,83 @@ fn the_python_sdk_lists_and_calls_tools_in_the_2025_era() {
 #[test]
 fn the_python_sdk_lists_and_calls_tools_in_the_2026_era() {
     exercise("2026-07-28");
+}
+
+/// A raw `DELETE /mcp`: its status and body.
+fn delete_session(url: &str, session: &str) -> (u16, String) {
+    let agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .new_agent();
+    let mut response = agent
+        .delete(url)
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .call()
+        .expect("the gateway answers DELETE");
+    let status = response.status().as_u16();
+    let body = response.body_mut().read_to_string().unwrap_or_default();
+    (status, body)
+}
+
+/// `initialize` over raw HTTP in the 2025 era; answers the session id the gateway gave.
+fn open_session(url: &str) -> String {
+    let agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .new_agent();
+    let response = agent
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .send_json(json!({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "mcpgw-e2e-raw", "version": "0"},
+            },
+        }))
+        .expect("the gateway answers initialize");
+    assert_eq!(response.status().as_u16(), 200);
+    response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|value| value.to_str().ok())
+        .expect("initialize answers a session id")
+        .to_owned()
+}
+
+#[test]
+fn delete_ends_a_live_session_with_204_and_answers_404_for_one_that_does_not_exist() {
+    let gw = gateway().config(&two_fixtures()).start();
+    let url = gw.url("/mcp");
+    let session = open_session(&url);
+
+    let (status, body) = delete_session(&url, &session);
+    assert_eq!(status, 204, "a live session ends: {body}");
+    assert!(body.is_empty(), "204 has no body: {body:?}");
+    // Ended: the id is unknown from now on, for DELETE as for everything else.
+    let (status, _) = delete_session(&url, &session);
+    assert_eq!(status, 404, "a second DELETE of the same session");
+    let (status, _) = delete_session(&url, "no-such-session");
+    assert_eq!(status, 404, "a session that never existed");
+    let after = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .new_agent()
+        .post(&url)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send_json(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
+        .expect("the gateway answers");
+    assert_eq!(
+        after.status().as_u16(),
+        404,
+        "the ended session serves nothing"
+    );
 }
 
 #[test]

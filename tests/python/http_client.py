@@ -32,7 +32,7 @@ def _parse_header(raw: str) -> tuple[str, str]:
 
 def build_transport(options: argparse.Namespace) -> tuple[Any, TransportProbe]:
     headers = dict(_parse_header(raw) for raw in options.header)
-    seen = {"session_id": None, "get_stream": "not-opened"}
+    seen = {"session_id": None, "get_stream": "not-opened", "session_end": None}
     stream_ready = anyio.Event()
 
     async def watch_response(response: httpx2.Response) -> None:
@@ -44,6 +44,9 @@ def build_transport(options: argparse.Namespace) -> tuple[Any, TransportProbe]:
             # the server has none; either way the client's listening state is now known.
             seen["get_stream"] = "open" if response.status_code == 200 else f"http {response.status_code}"
             stream_ready.set()
+        elif response.request.method == "DELETE":
+            # Closing the client ends its session with a DELETE.
+            seen["session_end"] = response.status_code
 
     http_client = httpx2.AsyncClient(
         headers=headers,
@@ -69,6 +72,7 @@ def build_transport(options: argparse.Namespace) -> tuple[Any, TransportProbe]:
         session_id=lambda: seen["session_id"],
         notification_stream_ready=stream_ready,
         notification_stream_state=lambda: seen["get_stream"],
+        session_end=lambda: seen["session_end"],
     )
     return OwningTransport(), probe
 

@@ -12,7 +12,9 @@ Rust test asserts on:
                 "progress_events": [{"progress", "total", "message"}], "elapsed_ms",
                 "cancelled", and with cancel_after_ms: "ended_promptly", "responsive_after_cancel"}],
      "list_changed": null | n, "list_changed_trigger": null | {call}, "list_changed_listener": {...},
-     "tools_after_list_changed": null | [names], "notifications": [methods], "transport_errors": []}
+     "tools_after_list_changed": null | [names], "notifications": [methods], "transport_errors": [],
+     "session_end": null | HTTP status of the DELETE that ended the session (HTTP, 2025 era),
+     "client_warnings": [what the SDK logged at WARNING or above, closing included]}
 
 Exit codes: 0 answered, 1 failed (connection, protocol), 2 bad command line, 3 --timeout passed.
 
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 from collections.abc import Callable
@@ -70,6 +73,21 @@ class TransportProbe:
     # can hear about it.
     notification_stream_ready: anyio.Event | None = None
     notification_stream_state: Callable[[], str] = lambda: "not-applicable"
+    # The status the server answered to the DELETE that ended the session, once the client
+    # has closed; None when no session was ended that way.
+    session_end: Callable[[], int | None] = lambda: None
+
+
+class _WarningRecorder(logging.Handler):
+    """Keeps what the SDK logs at WARNING or above (a failed session termination, say), so that
+    it reaches the JSON output instead of vanishing on stderr."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(f"{record.name}: {record.getMessage()}")
 
 
 def _parse_json_object(raw: str, what: str) -> dict[str, Any]:
@@ -331,6 +349,8 @@ async def run_operations(
 
     mode = {"2025-11-25": "legacy", "2026-07-28": MODERN_PROTOCOL, "auto": "auto"}[options.protocol]
     output: dict[str, Any] = {}
+    warnings = _WarningRecorder()
+    logging.getLogger().addHandler(warnings)
     with anyio.fail_after(options.timeout):
         async with Client(
             transport,
@@ -381,6 +401,9 @@ async def run_operations(
             output["session_id"] = probe.session_id()
             output["notifications"] = notifications
             output["transport_errors"] = transport_errors
+    # Closing the client ends its session: what the server answered, and what the SDK said.
+    output["session_end"] = probe.session_end()
+    output["client_warnings"] = warnings.messages
     return output
 
 

@@ -9,8 +9,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use mcpgw_config::GatewayConfig;
 use mcpgw_core::{
-    Clock, ContainerEngine, EventLog, EventSink, LaunchSpec, ManagerSettings, McpFrontend,
-    ServerLauncher, ServerManager, ServerRepository, ServerSpec,
+    Clock, DomainEvent, EventLog, EventObserver, EventSink, LaunchSpec, ManagerSettings,
+    McpFrontend, PublishedEvent, ServerLauncher, ServerManager, ServerRepository, ServerSpec,
 };
 use mcpgw_gateway::groups_domain::GroupRepository;
 use mcpgw_gateway::{
@@ -19,7 +19,7 @@ use mcpgw_gateway::{
     GatewayInfo, GroupService, StdioLauncher, TokioClock, TokioSpawner, ToolCatalog,
     ToolListKeeper,
 };
-use mcpgw_runner_docker::{DefaultEngine, DockerRunnerSettings};
+use mcpgw_runner_docker::{DockerRunner, DockerRunnerSettings};
 
 use crate::cli::Cli;
 
@@ -43,7 +43,6 @@ struct Assembled {
     event_log: Arc<mcpgw_store_sqlite::SqliteEventLog>,
     rate_limiter: Arc<dyn mcpgw_gateway::authz::RateLimiter>,
     discovery: Option<Arc<DiscoveryService>>,
-    docker: DockerRunnerSettings,
     config_service: Arc<ConfigService>,
 }
 
@@ -88,7 +87,6 @@ pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
     }
     let assembled = assemble(cli, &config, config_path, core_runtime.handle())?;
     core_runtime.block_on(async {
-        remove_leftover_containers(&assembled.docker, &config).await;
         register_servers(&assembled.gateway, &config).await?;
         register_groups(&assembled.groups, &config).await?;
         // After the servers: those approved from discovery before are among them.
@@ -205,12 +203,10 @@ fn assemble(
     );
 
     let clock: Arc<dyn Clock> = Arc::new(TokioClock::default());
-    let docker = DockerRunnerSettings::detect(instance_id(&cli.data_dir)?);
-    tracing::info!(
-        instance_id = %docker.instance_id,
-        engine = %docker.default_engine,
-        "docker-mode servers run on the default engine unless they name another"
-    );
+    // No engine is looked for until a docker-mode server exists (see `LeftoverSweep`).
+    let docker = Arc::new(DockerRunner::new(DockerRunnerSettings::new(instance_id(
+        &cli.data_dir,
+    )?)));
     // Every event is kept in the persistent log (its own file, so that its writes never wait
     // on the store's), and ids continue after the last one it holds.
     let event_log_path = cli.data_dir.join("events.db");
@@ -235,13 +231,18 @@ fn assemble(
         ..ManagerSettings::default()
     };
     let manager = ServerManager::new(
-        build_launcher(&docker),
+        build_launcher(docker.clone()),
         clock.clone(),
         events.clone() as Arc<dyn EventSink>,
         Arc::new(TokioSpawner::new(runtime.clone())),
         Some(store.clone() as Arc<dyn ServerRepository>),
         settings,
     );
+    events.add_observer(Arc::new(LeftoverSweep {
+        servers: manager.clone(),
+        runner: docker,
+        runtime: runtime.clone(),
+    }));
 
     let groups = Arc::new(
         GroupService::new(manager.clone(), events.clone() as Arc<dyn EventSink>)
@@ -343,7 +344,6 @@ fn assemble(
         event_log,
         rate_limiter,
         discovery,
-        docker,
         config_service,
     })
 }
@@ -448,59 +448,43 @@ fn instance_id(data_dir: &std::path::Path) -> anyhow::Result<String> {
     }
 }
 
-/// Removes the containers a killed gateway with this instance id left behind, on every engine
-/// this gateway may run containers on. An engine that cannot be reached is only logged: a
-/// gateway that runs no containers must start without one.
-async fn remove_leftover_containers(docker: &DockerRunnerSettings, config: &GatewayConfig) {
-    let mut engines = vec![docker.default_engine.clone()];
-    let mut add = |engine: DefaultEngine| {
-        if !engines.contains(&engine) {
-            engines.push(engine);
-        }
-    };
-    for spec in config.server_specs() {
-        if let LaunchSpec::Docker { engine, .. } = &spec.launch {
-            match engine {
-                ContainerEngine::Host(host) => {
-                    if let Ok(address) = mcpgw_runner_docker::EngineAddress::parse(host) {
-                        add(DefaultEngine::EngineApi(address));
-                    }
-                }
-                ContainerEngine::Cli(cli) => add(DefaultEngine::Cli(*cli)),
-                _ => {}
-            }
-        }
-    }
-    for source in config.discovery.iter().flat_map(|section| &section.sources) {
-        if source.source_type == mcpgw_runner_docker::DOCKER_SOURCE_TYPE {
-            let address = match source
-                .config
-                .get(mcpgw_runner_docker::SOCKET_PATH_KEY)
-                .and_then(|v| v.as_str())
-            {
-                Some(path) => mcpgw_runner_docker::EngineAddress::parse(path).ok(),
-                None => Some(mcpgw_runner_docker::default_engine_address()),
+/// Removes the containers that an earlier run of this instance left behind (a gateway killed
+/// outright cannot remove its own), as soon as a docker-mode server exists: one in the
+/// configuration file or restored from the store at start, one created over the API, by a
+/// reload or by a discovery approval later. Only the engine that server runs on is contacted,
+/// once; a gateway without docker-mode servers never looks for an engine. The runner itself
+/// also sweeps an engine before its first container there, so nothing this run starts can be
+/// taken for a leftover.
+struct LeftoverSweep {
+    servers: ServerManager,
+    runner: Arc<DockerRunner>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl EventObserver for LeftoverSweep {
+    fn observe(&self, event: &PublishedEvent) {
+        let id = match &event.event {
+            DomainEvent::McpServerRegistered {
+                mcp_server_id,
+                mode,
+                ..
+            } if *mode == "docker" => mcp_server_id,
+            DomainEvent::McpServerUpdated { mcp_server_id, .. } => mcp_server_id,
+            _ => return,
+        };
+        // Observers run while the manager publishes; it is asked for the spec afterwards.
+        let servers = self.servers.clone();
+        let runner = self.runner.clone();
+        let id = id.clone();
+        self.runtime.spawn(async move {
+            let Ok(server) = servers.snapshot(&id) else {
+                return;
             };
-            if let Some(address) = address {
-                add(DefaultEngine::EngineApi(address));
+            if let LaunchSpec::Docker { engine, .. } = &server.spec.launch {
+                // A failure is logged by the runner, and tried again at the server's start.
+                let _ = runner.remove_leftovers(engine).await;
             }
-        }
-    }
-    for engine in engines {
-        if let DefaultEngine::EngineApi(address) = &engine
-            && !address.socket().exists()
-        {
-            continue;
-        }
-        match mcpgw_runner_docker::remove_leftover_containers(&engine, &docker.instance_id).await {
-            Ok(0) => {}
-            Ok(removed) => {
-                tracing::info!(removed, %engine, "removed containers a previous run left behind");
-            }
-            Err(error) => {
-                tracing::warn!(%error, %engine, "could not look for containers a previous run left behind");
-            }
-        }
+        });
     }
 }
 
@@ -655,7 +639,7 @@ async fn register_groups(groups: &GroupService, config: &GatewayConfig) -> anyho
     Ok(())
 }
 
-fn build_launcher(docker: &DockerRunnerSettings) -> Arc<dyn ServerLauncher> {
+fn build_launcher(docker: Arc<DockerRunner>) -> Arc<dyn ServerLauncher> {
     let processes = Arc::new(mcpgw_runner_process::ProcessRunner::new(
         mcpgw_runner_process::ProcessRunnerSettings::default(),
     ));
@@ -664,7 +648,7 @@ fn build_launcher(docker: &DockerRunnerSettings) -> Arc<dyn ServerLauncher> {
     ));
     let stdio = Arc::new(StdioLauncher::new(processes, connector.clone(), STOP_GRACE));
     let containers = Arc::new(StdioLauncher::new(
-        Arc::new(mcpgw_runner_docker::DockerRunner::new(docker.clone())),
+        docker as Arc<dyn mcpgw_core::ProcessSpawner>,
         connector,
         STOP_GRACE,
     ));

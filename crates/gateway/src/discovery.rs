@@ -548,9 +548,10 @@ impl DiscoveryService {
         }
     }
 
-    /// Enables or disables a source. A disabled source is not scanned; what it found stays as
-    /// it was. For a source of the configuration file the change lasts until the gateway
-    /// restarts.
+    /// Enables or disables a source. A disabled source is not scanned (a scan request is a
+    /// conflict), and a scan still running when it is disabled changes nothing; what it found
+    /// before stays as it was. Enabling it scans it at once. For a source of the configuration
+    /// file the change lasts until the gateway restarts.
     pub async fn set_enabled(
         &self,
         source_id: &str,
@@ -618,6 +619,18 @@ impl DiscoveryService {
         };
 
         let _decisions = self.decisions.lock().await;
+        // The source may have been disabled, changed or removed while it was being scanned
+        // (those changes take the decision lock too): what the scan answered, found or failed,
+        // then no longer counts. Once a disable has answered, nothing of the source's changes
+        // anything.
+        match self.state().sources.get(source_id) {
+            Some(entry) if Arc::ptr_eq(&entry.source, &source) => {
+                if !entry.definition.enabled {
+                    return Err(DiscoveryError::SourceDisabled(source_id.to_owned()));
+                }
+            }
+            _ => return Err(DiscoveryError::SourceNotFound(source_id.to_owned())),
+        }
         let now = self.now();
         let candidates = match scanned {
             Ok(candidates) => candidates,
@@ -640,8 +653,6 @@ impl DiscoveryService {
 
         let outcome = {
             let mut state = self.state();
-            // The source may have been removed or changed while it was being scanned; what it
-            // found then no longer counts.
             let Some(definition) = state
                 .sources
                 .get(source_id)

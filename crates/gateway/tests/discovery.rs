@@ -18,11 +18,14 @@ use mcpgw_testkit::fakes::{FakeLauncher, TokioSpawner};
 use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
 
-/// A source whose findings the test sets, and that reports a change when told to.
+/// A source whose findings the test sets, and that reports a change when told to. A held
+/// source's scans wait, once they started, until the test releases them.
 struct ScriptedSource {
     candidates: Mutex<Result<Vec<DiscoveredCandidate>, String>>,
     changed: Notify,
     scans: Mutex<usize>,
+    held: Mutex<Option<Arc<tokio::sync::Semaphore>>>,
+    scan_started: Notify,
 }
 
 impl Default for ScriptedSource {
@@ -31,6 +34,8 @@ impl Default for ScriptedSource {
             candidates: Mutex::new(Ok(Vec::new())),
             changed: Notify::new(),
             scans: Mutex::new(0),
+            held: Mutex::new(None),
+            scan_started: Notify::new(),
         }
     }
 }
@@ -47,12 +52,29 @@ impl ScriptedSource {
     fn scans(&self) -> usize {
         *self.scans.lock().unwrap()
     }
+
+    /// Holds the scans that start from now on; each waits for a permit of the answer.
+    fn hold(&self) -> Arc<tokio::sync::Semaphore> {
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        *self.held.lock().unwrap() = Some(gate.clone());
+        gate
+    }
+
+    fn stop_holding(&self) {
+        *self.held.lock().unwrap() = None;
+    }
 }
 
 #[async_trait]
 impl DiscoverySource for ScriptedSource {
     async fn scan(&self) -> Result<Vec<DiscoveredCandidate>, SourceError> {
         *self.scans.lock().unwrap() += 1;
+        let held = self.held.lock().unwrap().clone();
+        self.scan_started.notify_one();
+        if let Some(gate) = held {
+            gate.acquire().await.unwrap().forget();
+        }
+        // Read after the wait: what the source holds when the scan answers.
         self.candidates.lock().unwrap().clone().map_err(SourceError)
     }
 
@@ -437,6 +459,62 @@ async fn the_scanning_loop_scans_at_start_and_when_the_source_changes() {
     source.changed.notify_one();
     wait_until(|| h.service.pending().len() == 2).await;
     assert!(source.scans() > scans);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scan_running_when_its_source_is_disabled_changes_nothing() {
+    let h = harness(
+        vec![config_source("fs", DiscoveryMode::Additive)],
+        Arc::default(),
+        Arc::default(),
+        None,
+    )
+    .await;
+    let source = h.factory.source("fs");
+    for failing in [false, true] {
+        let release = source.hold();
+        let scanning = tokio::spawn({
+            let service = h.service.clone();
+            async move { service.scan("fs").await }
+        });
+        source.scan_started.notified().await;
+        h.service.set_enabled("fs", false).await.unwrap();
+        // What the source answers after the disable: a server that appeared meanwhile, or a
+        // failure; neither may count.
+        if failing {
+            source.fail("the engine went away");
+        } else {
+            source.set(vec![candidate("late", "x")]);
+        }
+        release.add_permits(1);
+        assert!(
+            matches!(
+                scanning.await.unwrap(),
+                Err(DiscoveryError::SourceDisabled(_))
+            ),
+            "failing: {failing}"
+        );
+        assert!(h.service.pending().is_empty(), "failing: {failing}");
+        let view = h.service.source("fs").unwrap();
+        assert_eq!(view.last_scan_at, None, "failing: {failing}");
+        assert_eq!(view.error, None, "failing: {failing}");
+        assert!(
+            !h.events
+                .types()
+                .iter()
+                .any(|event| event.starts_with("DiscoveryScan")
+                    || *event == "DiscoveryServerPending"),
+            "failing: {failing}: {:?}",
+            h.events.types()
+        );
+        source.stop_holding();
+        h.service.set_enabled("fs", true).await.unwrap();
+    }
+
+    // Enabled again, its scans count.
+    source.set(vec![candidate("late", "x")]);
+    assert_eq!(h.service.scan("fs").await.unwrap().pending, 1);
+    assert_eq!(h.service.pending()[0].name, "late");
 }
 
 async fn wait_until(condition: impl Fn() -> bool) {

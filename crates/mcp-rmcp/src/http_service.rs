@@ -16,6 +16,7 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use mcpgw_core::{McpFrontend, bounded_for_message};
 use rmcp::model::ClientJsonRpcMessage;
+use rmcp::transport::streamable_http_server::session::SessionManager as _;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde::de::IgnoredAny;
@@ -207,7 +208,7 @@ pub fn streamable_http_handler(
     );
     let direct = DirectCalls::new(
         frontend,
-        sessions,
+        Arc::clone(&sessions),
         HostPolicy::new(settings.accepted_hosts().iter().map(String::as_str)),
         settings.shutdown.clone(),
         settings.session_idle_timeout,
@@ -218,6 +219,7 @@ pub fn streamable_http_handler(
         let service = service.clone();
         let origins = Arc::clone(&origins);
         let direct = Arc::clone(&direct);
+        let sessions = Arc::clone(&sessions);
         Box::pin(async move {
             direct.ensure_idle_sweeper();
             if !origins.admits(request.headers()) {
@@ -244,7 +246,20 @@ pub fn streamable_http_handler(
                 .get("mcp-session-id")
                 .and_then(|value| value.to_str().ok())
                 .map(str::to_owned);
+            let ending = match (&method, &session) {
+                (&http::Method::DELETE, Some(id)) => Some(SessionEnd {
+                    known: sessions
+                        .has_session(&id.as_str().into())
+                        .await
+                        .unwrap_or(false),
+                }),
+                _ => None,
+            };
             let response = service.handle(request.map(Full::new)).await;
+            let response = match ending {
+                Some(ending) => ending.answer(response),
+                None => response,
+            };
             if response.status() == http::StatusCode::UNSUPPORTED_MEDIA_TYPE
                 && let Some(body) = posted_json
                 && let Some(malformed) = Malformed::diagnose(&body)
@@ -256,6 +271,44 @@ pub fn streamable_http_handler(
         })
     })
 }
+
+/// A `DELETE` that names a session: whether that session existed when the request came in.
+///
+/// rmcp answers every `DELETE` it accepts with 202, for a session it closed and for one it
+/// never had. The session is closed by the time of the answer, so a closed session is answered
+/// 204 No Content (clients treat 200 and 204 as a successful termination, and anything else as a
+/// failure they log), and a session that did not exist (never opened, already ended, expired)
+/// is answered 404, as every other request naming it is. Every other answer of rmcp (a missing
+/// or unsupported protocol version, sessions turned off) stands.
+struct SessionEnd {
+    known: bool,
+}
+
+impl SessionEnd {
+    fn answer(self, response: http::Response<McpHttpBody>) -> http::Response<McpHttpBody> {
+        if response.status() != http::StatusCode::ACCEPTED {
+            return response;
+        }
+        if self.known {
+            let mut ended = http::Response::new(Full::new(Bytes::new()).boxed());
+            *ended.status_mut() = http::StatusCode::NO_CONTENT;
+            ended
+        } else {
+            let mut unknown =
+                http::Response::new(Full::new(Bytes::from_static(SESSION_NOT_FOUND)).boxed());
+            *unknown.status_mut() = http::StatusCode::NOT_FOUND;
+            unknown.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            unknown
+        }
+    }
+}
+
+/// The body of a 404 for a session the endpoint does not have, as rmcp words it for the other
+/// methods.
+const SESSION_NOT_FOUND: &[u8] = b"Not Found: Session not found";
 
 /// The `Content-Type` is JSON, as rmcp requires before it reads the body: with any other, its
 /// 415 is the right answer and stays.

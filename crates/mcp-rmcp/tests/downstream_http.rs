@@ -208,9 +208,42 @@ async fn a_2025_client_works_in_a_session_from_initialize_to_delete() {
     assert!(listed["result"].get("nextCursor").is_none(), "{listed}");
 
     let delete = request(Method::DELETE, &in_session(&session), None);
-    assert_eq!(send(&handler, delete).await.status(), StatusCode::ACCEPTED);
+    let ended = send(&handler, delete).await;
+    assert_eq!(ended.status(), StatusCode::NO_CONTENT);
+    assert!(
+        ended
+            .into_body()
+            .collect()
+            .await
+            .unwrap()
+            .to_bytes()
+            .is_empty()
+    );
     let response = send(&handler, post(&in_session(&session), list)).await;
     assert_eq!(response.status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_session_that_does_not_exist_answers_404() {
+    let (_frontend, handler) = handler(McpHttpSettings::default());
+    let never_opened = request(Method::DELETE, &in_session("no-such-session"), None);
+    assert_eq!(
+        send(&handler, never_opened).await.status(),
+        StatusCode::NOT_FOUND
+    );
+
+    let session = open_session(&handler).await;
+    let first = request(Method::DELETE, &in_session(&session), None);
+    assert_eq!(send(&handler, first).await.status(), StatusCode::NO_CONTENT);
+    let again = request(Method::DELETE, &in_session(&session), None);
+    assert_eq!(send(&handler, again).await.status(), StatusCode::NOT_FOUND);
+
+    // Without a session id there is nothing to end: rmcp's 400 stands.
+    let anonymous = request(Method::DELETE, &[("mcp-protocol-version", LEGACY)], None);
+    assert_eq!(
+        send(&handler, anonymous).await.status(),
+        StatusCode::BAD_REQUEST
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -602,7 +635,10 @@ async fn deleting_a_session_cancels_its_running_calls() {
     )));
     frontend.wait_until_slow_call_started().await;
     let delete = request(Method::DELETE, &in_session(&session), None);
-    assert_eq!(send(&handler, delete).await.status(), StatusCode::ACCEPTED);
+    assert_eq!(
+        send(&handler, delete).await.status(),
+        StatusCode::NO_CONTENT
+    );
     frontend.wait_until_slow_call_cancelled().await;
     let response = tokio::time::timeout(DEADLINE, pending)
         .await

@@ -6,7 +6,9 @@
 //! a read-only root filesystem, no network), through the Docker Engine API (which podman also
 //! serves) or a `docker`/`podman` command-line client. Every container it runs carries the
 //! label `mcp.gateway.owner=<instance id>`; stopping a server removes its container, and
-//! [`remove_leftover_containers`] removes the ones a gateway that died left behind.
+//! [`remove_leftover_containers`] removes the ones a gateway that died left behind. The runner
+//! contacts no engine until a launch or [`DockerRunner::remove_leftovers`] needs one, and
+//! removes an engine's leftovers before its first container there.
 //!
 //! [`DockerDiscoverySource`] is the discovery source of type `docker`: it lists the running
 //! containers labelled `mcp.gateway.enabled=true` on an engine's socket.

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -76,8 +76,10 @@ fn find_on_path(program: &str) -> Option<PathBuf> {
 pub struct DockerRunnerSettings {
     /// This gateway's id: the value of the [`OWNER_LABEL`] on every container it runs.
     pub instance_id: String,
-    /// The engine for specs whose `engine` is [`ContainerEngine::Default`].
-    pub default_engine: DefaultEngine,
+    /// The engine for specs whose `engine` is [`ContainerEngine::Default`]; `None` has
+    /// [`DefaultEngine::detect`] find it when a launch or a sweep first needs it, so that a
+    /// gateway that runs no containers never looks for an engine.
+    pub default_engine: Option<DefaultEngine>,
     /// How long a container gets between the stop signal and the kill when the last handle to
     /// its [`ProcessControl`](mcpgw_core::ProcessControl) is dropped while it still runs.
     pub stop_grace: Duration,
@@ -86,11 +88,11 @@ pub struct DockerRunnerSettings {
 impl DockerRunnerSettings {
     pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(3);
 
-    /// Settings with the engine found by [`DefaultEngine::detect`] and the default grace.
-    pub fn detect(instance_id: impl Into<String>) -> Self {
+    /// Settings whose default engine is found when first needed, with the default grace.
+    pub fn new(instance_id: impl Into<String>) -> Self {
         Self {
             instance_id: instance_id.into(),
-            default_engine: DefaultEngine::detect(),
+            default_engine: None,
             stop_grace: Self::DEFAULT_STOP_GRACE,
         }
     }
@@ -115,9 +117,20 @@ impl DockerRunnerSettings {
 ///
 /// A spawn that fails leaves no container behind. Needs a tokio runtime with its I/O and time
 /// drivers (`enable_all`).
+///
+/// The runner touches no engine until it is asked to: the default engine is found at the first
+/// launch or sweep that needs it. Before its first container on an engine, it removes the
+/// containers that an earlier run of the same instance left there (see
+/// [`DockerRunner::remove_leftovers`]); after that first container, never again, so that a
+/// sweep can never take a container of this run.
 pub struct DockerRunner {
     settings: DockerRunnerSettings,
+    default_engine: OnceLock<DefaultEngine>,
     clients: Mutex<HashMap<EngineAddress, Docker>>,
+    /// Per engine: whether its leftovers are dealt with (removed, or given up on because a
+    /// container of this run was about to start there). Held while a sweep runs, so that no
+    /// launch on that engine overlaps one.
+    sweeps: Mutex<HashMap<DefaultEngine, Arc<tokio::sync::Mutex<bool>>>>,
     cli_images: crate::cli::ImagesSeen,
 }
 
@@ -129,17 +142,25 @@ impl std::fmt::Debug for DockerRunner {
     }
 }
 
-/// Where one launch runs.
-enum Backend {
-    Api(EngineAddress),
-    Cli(ContainerCli),
+/// Why a spec's engine cannot be used, before any engine is contacted.
+enum Unusable {
+    /// A `docker_host` that is not a unix socket.
+    Address(String),
+    /// An engine kind this runner does not know.
+    Kind(String),
 }
 
 impl DockerRunner {
     pub fn new(settings: DockerRunnerSettings) -> Self {
+        let default_engine = OnceLock::new();
+        if let Some(engine) = &settings.default_engine {
+            let _ = default_engine.set(engine.clone());
+        }
         Self {
             settings,
+            default_engine,
             clients: Mutex::new(HashMap::new()),
+            sweeps: Mutex::new(HashMap::new()),
             cli_images: crate::cli::ImagesSeen::default(),
         }
     }
@@ -148,28 +169,102 @@ impl DockerRunner {
         &self.settings
     }
 
-    fn backend_for(&self, engine: &ContainerEngine, image: &str) -> Result<Backend, LaunchError> {
+    /// The engine for specs that name none, found (and logged) on first use.
+    pub fn default_engine(&self) -> &DefaultEngine {
+        self.default_engine.get_or_init(|| {
+            let engine = DefaultEngine::detect();
+            tracing::info!(%engine, "docker-mode servers that name no engine run on the default engine");
+            engine
+        })
+    }
+
+    /// The engine a spec's `engine` names, without contacting it.
+    fn engine_for(&self, engine: &ContainerEngine) -> Result<DefaultEngine, Unusable> {
         Ok(match engine {
-            ContainerEngine::Default => match &self.settings.default_engine {
-                DefaultEngine::EngineApi(address) => Backend::Api(address.clone()),
-                DefaultEngine::Cli(cli) => Backend::Cli(*cli),
-            },
+            ContainerEngine::Default => self.default_engine().clone(),
             ContainerEngine::Host(host) => {
-                Backend::Api(EngineAddress::parse(host).map_err(|reason| {
-                    LaunchError::SpawnFailed {
-                        command: format!("docker run {image}"),
-                        reason,
-                    }
-                })?)
+                DefaultEngine::EngineApi(EngineAddress::parse(host).map_err(Unusable::Address)?)
             }
-            ContainerEngine::Cli(cli) => Backend::Cli(*cli),
+            ContainerEngine::Cli(cli) => DefaultEngine::Cli(*cli),
             other => {
-                return Err(LaunchError::Other(format!(
+                return Err(Unusable::Kind(format!(
                     "the container engine {other:?} is not supported by this gateway; use the \
                      default engine, an Engine API socket, or the docker or podman command"
                 )));
             }
         })
+    }
+
+    /// Removes the containers that an earlier run of this instance left on the engine a spec's
+    /// `engine` names (the default engine for [`ContainerEngine::Default`]), unless that was
+    /// done before or this runner already started a container there; answers how many it
+    /// removed. For the composition root, as soon as it knows that a docker-mode server exists:
+    /// leftovers are removed then, rather than at the server's first start. A failure (the
+    /// engine is unreachable) is answered, and the sweep is tried again by the next call or
+    /// the next launch on that engine.
+    pub async fn remove_leftovers(&self, engine: &ContainerEngine) -> Result<usize, String> {
+        let engine = match self.engine_for(engine) {
+            Ok(engine) => engine,
+            Err(Unusable::Address(reason) | Unusable::Kind(reason)) => return Err(reason),
+        };
+        let gate = self.sweep_gate(&engine);
+        let mut swept = gate.lock().await;
+        if *swept {
+            return Ok(0);
+        }
+        let outcome = self.sweep(&engine).await;
+        *swept = outcome.is_ok();
+        outcome
+    }
+
+    /// Whether `engine`'s leftovers are dealt with: removed, or never to be looked for again
+    /// because a container of this run started there (a sweep would take it). Locked while a
+    /// sweep runs, and while a launch runs on an engine whose sweep failed.
+    fn sweep_gate(&self, engine: &DefaultEngine) -> Arc<tokio::sync::Mutex<bool>> {
+        Arc::clone(
+            self.sweeps
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(engine.clone())
+                .or_default(),
+        )
+    }
+
+    async fn sweep(&self, engine: &DefaultEngine) -> Result<usize, String> {
+        let outcome =
+            crate::cleanup::remove_leftover_containers(engine, &self.settings.instance_id).await;
+        match &outcome {
+            Ok(0) => {}
+            Ok(removed) => {
+                tracing::info!(removed, %engine, "removed containers an earlier run left behind");
+            }
+            Err(error) => {
+                tracing::warn!(%error, %engine, "could not remove the containers an earlier run may have left behind");
+            }
+        }
+        outcome
+    }
+
+    /// Runs one container on `engine`, after that engine's leftovers are dealt with. When the
+    /// sweep fails, the launch runs with the gate held: if it starts a container, the engine
+    /// is never swept again; if not, the next launch tries the sweep again.
+    async fn launch(
+        &self,
+        engine: DefaultEngine,
+        server_id: &ServerId,
+        launch: &LaunchSpec,
+        logs: Arc<LogBuffer>,
+    ) -> Result<SpawnedProcess, LaunchError> {
+        let gate = self.sweep_gate(&engine);
+        let mut swept = gate.lock().await;
+        if !*swept && self.sweep(&engine).await.is_err() {
+            let launched = self.launch_on(engine, server_id, launch, logs).await;
+            *swept = launched.is_ok();
+            return launched;
+        }
+        *swept = true;
+        drop(swept);
+        self.launch_on(engine, server_id, launch, logs).await
     }
 
     /// The client for `address`, connecting (and negotiating the API version) on first use.
@@ -209,8 +304,30 @@ impl ProcessSpawner for DockerRunner {
         let LaunchSpec::Docker { image, engine, .. } = launch else {
             return Err(LaunchError::UnsupportedMode(launch.mode()));
         };
-        match self.backend_for(engine, image)? {
-            Backend::Api(address) => {
+        let engine = self.engine_for(engine).map_err(|unusable| match unusable {
+            Unusable::Address(reason) => LaunchError::SpawnFailed {
+                command: format!("docker run {image}"),
+                reason,
+            },
+            Unusable::Kind(reason) => LaunchError::Other(reason),
+        })?;
+        self.launch(engine, server_id, launch, logs).await
+    }
+}
+
+impl DockerRunner {
+    async fn launch_on(
+        &self,
+        engine: DefaultEngine,
+        server_id: &ServerId,
+        launch: &LaunchSpec,
+        logs: Arc<LogBuffer>,
+    ) -> Result<SpawnedProcess, LaunchError> {
+        let LaunchSpec::Docker { image, .. } = launch else {
+            return Err(LaunchError::UnsupportedMode(launch.mode()));
+        };
+        match engine {
+            DefaultEngine::EngineApi(address) => {
                 let spec = ContainerSpec::from_launch(
                     server_id,
                     &self.settings.instance_id,
@@ -234,7 +351,7 @@ impl ProcessSpawner for DockerRunner {
                 )
                 .await
             }
-            Backend::Cli(cli) => {
+            DefaultEngine::Cli(cli) => {
                 let spec = ContainerSpec::from_launch(
                     server_id,
                     &self.settings.instance_id,
@@ -262,7 +379,7 @@ mod tests {
     fn runner(default_engine: DefaultEngine) -> DockerRunner {
         DockerRunner::new(DockerRunnerSettings {
             instance_id: "gw".to_owned(),
-            default_engine,
+            default_engine: Some(default_engine),
             stop_grace: Duration::from_secs(1),
         })
     }
@@ -272,35 +389,65 @@ mod tests {
         let address = EngineAddress::parse("/run/one.sock").unwrap();
         let api = runner(DefaultEngine::EngineApi(address.clone()));
         assert!(matches!(
-            api.backend_for(&ContainerEngine::Default, "i"),
-            Ok(Backend::Api(chosen)) if chosen == address
+            api.engine_for(&ContainerEngine::Default),
+            Ok(DefaultEngine::EngineApi(chosen)) if chosen == address
         ));
         assert!(matches!(
-            api.backend_for(&ContainerEngine::Cli(ContainerCli::Podman), "i"),
-            Ok(Backend::Cli(ContainerCli::Podman))
+            api.engine_for(&ContainerEngine::Cli(ContainerCli::Podman)),
+            Ok(DefaultEngine::Cli(ContainerCli::Podman))
         ));
         assert!(matches!(
-            api.backend_for(&ContainerEngine::Host("unix:///run/two.sock".to_owned()), "i"),
-            Ok(Backend::Api(chosen)) if chosen.socket() == std::path::Path::new("/run/two.sock")
+            api.engine_for(&ContainerEngine::Host("unix:///run/two.sock".to_owned())),
+            Ok(DefaultEngine::EngineApi(chosen)) if chosen.socket() == std::path::Path::new("/run/two.sock")
         ));
         let cli = runner(DefaultEngine::Cli(ContainerCli::Docker));
         assert!(matches!(
-            cli.backend_for(&ContainerEngine::Default, "i"),
-            Ok(Backend::Cli(ContainerCli::Docker))
+            cli.engine_for(&ContainerEngine::Default),
+            Ok(DefaultEngine::Cli(ContainerCli::Docker))
         ));
     }
 
-    #[test]
-    fn a_host_that_is_not_a_socket_fails_the_launch_with_what_to_write() {
+    #[tokio::test]
+    async fn a_host_that_is_not_a_socket_fails_the_launch_with_what_to_write() {
         let runner = runner(DefaultEngine::Cli(ContainerCli::Docker));
-        let Err(error) = runner.backend_for(
-            &ContainerEngine::Host("tcp://10.0.0.1:2375".to_owned()),
-            "img",
-        ) else {
+        let launch = LaunchSpec::Docker {
+            image: "img".to_owned(),
+            args: Vec::new(),
+            env: Default::default(),
+            network: String::new(),
+            memory: None,
+            cpus: None,
+            read_only: true,
+            volumes: Vec::new(),
+            engine: ContainerEngine::Host("tcp://10.0.0.1:2375".to_owned()),
+        };
+        let server = ServerId::parse("s").unwrap();
+        let logs = Arc::new(LogBuffer::new(server.clone(), Arc::new(NoClock)));
+        let Err(error) = runner.spawn(&server, &launch, logs).await else {
             panic!("a tcp address must be refused");
         };
         let text = error.to_string();
         assert!(text.contains("unix:///path/to/docker.sock"), "{text}");
+        let Err(swept) = runner
+            .remove_leftovers(&ContainerEngine::Host("tcp://10.0.0.1:2375".to_owned()))
+            .await
+        else {
+            panic!("nothing to sweep at a tcp address");
+        };
+        assert!(swept.contains("unix:///path/to/docker.sock"), "{swept}");
+    }
+
+    #[test]
+    fn the_default_engine_is_not_looked_for_until_it_is_needed() {
+        let runner = DockerRunner::new(DockerRunnerSettings::new("gw"));
+        assert!(runner.default_engine.get().is_none());
+        let _ = runner.engine_for(&ContainerEngine::Cli(ContainerCli::Podman));
+        assert!(
+            runner.default_engine.get().is_none(),
+            "an engine of its own needs no default"
+        );
+        let found = runner.default_engine().clone();
+        assert_eq!(runner.default_engine.get(), Some(&found));
     }
 
     #[test]
@@ -310,5 +457,20 @@ mod tests {
             endpoint: "http://x".to_owned(),
             headers: Default::default(),
         }));
+    }
+
+    struct NoClock;
+
+    #[async_trait]
+    impl mcpgw_core::Clock for NoClock {
+        fn now(&self) -> mcpgw_core::MonoTime {
+            mcpgw_core::MonoTime::from_duration(Duration::ZERO)
+        }
+        fn wall(&self) -> mcpgw_core::Timestamp {
+            mcpgw_core::Timestamp::from_unix_micros(0)
+        }
+        async fn sleep(&self, duration: Duration) {
+            tokio::time::sleep(duration).await;
+        }
     }
 }

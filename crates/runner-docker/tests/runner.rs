@@ -110,7 +110,7 @@ fn log_buffer(server: &ServerId) -> Arc<LogBuffer> {
 fn runner(instance_id: &str) -> DockerRunner {
     DockerRunner::new(DockerRunnerSettings {
         instance_id: instance_id.to_owned(),
-        default_engine: DefaultEngine::EngineApi(engine_address()),
+        default_engine: Some(DefaultEngine::EngineApi(engine_address())),
         stop_grace: Duration::from_secs(1),
     })
 }
@@ -567,6 +567,65 @@ async fn leftover_containers_of_this_owner_are_removed_and_others_are_not() {
             .await
             .expect("removing the neighbour's container");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_is_swept_before_the_first_container_and_never_after() {
+    let client = engine().await;
+    for (backend, engine) in backends() {
+        let owner = unique_instance_id("first-launch");
+        let _cleanup = RemoveOwnedContainers(owner.clone());
+        let leftover = leave_container(&client, &owner).await;
+        let runner = runner(&owner);
+        let server = ServerId::parse("first").unwrap();
+        let spawned = runner
+            .spawn(
+                &server,
+                &launch(FIXTURE_IMAGE, &[], engine.clone()),
+                log_buffer(&server),
+            )
+            .await
+            .unwrap_or_else(|error| panic!("{backend}: {error}"));
+        let running = the_container_of(&client, &owner).await;
+        assert_ne!(running, leftover, "{backend}: the leftover is gone");
+
+        // A docker-mode server registered now must not cost the running one its container.
+        assert_eq!(runner.remove_leftovers(&engine).await, Ok(0), "{backend}");
+        assert_eq!(containers_of(&client, &owner).await, [running], "{backend}");
+        spawned.control.terminate(Duration::from_secs(1)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remove_leftovers_sweeps_an_engine_once_it_answers() {
+    let client = engine().await;
+    let owner = unique_instance_id("sweep-once");
+    let _cleanup = RemoveOwnedContainers(owner.clone());
+    let runner = runner(&owner);
+    let missing = format!("unix:///tmp/mcpgw-no-engine-{owner}.sock");
+    let error = runner
+        .remove_leftovers(&ContainerEngine::Host(missing.clone()))
+        .await
+        .expect_err("no engine listens there");
+    assert!(
+        error.contains(missing.trim_start_matches("unix://")),
+        "{error}"
+    );
+
+    leave_container(&client, &owner).await;
+    leave_container(&client, &owner).await;
+    assert_eq!(
+        runner.remove_leftovers(&ContainerEngine::Default).await,
+        Ok(2)
+    );
+    assert!(containers_of(&client, &owner).await.is_empty());
+    // Once is enough: a container left now is this run's, as far as the runner knows.
+    let later = leave_container(&client, &owner).await;
+    assert_eq!(
+        runner.remove_leftovers(&ContainerEngine::Default).await,
+        Ok(0)
+    );
+    assert_eq!(containers_of(&client, &owner).await, [later]);
 }
 
 #[tokio::test]
