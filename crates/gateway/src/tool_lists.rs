@@ -231,24 +231,27 @@ struct KeeperObserver {
 
 impl EventObserver for KeeperObserver {
     fn observe(&self, published: &PublishedEvent) {
+        // Every tool call publishes an event: those this observer ignores cost it one match,
+        // not a reference count on the keeper.
+        let (mcp_server_id, removed) = match &published.event {
+            DomainEvent::McpServerStarted { mcp_server_id, .. }
+            | DomainEvent::McpServerToolsChanged { mcp_server_id, .. } => (mcp_server_id, false),
+            DomainEvent::McpServerRemoved { mcp_server_id } => (mcp_server_id, true),
+            _ => return,
+        };
         let Some(keeper) = self.keeper.upgrade() else {
             return;
         };
-        match &published.event {
-            DomainEvent::McpServerStarted { mcp_server_id, .. }
-            | DomainEvent::McpServerToolsChanged { mcp_server_id, .. } => {
-                keeper.note(mcp_server_id, |pending| pending.save = true);
-            }
-            DomainEvent::McpServerRemoved { mcp_server_id } => {
-                keeper.note(mcp_server_id, |pending| {
-                    // A save noted before the removal is of the removed server.
-                    *pending = Pending {
-                        delete: true,
-                        save: false,
-                    };
-                });
-            }
-            _ => {}
+        if removed {
+            keeper.note(mcp_server_id, |pending| {
+                // A save noted before the removal is of the removed server.
+                *pending = Pending {
+                    delete: true,
+                    save: false,
+                };
+            });
+        } else {
+            keeper.note(mcp_server_id, |pending| pending.save = true);
         }
     }
 }

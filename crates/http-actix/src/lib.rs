@@ -119,136 +119,138 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: ApiState) {
         max_body_bytes: state.settings().max_body_bytes,
         state: web::Data::new(state),
     };
-    cfg.service(
-        mounter
-            .resource(
-                web::resource(["/api/mcp_servers", "/api/mcp_servers/"]),
-                "GET, POST",
-            )
-            .route(web::get().to(servers::list_servers))
-            .route(web::post().to(servers::create_server)),
-    )
-    .service(
-        mounter
-            .resource(web::resource("/api/mcp_servers/{id}"), "GET, PUT, DELETE")
-            .route(web::get().to(servers::get_server))
-            .route(web::put().to(servers::update_server))
-            .route(web::delete().to(servers::delete_server)),
-    )
-    .service(
-        mounter
-            .resource(web::resource("/api/mcp_servers/{id}/start"), "POST")
-            .route(web::post().to(servers::start_server)),
-    )
-    .service(
-        mounter
-            .resource(web::resource("/api/mcp_servers/{id}/stop"), "POST")
-            .route(web::post().to(servers::stop_server)),
-    )
-    .service(
-        mounter
-            .resource(web::resource("/api/mcp_servers/{id}/tools"), "GET")
-            .route(web::get().to(servers::server_tools)),
-    )
-    .service(
-        mounter
-            .resource(web::resource("/api/mcp_servers/{id}/tools/history"), "GET")
-            .route(web::get().to(servers::tool_history)),
-    )
-    .service(
-        mounter
-            .resource(web::resource("/api/mcp_servers/{id}/health"), "GET")
-            .route(web::get().to(servers::server_health)),
-    )
-    .service(
-        mounter
-            .resource(web::resource("/api/mcp_servers/{id}/logs"), "GET")
-            .route(web::get().to(servers::server_logs)),
-    )
-    .service(
-        mounter
-            .resource(web::resource(["/api/groups", "/api/groups/"]), "GET, POST")
-            .route(web::get().to(groups::list_groups))
-            .route(web::post().to(groups::create_group)),
-    )
-    .service(
-        mounter
-            .resource(web::resource("/api/groups/{id}"), "GET, PUT, DELETE")
-            .route(web::get().to(groups::get_group))
-            .route(web::put().to(groups::update_group))
-            .route(web::delete().to(groups::delete_group)),
-    )
-    .service(
-        mounter
-            .resource(web::resource("/api/groups/{id}/rebalance"), "POST")
-            .route(web::post().to(groups::rebalance_group)),
-    )
-    .service(
-        mounter
-            .resource(
-                web::resource(["/api/groups/{id}/members", "/api/groups/{id}/members/"]),
-                "POST",
-            )
-            .route(web::post().to(groups::add_member)),
-    )
-    .service(
-        mounter
-            .resource(
-                web::resource("/api/groups/{id}/members/{member_id}"),
-                "DELETE",
-            )
-            .route(web::delete().to(groups::remove_member)),
-    )
-    .service(
-        mounter
-            .resource(web::resource("/api/system"), "GET")
-            .route(web::get().to(system::system_info)),
-    )
-    .service(
-        mounter
-            .resource(web::resource(EVENTS_WS_PATH), "GET")
-            .route(web::get().to(ws::events_socket)),
-    )
-    .service(mounter.mcp_resource())
-    .service(
-        mounter
-            .resource(web::resource(OPENAPI_PATH), "GET")
-            .route(web::get().to(openapi::openapi_json)),
-    )
-    .service(
-        mounter
-            .resource(web::resource([DOCS_PATH, "/docs/"]), "GET")
-            .route(web::get().to(openapi::docs_page)),
-    )
-    .service(
-        mounter
-            .resource(web::resource("/docs/{tail:.+}"), "GET")
-            .route(web::get().to(openapi::docs_asset)),
-    )
-    .service(
-        mounter
-            .resource(web::resource("/health/live"), "GET")
-            .route(web::get().to(probes::live)),
-    )
-    .service(
-        mounter
-            .resource(web::resource("/health/startup"), "GET")
-            .route(web::get().to(probes::startup)),
-    )
-    .service(
-        mounter
-            .resource(web::resource("/health/ready"), "GET")
-            .route(web::get().to(probes::ready)),
-    )
-    .service(
-        mounter
-            .resource(web::resource("/metrics"), "GET")
-            .route(web::get().to(telemetry::metrics_text)),
-    )
-    .configure(|cfg| auth_api::mount(cfg, &mounter))
-    .configure(|cfg| discovery::mount(cfg, &mounter))
-    .configure(|cfg| config_api::mount(cfg, &mounter))
-    .default_service(web::to(route_not_found));
+    // `/mcp` first: the router and the request metrics' route label try resources in this
+    // order, and the data plane's requests should not pay for matching every `/api` pattern.
+    cfg.service(mounter.mcp_resource())
+        .service(
+            mounter
+                .resource(
+                    web::resource(["/api/mcp_servers", "/api/mcp_servers/"]),
+                    "GET, POST",
+                )
+                .route(web::get().to(servers::list_servers))
+                .route(web::post().to(servers::create_server)),
+        )
+        .service(
+            mounter
+                .resource(web::resource("/api/mcp_servers/{id}"), "GET, PUT, DELETE")
+                .route(web::get().to(servers::get_server))
+                .route(web::put().to(servers::update_server))
+                .route(web::delete().to(servers::delete_server)),
+        )
+        .service(
+            mounter
+                .resource(web::resource("/api/mcp_servers/{id}/start"), "POST")
+                .route(web::post().to(servers::start_server)),
+        )
+        .service(
+            mounter
+                .resource(web::resource("/api/mcp_servers/{id}/stop"), "POST")
+                .route(web::post().to(servers::stop_server)),
+        )
+        .service(
+            mounter
+                .resource(web::resource("/api/mcp_servers/{id}/tools"), "GET")
+                .route(web::get().to(servers::server_tools)),
+        )
+        .service(
+            mounter
+                .resource(web::resource("/api/mcp_servers/{id}/tools/history"), "GET")
+                .route(web::get().to(servers::tool_history)),
+        )
+        .service(
+            mounter
+                .resource(web::resource("/api/mcp_servers/{id}/health"), "GET")
+                .route(web::get().to(servers::server_health)),
+        )
+        .service(
+            mounter
+                .resource(web::resource("/api/mcp_servers/{id}/logs"), "GET")
+                .route(web::get().to(servers::server_logs)),
+        )
+        .service(
+            mounter
+                .resource(web::resource(["/api/groups", "/api/groups/"]), "GET, POST")
+                .route(web::get().to(groups::list_groups))
+                .route(web::post().to(groups::create_group)),
+        )
+        .service(
+            mounter
+                .resource(web::resource("/api/groups/{id}"), "GET, PUT, DELETE")
+                .route(web::get().to(groups::get_group))
+                .route(web::put().to(groups::update_group))
+                .route(web::delete().to(groups::delete_group)),
+        )
+        .service(
+            mounter
+                .resource(web::resource("/api/groups/{id}/rebalance"), "POST")
+                .route(web::post().to(groups::rebalance_group)),
+        )
+        .service(
+            mounter
+                .resource(
+                    web::resource(["/api/groups/{id}/members", "/api/groups/{id}/members/"]),
+                    "POST",
+                )
+                .route(web::post().to(groups::add_member)),
+        )
+        .service(
+            mounter
+                .resource(
+                    web::resource("/api/groups/{id}/members/{member_id}"),
+                    "DELETE",
+                )
+                .route(web::delete().to(groups::remove_member)),
+        )
+        .service(
+            mounter
+                .resource(web::resource("/api/system"), "GET")
+                .route(web::get().to(system::system_info)),
+        )
+        .service(
+            mounter
+                .resource(web::resource(EVENTS_WS_PATH), "GET")
+                .route(web::get().to(ws::events_socket)),
+        )
+        .service(
+            mounter
+                .resource(web::resource(OPENAPI_PATH), "GET")
+                .route(web::get().to(openapi::openapi_json)),
+        )
+        .service(
+            mounter
+                .resource(web::resource([DOCS_PATH, "/docs/"]), "GET")
+                .route(web::get().to(openapi::docs_page)),
+        )
+        .service(
+            mounter
+                .resource(web::resource("/docs/{tail:.+}"), "GET")
+                .route(web::get().to(openapi::docs_asset)),
+        )
+        .service(
+            mounter
+                .resource(web::resource("/health/live"), "GET")
+                .route(web::get().to(probes::live)),
+        )
+        .service(
+            mounter
+                .resource(web::resource("/health/startup"), "GET")
+                .route(web::get().to(probes::startup)),
+        )
+        .service(
+            mounter
+                .resource(web::resource("/health/ready"), "GET")
+                .route(web::get().to(probes::ready)),
+        )
+        .service(
+            mounter
+                .resource(web::resource("/metrics"), "GET")
+                .route(web::get().to(telemetry::metrics_text)),
+        )
+        .configure(|cfg| auth_api::mount(cfg, &mounter))
+        .configure(|cfg| discovery::mount(cfg, &mounter))
+        .configure(|cfg| config_api::mount(cfg, &mounter))
+        .default_service(web::to(route_not_found));
 }
 
 /// The whole application: every route, the envelope 404, rate limits inside authentication,
