@@ -287,3 +287,30 @@ async fn a_running_server_keeps_its_tools_until_its_restart_lists_them_again() {
         relaunched.tool_list_digest()
     );
 }
+
+#[tokio::test]
+async fn a_kept_list_answers_for_the_tools_it_has_and_the_server_for_the_others() {
+    let h = harness();
+    h.manager.register(spec("quiet")).await.unwrap();
+    assert!(
+        h.manager
+            .restore_tools(&kept(&spec("quiet"), &["add"]))
+            .unwrap()
+    );
+    let quiet = id("quiet");
+    assert_eq!(h.manager.knows_tool(&quiet, "add").unwrap(), Some(true));
+    assert_eq!(
+        h.manager.knows_tool(&quiet, "echo").unwrap(),
+        None,
+        "the program behind the definition may list it now"
+    );
+
+    // Once the server has listed its tools in this run, its list answers both ways, running
+    // or not.
+    h.manager.start(&quiet).await.unwrap();
+    assert_eq!(h.manager.knows_tool(&quiet, "echo").unwrap(), Some(true));
+    assert_eq!(h.manager.knows_tool(&quiet, "add").unwrap(), Some(false));
+    h.manager.stop(&quiet).await.unwrap();
+    assert_eq!(h.manager.knows_tool(&quiet, "add").unwrap(), Some(false));
+    assert_eq!(h.launcher.launches(), 1);
+}
