@@ -522,6 +522,7 @@ impl ServerManager {
     fn apply_spec(&self, server: &Arc<ManagedServer>, spec: ServerSpec) -> bool {
         let id = spec.id.clone();
         let restart_required = server.spec().launch_differs(&spec);
+        let declares_tools = !spec.predefined_tools.is_empty();
         let limit = spec.max_consecutive_failures;
         *server
             .spec
@@ -535,6 +536,11 @@ impl ServerManager {
                 // The tools were listed under the old launch and may not be the new one's: they
                 // are not served any more, and the next start (or probe) lists them again. A
                 // running server is restarted below, which lists them again too.
+                status.live_tools = None;
+                status.tools_learned = None;
+            } else if declares_tools && listed_source(&status) == ToolSource::Stored {
+                // A kept list is served only in place of declared tools (see `restore_tools`);
+                // a definition that declares them now lists those, as at the next start-up.
                 status.live_tools = None;
                 status.tools_learned = None;
             }
@@ -710,9 +716,9 @@ impl ServerManager {
     /// them. The list is taken only while the server's definition has the digest the list was
     /// learned under ([`ServerSpec::tool_list_digest`]): a list of another definition is never
     /// served. Answers whether it was taken; when it was, the server's tools are
-    /// [`ToolSource::Stored`] until it lists them itself, and `McpServerToolsChanged` is
-    /// published. A kept list speaks for the tools it has only (see
-    /// [`ServerManager::knows_tool`]).
+    /// [`ToolSource::Stored`] until it lists them itself (or its definition comes to declare
+    /// tools, or another launch), and `McpServerToolsChanged` is published. A kept list speaks
+    /// for the tools it has only (see [`ServerManager::knows_tool`]).
     pub fn restore_tools(&self, list: &crate::StoredToolList) -> Result<bool, CoreError> {
         let server = self.lookup(&list.server_id)?;
         let spec = server.spec();
