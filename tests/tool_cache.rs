@@ -32,16 +32,21 @@ fn counted_command(id: &str, starts: &Path) -> Vec<String> {
     ]
 }
 
-/// A configuration entry for a counted server; `env` (when given) changes its definition.
-fn counted_yaml(id: &str, starts: &Path, env: Option<&str>) -> String {
-    let command: Vec<String> = counted_command(id, starts)
+/// A configuration entry for a subprocess server that runs `command`.
+fn subprocess_yaml(id: &str, command: &[String]) -> String {
+    let command: Vec<String> = command
         .iter()
         .map(|part| serde_json::to_string(part).unwrap())
         .collect();
-    let mut yaml = format!(
+    format!(
         "  {id}:\n    mode: subprocess\n    command: [{}]\n",
         command.join(", ")
-    );
+    )
+}
+
+/// A configuration entry for a counted server; `env` (when given) changes its definition.
+fn counted_yaml(id: &str, starts: &Path, env: Option<&str>) -> String {
+    let mut yaml = subprocess_yaml(id, &counted_command(id, starts));
     if let Some(value) = env {
         yaml.push_str(&format!("    env: {{MODE: {value}}}\n"));
     }
@@ -209,4 +214,54 @@ fn learned_tool_lists_survive_restarts_and_only_changed_servers_are_probed_again
     for id in ["a", "b"] {
         assert_eq!(tools(&gw, id)["source"], "stored", "{id}");
     }
+}
+
+#[test]
+fn a_call_of_a_tool_the_kept_list_lacks_asks_the_server_behind_the_unchanged_definition() {
+    let scratch = tempfile::tempdir().unwrap();
+    let file = scratch.path().join("starts");
+    let version = scratch.path().join("version");
+    std::fs::write(&version, "one").unwrap();
+    // The definition never changes, but what it runs does, as a newer version of a package
+    // behind the same command would: the tools are prefixed with the version file's content.
+    let command = vec![
+        "sh".to_owned(),
+        "-c".to_owned(),
+        format!(
+            "echo a >> '{}'; exec '{}' --tools-prefix \"$(cat '{}')_\"",
+            file.display(),
+            fixture_binary().display(),
+            version.display()
+        ),
+    ];
+    let yaml = config(&[subprocess_yaml("a", &command)]);
+
+    let gw = gateway().config(&yaml).start();
+    assert!(tool_names(&wait_until_learned(&gw, "a")).contains(&"one_echo".to_owned()));
+    let data_dir = stop(gw);
+
+    std::fs::write(&version, "two").unwrap();
+    let gw = gateway().config(&yaml).data_dir(data_dir).start();
+    let served = tools(&gw, "a");
+    assert_eq!(served["source"], "stored", "{served}");
+    assert!(
+        tool_names(&served).contains(&"one_echo".to_owned()),
+        "{served}"
+    );
+    assert_eq!(starts(&file), counts(&[("a", 1)]));
+
+    // A tool the kept list lacks: the server is started and asked, and the call runs.
+    let answer = gw.mcp_call_tool("a__two_echo", json!({"text": "hi"}));
+    assert!(answer.get("result").is_some(), "{answer}");
+    assert_eq!(starts(&file), counts(&[("a", 2)]));
+    let live = tools(&gw, "a");
+    assert_eq!(live["source"], "live", "{live}");
+    assert!(
+        !tool_names(&live).contains(&"one_echo".to_owned()),
+        "{live}"
+    );
+    // From now on the server's own list answers: a tool it lacks is unknown, with no start.
+    let unknown = gw.mcp_call_tool("a__three_echo", json!({"text": "hi"}));
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    assert_eq!(starts(&file), counts(&[("a", 2)]));
 }

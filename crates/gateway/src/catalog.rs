@@ -4,9 +4,11 @@
 //! the group.
 //!
 //! A call may name `{server}__{tool}` (or `{group}__{tool}`) before the catalogue knows that
-//! server's tools (the probe has not finished, probing is off, or it failed): the server is
-//! started as the call would start it, its tools are learned, and the call is then routed, or
-//! answered as an unknown tool when the server has no such tool. With bare naming, a bare name
+//! server's tools (the probe has not finished, probing is off, or it failed), or a tool that
+//! the server's kept list from an earlier run lacks (the program behind an unchanged definition
+//! may list more now): the server is started as the call would start it, its tools are
+//! learned, and the call is then routed, or answered as an unknown tool when the server has no
+//! such tool. With bare naming, a bare name
 //! reaches only tools the catalogue knows (nothing says which server an unknown bare name
 //! belongs to); the prefixed form reaches every tool, listed bare or not.
 
@@ -382,8 +384,9 @@ impl ToolCatalog {
             .then_some((Owner::Server(id), tool))
     }
 
-    /// Whether `owner` has the tool `tool`, as far as its tools are known; `None` while they
-    /// are not (the server never ran and declares none; no member of the group has run).
+    /// Whether `owner` has the tool `tool`, as far as its tools are known; `None` while only a
+    /// start can tell (the server never ran and declares none, or only its kept list is known
+    /// and lacks the tool; likewise for every member of the group).
     fn knows_tool(&self, owner: &Owner, tool: &str) -> Option<bool> {
         match owner {
             Owner::Server(server) => match self.manager.knows_tool(server, tool) {
@@ -399,9 +402,10 @@ impl ToolCatalog {
     }
 
     /// The route of a name that the catalogue does not list. A `{server}__{tool}` or
-    /// `{group}__{tool}` name whose owner's tools are not known yet starts the server (or a
-    /// member of the group) as a call would, single flight with every other start, and learns
-    /// them; the name is then routed if the tool exists. Any other name is an unknown tool.
+    /// `{group}__{tool}` name whose owner cannot tell yet whether it has the tool (see
+    /// [`ServerManager::knows_tool`]) starts the server (or a member of the group) as a call
+    /// would, single flight with every other start, and learns its tools; the name is then
+    /// routed if the tool exists. Any other name is an unknown tool.
     async fn unlisted_route(&self, name: &str) -> Result<(Owner, String), FrontendError> {
         let unknown = || FrontendError::unknown("tool", name);
         let (owner, tool) = self.owner_of(name).ok_or_else(unknown)?;

@@ -1051,8 +1051,8 @@ impl GroupService {
         Some(known.unwrap_or_default())
     }
 
-    /// Whether the group has the tool `name`: whether its first member (in member order)
-    /// whose tools are known has it; `None` while no member's tools are known, or for an
+    /// Whether the group has the tool `name`: the answer of its first member (in member order)
+    /// that can tell ([`ServerManager::knows_tool`]); `None` while no member can, or for an
     /// unknown group.
     pub fn knows_tool(&self, id: &ServerId, name: &str) -> Option<bool> {
         let entry = self.entry(id)?;
@@ -1067,7 +1067,7 @@ impl GroupService {
             .find_map(|member| self.manager.knows_tool(member, name).ok().flatten())
     }
 
-    /// Learns a group's tools while no member's are known, for a call that names one of them:
+    /// Learns a group's tools while no member can tell whether it has a tool a call names:
     /// starts the members in rotation, in member order, as a call would start them (single
     /// flight with every other start), until one lists its tools; the members stay running,
     /// like members a call started. A group without members has nothing to learn. Answers the

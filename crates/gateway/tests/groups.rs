@@ -13,8 +13,8 @@ use mcpgw_core::{
     CallContext, Caller, CoreError, DomainEvent, ErrorKind, EventObserver, EventSink,
     ExitStatusInfo, FrontendErrorKind, LaunchError, LaunchedServer, LogBuffer, ManagerSettings,
     McpFrontend, McpSession, PublishedEvent, RepositoryError, ServerId, ServerLauncher,
-    ServerManager, ServerOrigin, ServerSpec, ServerState, SessionError, Tool, ToolCall,
-    ToolCallOutcome,
+    ServerManager, ServerOrigin, ServerSpec, ServerState, SessionError, StoredToolList, Tool,
+    ToolCall, ToolCallOutcome,
 };
 use mcpgw_gateway::{
     EventBus, GroupService, GroupServiceError, GroupUpdate, GroupView, ToolCatalog,
@@ -1994,4 +1994,35 @@ async fn an_unknown_tool_of_a_group_is_answered_unknown_after_learning() {
         h.manager.snapshot(&id("a")).unwrap().state,
         ServerState::Ready
     );
+}
+
+#[tokio::test]
+async fn a_group_tool_a_members_kept_list_lacks_is_learned_from_the_member() {
+    let h = harness();
+    register_unknown(&h, "a").await;
+    // Kept from an earlier run under the same definition; the member lists `echo` now.
+    let kept = StoredToolList {
+        server_id: id("a"),
+        definition_digest: ServerSpec::subprocess(id("a"), vec!["fake".into()]).tool_list_digest(),
+        tools: vec![Tool::new("retired")],
+        learned_at: mcpgw_core::Timestamp::from_unix_micros(1_700_000_000_000_000),
+    };
+    assert!(h.manager.restore_tools(&kept).unwrap());
+    let catalog = catalog_of(&h, ToolNaming::Prefixed);
+    h.group("pool", GroupStrategy::RoundRobin, &[member("a")])
+        .await;
+    assert_eq!(names(&catalog), ["pool__retired"]);
+
+    let outcome = catalog
+        .call_tool(
+            &Caller::default(),
+            "pool__echo",
+            json!({"text": "new"}).as_object().cloned(),
+            CallContext::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.result["content"][0]["text"], "new");
+    assert_eq!(h.launcher.fakes.launches(), 1);
+    assert_eq!(names(&catalog), ["pool__echo"]);
 }

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use mcpgw_config::ToolNaming;
 use mcpgw_core::{
-    Caller, EventSink, LaunchSpec, ManagerSettings, McpFrontend, ServerId, ServerManager,
-    ServerSpec, Tool, ToolListStore, ToolSource,
+    CallContext, Caller, EventSink, FrontendErrorKind, LaunchSpec, ManagerSettings, McpFrontend,
+    ServerId, ServerManager, ServerSpec, Tool, ToolListStore, ToolSource,
 };
 use mcpgw_gateway::{EventBus, RestoreReport, ToolCatalog, ToolListKeeper};
 use mcpgw_testkit::clock::FakeClock;
@@ -243,6 +243,76 @@ async fn a_failed_write_is_retried_when_the_server_lists_its_tools_again() {
     only.manager.start(&id("math")).await.unwrap();
     only.keeper.flush().await;
     assert_eq!(kept_names(&store, "math").unwrap(), ["echo"]);
+}
+
+async fn call(
+    run: &Run,
+    name: &str,
+) -> Result<mcpgw_core::ToolCallOutcome, mcpgw_core::FrontendError> {
+    run.catalog
+        .call_tool(
+            &Caller::default(),
+            name,
+            serde_json::json!({"text": "hi"}).as_object().cloned(),
+            CallContext::default(),
+        )
+        .await
+}
+
+#[tokio::test]
+async fn a_call_of_a_tool_the_kept_list_lacks_starts_the_server_to_learn_its_list() {
+    let store = Arc::new(InMemoryToolListStore::new());
+    first_run(&store, &[("math", &["add"])]).await;
+
+    // The same definition, but the program behind it changed since (a newer version of the
+    // package its command runs): it lists a tool the kept list lacks.
+    let second = run(&store);
+    lists(&second, "math", &["add", "echo"]);
+    second.manager.register(spec("math")).await.unwrap();
+    second.keeper.restore().await.unwrap();
+    assert_eq!(names(&second.catalog), ["math__add"]);
+
+    let outcome = call(&second, "math__echo").await.unwrap();
+    assert_eq!(outcome.result["content"][0]["text"], "hi");
+    assert_eq!(second.launcher.launches(), 1);
+    assert_eq!(names(&second.catalog), ["math__add", "math__echo"]);
+    assert_eq!(
+        second.manager.tool_list(&id("math")).unwrap().source,
+        ToolSource::Live
+    );
+    second.keeper.flush().await;
+    assert_eq!(kept_names(&store, "math").unwrap(), ["add", "echo"]);
+
+    // The server's own list answers from now on: a tool it lacks is unknown without a start,
+    // even once it stopped.
+    second.manager.stop(&id("math")).await.unwrap();
+    let error = call(&second, "math__nope").await.unwrap_err();
+    assert_eq!(error.kind, FrontendErrorKind::UnknownName, "{error}");
+    assert_eq!(second.launcher.launches(), 1);
+}
+
+#[tokio::test]
+async fn a_tool_neither_the_kept_list_nor_the_server_has_is_unknown_after_one_start() {
+    let store = Arc::new(InMemoryToolListStore::new());
+    first_run(&store, &[("math", &["echo"])]).await;
+
+    let second = run(&store);
+    lists(&second, "math", &["echo"]);
+    second.manager.register(spec("math")).await.unwrap();
+    second.keeper.restore().await.unwrap();
+    for _ in 0..3 {
+        let error = call(&second, "math__nope").await.unwrap_err();
+        assert_eq!(error.kind, FrontendErrorKind::UnknownName, "{error}");
+        assert_eq!(error.message, "unknown tool: math__nope");
+    }
+    assert_eq!(second.launcher.launches(), 1, "one start to ask the server");
+    assert!(
+        second.launcher.session("math").unwrap().calls().is_empty(),
+        "nothing reached the upstream"
+    );
+    // Tools the kept list has are routed as listed.
+    call(&second, "math__echo").await.unwrap();
+    assert_eq!(second.launcher.launches(), 1);
 }
 
 /// Lets spawned tasks run until `condition` holds; fails instead of hanging.

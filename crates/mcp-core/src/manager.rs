@@ -522,6 +522,7 @@ impl ServerManager {
     fn apply_spec(&self, server: &Arc<ManagedServer>, spec: ServerSpec) -> bool {
         let id = spec.id.clone();
         let restart_required = server.spec().launch_differs(&spec);
+        let declares_tools = !spec.predefined_tools.is_empty();
         let limit = spec.max_consecutive_failures;
         *server
             .spec
@@ -535,6 +536,11 @@ impl ServerManager {
                 // The tools were listed under the old launch and may not be the new one's: they
                 // are not served any more, and the next start (or probe) lists them again. A
                 // running server is restarted below, which lists them again too.
+                status.live_tools = None;
+                status.tools_learned = None;
+            } else if declares_tools && listed_source(&status) == ToolSource::Stored {
+                // A kept list is served only in place of declared tools (see `restore_tools`);
+                // a definition that declares them now lists those, as at the next start-up.
                 status.live_tools = None;
                 status.tools_learned = None;
             }
@@ -682,15 +688,24 @@ impl ServerManager {
         })
     }
 
-    /// Whether the server has the tool `name`, as far as its tools are known (the live list once
-    /// it has run, else its predefined tools); `None` while they are unknown. Copies nothing.
+    /// Whether the server has the tool `name`, as far as its tools are known; `None` while only
+    /// the server itself can tell. Copies nothing.
+    ///
+    /// The live list once it has run, or its predefined tools, answers both ways. A kept list
+    /// ([`ToolSource::Stored`]) answers only for the tools it has: it belongs to the server's
+    /// definition, but the program behind an unchanged definition may have changed since it
+    /// was listed (a newer version of the package its command runs, a remote endpoint that
+    /// was redeployed), so a tool it lacks is `None` until the server lists its tools in this
+    /// run.
     pub fn knows_tool(&self, id: &ServerId, name: &str) -> Result<Option<bool>, CoreError> {
         let server = self.lookup(id)?;
         let spec = server.spec();
         let status = server.status();
         let has = |tools: &[Tool]| tools.iter().any(|tool| tool.name == name);
         Ok(match &status.live_tools {
-            Some(tools) => Some(has(tools)),
+            Some(tools) if has(tools) => Some(true),
+            Some(_) if listed_source(&status) == ToolSource::Stored => None,
+            Some(_) => Some(false),
             None if !spec.predefined_tools.is_empty() => Some(has(&spec.predefined_tools)),
             None => None,
         })
@@ -701,8 +716,9 @@ impl ServerManager {
     /// them. The list is taken only while the server's definition has the digest the list was
     /// learned under ([`ServerSpec::tool_list_digest`]): a list of another definition is never
     /// served. Answers whether it was taken; when it was, the server's tools are
-    /// [`ToolSource::Stored`] until it lists them itself, and `McpServerToolsChanged` is
-    /// published.
+    /// [`ToolSource::Stored`] until it lists them itself (or its definition comes to declare
+    /// tools, or another launch), and `McpServerToolsChanged` is published. A kept list speaks
+    /// for the tools it has only (see [`ServerManager::knows_tool`]).
     pub fn restore_tools(&self, list: &crate::StoredToolList) -> Result<bool, CoreError> {
         let server = self.lookup(&list.server_id)?;
         let spec = server.spec();

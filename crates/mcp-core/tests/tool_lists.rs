@@ -287,3 +287,58 @@ async fn a_running_server_keeps_its_tools_until_its_restart_lists_them_again() {
         relaunched.tool_list_digest()
     );
 }
+
+#[tokio::test]
+async fn a_kept_list_answers_for_the_tools_it_has_and_the_server_for_the_others() {
+    let h = harness();
+    h.manager.register(spec("quiet")).await.unwrap();
+    assert!(
+        h.manager
+            .restore_tools(&kept(&spec("quiet"), &["add"]))
+            .unwrap()
+    );
+    let quiet = id("quiet");
+    assert_eq!(h.manager.knows_tool(&quiet, "add").unwrap(), Some(true));
+    assert_eq!(
+        h.manager.knows_tool(&quiet, "echo").unwrap(),
+        None,
+        "the program behind the definition may list it now"
+    );
+
+    // Once the server has listed its tools in this run, its list answers both ways, running
+    // or not.
+    h.manager.start(&quiet).await.unwrap();
+    assert_eq!(h.manager.knows_tool(&quiet, "echo").unwrap(), Some(true));
+    assert_eq!(h.manager.knows_tool(&quiet, "add").unwrap(), Some(false));
+    h.manager.stop(&quiet).await.unwrap();
+    assert_eq!(h.manager.knows_tool(&quiet, "add").unwrap(), Some(false));
+    assert_eq!(h.launcher.launches(), 1);
+}
+
+#[tokio::test]
+async fn tools_declared_by_an_update_replace_a_kept_list() {
+    let h = harness();
+    h.manager.register(spec("quiet")).await.unwrap();
+    assert!(
+        h.manager
+            .restore_tools(&kept(&spec("quiet"), &["kept"]))
+            .unwrap()
+    );
+    // The launch is the same, so nothing restarts; but a definition that declares tools lists
+    // those, as it would have at start-up, where the kept list would not have been served.
+    let declared = ServerSpec {
+        predefined_tools: vec![Tool::new("declared")],
+        ..spec("quiet")
+    };
+    h.manager.update(declared).await.unwrap();
+    assert_eq!(
+        h.manager.tools(&id("quiet")).unwrap(),
+        (vec![Tool::new("declared")], ToolSource::Predefined)
+    );
+    assert_eq!(h.manager.tool_list(&id("quiet")).unwrap().learned_at, None);
+    assert_eq!(
+        h.manager.knows_tool(&id("quiet"), "kept").unwrap(),
+        Some(false)
+    );
+    assert_eq!(h.launcher.launches(), 0);
+}
