@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace on a fresh machine: installs what the tests need, builds
 # everything (the gateway binary, the fixture MCP server, the examples, the benchmark harness),
-# then fuzzes the input parsers for a bounded time (scripts/fuzz.sh, which installs cargo-fuzz)
-# and runs the unit, contract, architecture and end-to-end tests.
+# then fuzzes the input parsers for a bounded time (scripts/fuzz.sh, which installs cargo-fuzz),
+# follows the README's quick start word for word on a fresh clone (scripts/readme-check.sh), and
+# runs the unit, contract, architecture and end-to-end tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +15,9 @@ cargo build --workspace --all-targets --locked
 
 echo "== fuzzing the input parsers (30 s per target)"
 ./scripts/fuzz.sh
+
+echo "== following the README's quick start on a fresh clone"
+./scripts/readme-check.sh
 
 echo "== running the tests"
 cargo test --workspace --locked --no-fail-fast
