@@ -44,6 +44,7 @@ pub use schema::{
     ServerDefinition, ServerMode, ToolNaming,
 };
 pub use text_diff::unified_diff;
+pub use validate::{HEALTH_CHECK_INTERVAL_S, IDLE_TTL_S, MAX_CONSECUTIVE_FAILURES};
 
 use locate::{KeyLocator, Position};
 use path::{KeyPath, PathSegment};

@@ -1309,6 +1309,55 @@ fn json_errors_have_no_line_and_name_the_field() {
 }
 
 #[test]
+fn predefined_tools_carry_schemas_and_annotations_as_objects() {
+    // MCP clients read `inputSchema`, `outputSchema` and `annotations` as objects; a list or a
+    // scalar there is refused, in the file and in a body, naming the key.
+    for (tool, path) in [
+        (
+            "{name: t, inputSchema: [1]}",
+            "mcp_servers.m.tools[0].inputSchema",
+        ),
+        (
+            "{name: t, outputSchema: 5}",
+            "mcp_servers.m.tools[0].outputSchema",
+        ),
+        (
+            "{name: t, annotations: [null, null]}",
+            "mcp_servers.m.tools[0].annotations",
+        ),
+    ] {
+        let text = format!(
+            "mcp_servers:\n  m:\n    mode: subprocess\n    command: [x]\n    tools: [{tool}]\n"
+        );
+        let error = only_error(&text);
+        assert_eq!(
+            (error.kind, error.path.as_str()),
+            (ConfigErrorKind::InvalidValue, path),
+            "{text}"
+        );
+    }
+    let errors = server_spec_from_body(
+        "m",
+        json!({"mode": "subprocess", "command": ["x"],
+               "tools": [{"name": "t", "annotations": "read-only"}]}),
+        ServerOrigin::Api,
+    )
+    .unwrap_err();
+    assert_eq!(errors.errors()[0].path, "tools[0].annotations");
+    // Objects are kept as they are.
+    let spec = server_spec_from_body(
+        "m",
+        json!({"mode": "subprocess", "command": ["x"],
+               "tools": [{"name": "t", "outputSchema": {"type": "object"},
+                          "annotations": {"readOnlyHint": true}}]}),
+        ServerOrigin::Api,
+    )
+    .unwrap();
+    let tool = &spec.predefined_tools[0];
+    assert_eq!(tool.annotations, Some(json!({"readOnlyHint": true})));
+}
+
+#[test]
 fn a_request_body_takes_each_value_only_in_its_json_type() {
     // What the file (and JSON that was YAML) reads as text is a type error in a request body.
     let body = json!({"mode": "subprocess", "command": ["python3", 7], "env": {"PORT": 8080}});

@@ -47,11 +47,12 @@ pub(crate) fn json_object_with(bytes: &[u8], fields: &str) -> Result<Map<String,
             "the request body is empty; send a JSON object with {fields}"
         )));
     }
-    let value: Value = serde_json::from_slice(bytes).map_err(|error| {
+    let mut value: Value = serde_json::from_slice(bytes).map_err(|error| {
         ApiError::validation(format!(
             "the request body is not valid JSON: {error}; send a JSON object with {fields}"
         ))
     })?;
+    whole_numbers_as_integers(&mut value);
     match value {
         Value::Object(object) => Ok(object),
         other => Err(ApiError::validation(format!(
@@ -59,6 +60,42 @@ pub(crate) fn json_object_with(bytes: &[u8], fields: &str) -> Result<Map<String,
             json_type_name(&other)
         ))),
     }
+}
+
+/// JSON has one number type, so `300.0` is the whole number 300, as JSON Schema counts it: a
+/// field that takes an integer takes it. (The parser keeps `300.0` as a float, which integer
+/// fields would refuse.) A number with a fraction, or beyond 64 bits, stays as it is.
+fn whole_numbers_as_integers(value: &mut Value) {
+    match value {
+        Value::Number(number) if number.is_f64() => {
+            if let Some(whole) = number.as_f64().and_then(whole_number) {
+                *value = whole;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(whole_numbers_as_integers),
+        Value::Object(fields) => fields.values_mut().for_each(whole_numbers_as_integers),
+        _ => {}
+    }
+}
+
+/// `float` as an integer, when it is one that fits in 64 bits.
+fn whole_number(float: f64) -> Option<Value> {
+    // 2^64 and -2^63, exactly representable as floats.
+    const U64_END: f64 = 18_446_744_073_709_551_616.0;
+    const I64_START: f64 = -9_223_372_036_854_775_808.0;
+    if float.fract() != 0.0 || !float.is_finite() {
+        return None;
+    }
+    if (0.0..U64_END).contains(&float) {
+        // Whole and in range, so the conversion is exact.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        return Some(Value::from(float as u64));
+    }
+    if (I64_START..0.0).contains(&float) {
+        #[allow(clippy::cast_possible_truncation)]
+        return Some(Value::from(float as i64));
+    }
+    None
 }
 
 pub(crate) fn json_type_name(value: &Value) -> &'static str {
@@ -289,6 +326,29 @@ mod tests {
                 "{body}: {message}"
             );
         }
+    }
+
+    #[test]
+    fn a_whole_number_written_with_a_fraction_is_that_integer() {
+        // `300.0` is the number 300 in JSON; `300.5` is not a whole number.
+        let spec = spec_for_create(
+            subprocess(json!({"idle_ttl_s": 300.0, "max_consecutive_failures": 5e0}))
+                .to_string()
+                .as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(spec.idle_ttl.as_secs(), 300);
+        assert_eq!(spec.max_consecutive_failures, 5);
+        let message = refused(&subprocess(json!({"idle_ttl_s": 300.5})));
+        assert!(message.starts_with("idle_ttl_s: "), "{message}");
+        // Negative and huge whole numbers stay out of range, and a whole number is still not a
+        // string.
+        let message = refused(&subprocess(json!({"idle_ttl_s": -1.0})));
+        assert!(message.starts_with("idle_ttl_s: "), "{message}");
+        let message = refused(&subprocess(json!({"idle_ttl_s": 1e30})));
+        assert!(message.starts_with("idle_ttl_s: "), "{message}");
+        let message = refused(&subprocess(json!({"command": ["a", 7.0]})));
+        assert!(message.starts_with("command[1]: "), "{message}");
     }
 
     #[test]
