@@ -369,7 +369,13 @@ fn common_server_fields(object: ObjectBuilder, mode: &str) -> ObjectBuilder {
 
 /// Tools listed before the server's first start: MCP `Tool` objects.
 fn predefined_tools_schema() -> ArrayBuilder {
-    let any = || ObjectBuilder::new().schema_type(SchemaType::AnyValue);
+    let object = |description: &str| {
+        or_null(
+            ObjectBuilder::new()
+                .schema_type(Type::Object)
+                .description(Some(description)),
+        )
+    };
     list(
         closed_object()
             .property(
@@ -384,16 +390,13 @@ fn predefined_tools_schema() -> ArrayBuilder {
             .property("description", or_null(string()))
             .property(
                 "inputSchema",
-                or_null(
-                    ObjectBuilder::new()
-                        .schema_type(Type::Object)
-                        .description(Some(
-                            "A JSON Schema object; default `{\"type\": \"object\"}`.",
-                        )),
-                ),
+                object("A JSON Schema object; default `{\"type\": \"object\"}`."),
             )
-            .property("outputSchema", any())
-            .property("annotations", any()),
+            .property("outputSchema", object("A JSON Schema object."))
+            .property(
+                "annotations",
+                object("Tool annotations, such as `{\"readOnlyHint\": true}`."),
+            ),
     )
     .description(Some(
         "Tools to list before the server's first start, each with a name of its own.",
@@ -1275,6 +1278,16 @@ mod tests {
                 properties["mcp_server_id"]["maxLength"],
                 json!(ServerId::MAX_LEN)
             );
+            // Predefined tools are MCP Tool objects: their schemas and annotations are objects.
+            let tool = &not_null(&properties["tools"])["items"];
+            assert_eq!(tool["additionalProperties"], false, "{mode}");
+            for key in ["inputSchema", "outputSchema", "annotations"] {
+                assert_eq!(
+                    not_null(&tool["properties"][key])["type"],
+                    "object",
+                    "{key}"
+                );
+            }
         }
         // Docker takes `args` or its synonym `command`, and `runtime` or `docker_host`: one
         // variant per pair, none with both of a pair.
