@@ -2,7 +2,8 @@
 //! by `scripts/install-test-deps.sh` into `.venv-schemathesis/`) reads `/api/openapi.json`,
 //! generates valid and invalid requests for every operation, sends them to the real binary, and
 //! fails on any 5xx, any status code the document does not list for the operation, any response
-//! body that breaks its documented schema, and any undocumented content type.
+//! body that breaks its documented schema, any undocumented content type, and any operation that
+//! refused every request the document calls valid (a document looser than the handlers).
 //!
 //! The gateway runs with a fixture server, a group and a filesystem discovery source holding a
 //! pending and a quarantined candidate, so every route family answers with real data. Three
