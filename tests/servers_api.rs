@@ -575,3 +575,83 @@ fn trailing_slashes_on_collections_answer_without_redirects() {
     );
     assert_eq!(created.status, 201, "{}", created.text);
 }
+
+#[test]
+fn a_wrong_json_type_anywhere_in_a_body_answers_422_naming_the_field() {
+    let gw = gateway().config(NO_PROBE).start();
+    let fixture = fixture_command(&[]);
+    // (body, the field the message must start with); each value has the wrong JSON type.
+    let cases = [
+        // A number inside the command list: refused, not turned into the text "7".
+        (
+            json!({"mcp_server_id": "typed", "mode": "subprocess", "command": ["python3", 7]}),
+            "command[1]: ",
+        ),
+        // A number where a string belongs.
+        (
+            json!({"mcp_server_id": "typed", "mode": "subprocess", "command": fixture,
+                   "env": {"PORT": 8080}}),
+            "env.PORT: ",
+        ),
+        (
+            json!({"mcp_server_id": "typed", "mode": "docker", "image": "repo/img:1",
+                   "cpus": 1.5}),
+            "cpus: ",
+        ),
+        // A string where an integer belongs.
+        (
+            json!({"mcp_server_id": "typed", "mode": "subprocess", "command": fixture,
+                   "idle_ttl_s": "300"}),
+            "idle_ttl_s: ",
+        ),
+        // An object where an array belongs.
+        (
+            json!({"mcp_server_id": "typed", "mode": "subprocess", "command": {"0": "python3"}}),
+            "command: ",
+        ),
+        // A string where a boolean belongs.
+        (
+            json!({"mcp_server_id": "typed", "mode": "docker", "image": "repo/img:1",
+                   "read_only": "false"}),
+            "read_only: ",
+        ),
+    ];
+    for (body, field) in &cases {
+        let message = gw
+            .post("/api/mcp_servers", body)
+            .assert_error(422, "ValidationError");
+        assert!(message.starts_with(field), "{body}: {message}");
+    }
+    // Nothing was registered, under any spelling.
+    assert_eq!(gw.get("/api/mcp_servers").json()["mcp_servers"], json!([]));
+
+    // An update is typed as strictly as a create.
+    let good = json!({"mcp_server_id": "typed", "mode": "subprocess", "command": fixture});
+    assert_eq!(gw.post("/api/mcp_servers", &good).status, 201);
+    let message = gw
+        .put(
+            "/api/mcp_servers/typed",
+            &json!({"mode": "subprocess", "command": [fixture[0], true]}),
+        )
+        .assert_error(422, "ValidationError");
+    assert!(message.starts_with("command[1]: "), "{message}");
+    let details = gw.get("/api/mcp_servers/typed").json();
+    assert_eq!(details["command"], fixture, "{details}");
+
+    // Group bodies are as strict: a weight as text, a count as a list.
+    for (path, body, field) in [
+        (
+            "/api/groups",
+            json!({"group_id": "typed-pool", "members": [{"id": "typed", "weight": "2"}]}),
+            "members[0].weight: ",
+        ),
+        (
+            "/api/groups",
+            json!({"group_id": "typed-pool", "min_healthy": [1]}),
+            "min_healthy: ",
+        ),
+    ] {
+        let message = gw.post(path, &body).assert_error(422, "ValidationError");
+        assert!(message.starts_with(field), "{path} {body}: {message}");
+    }
+}

@@ -1,15 +1,37 @@
 //! Deserialization helpers that make the schema forgiving where YAML is ambiguous and strict
 //! where a silent mistake would be expensive.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::marker::PhantomData;
 
 use mcpgw_core::Tool;
-use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
+use serde::de::{self, Deserialize, Deserializer, MapAccess, Unexpected, Visitor};
+
+thread_local! {
+    /// Whether a [`StringLike`] being read takes only a string (see [`with_typed_strings`]).
+    static TYPED_STRINGS: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `read` (a deserialization on this thread) with every [`StringLike`] taking only a
+/// string: a request body is JSON, where `7` and `"7"` are different values and a client that
+/// sends the one for the other has made a mistake it should hear about.
+pub(crate) fn with_typed_strings<T>(read: impl FnOnce() -> T) -> T {
+    /// Puts the previous setting back, also when `read` unwinds.
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            TYPED_STRINGS.set(self.0);
+        }
+    }
+    let _restore = Restore(TYPED_STRINGS.replace(true));
+    read()
+}
 
 /// A string that may be written as a YAML number or boolean (`PORT: 8080`, `cpus: 1.5`): the
-/// text is kept, because environment values and command arguments are strings anyway.
+/// text is kept, because environment values and command arguments are strings anyway. Inside
+/// [`with_typed_strings`] it takes only a string.
 pub(crate) struct StringLike(pub(crate) String);
 
 impl<'de> Deserialize<'de> for StringLike {
@@ -20,7 +42,11 @@ impl<'de> Deserialize<'de> for StringLike {
             type Value = StringLike;
 
             fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-                formatter.write_str("a string or a number")
+                if TYPED_STRINGS.get() {
+                    formatter.write_str("a string")
+                } else {
+                    formatter.write_str("a string or a number")
+                }
             }
 
             fn visit_str<E: de::Error>(self, value: &str) -> Result<StringLike, E> {
@@ -32,18 +58,31 @@ impl<'de> Deserialize<'de> for StringLike {
             }
 
             fn visit_bool<E: de::Error>(self, value: bool) -> Result<StringLike, E> {
-                Ok(StringLike(value.to_string()))
+                scalar_text(Unexpected::Bool(value), &self, value)
             }
 
             fn visit_i64<E: de::Error>(self, value: i64) -> Result<StringLike, E> {
-                Ok(StringLike(value.to_string()))
+                scalar_text(Unexpected::Signed(value), &self, value)
             }
 
             fn visit_u64<E: de::Error>(self, value: u64) -> Result<StringLike, E> {
-                Ok(StringLike(value.to_string()))
+                scalar_text(Unexpected::Unsigned(value), &self, value)
             }
 
             fn visit_f64<E: de::Error>(self, value: f64) -> Result<StringLike, E> {
+                scalar_text(Unexpected::Float(value), &self, value)
+            }
+        }
+
+        /// A number or boolean where a string belongs: its text, unless strings are typed.
+        fn scalar_text<E: de::Error>(
+            unexpected: Unexpected<'_>,
+            expected: &StringLikeVisitor,
+            value: impl ToString,
+        ) -> Result<StringLike, E> {
+            if TYPED_STRINGS.get() {
+                Err(E::invalid_type(unexpected, expected))
+            } else {
                 Ok(StringLike(value.to_string()))
             }
         }

@@ -44,6 +44,7 @@ pub use schema::{
     ServerDefinition, ServerMode, ToolNaming,
 };
 pub use text_diff::unified_diff;
+pub use validate::{HEALTH_CHECK_INTERVAL_S, IDLE_TTL_S, MAX_CONSECUTIVE_FAILURES};
 
 use locate::{KeyLocator, Position};
 use path::{KeyPath, PathSegment};
@@ -153,8 +154,12 @@ impl GatewayConfig {
     }
 }
 
-/// Validates one server (or group) definition that arrived as JSON, such as a REST create or
-/// update body, with exactly the rules and defaults of the configuration file.
+/// Validates one server (or group) definition that arrived as JSON, with exactly the rules and
+/// defaults of the configuration file, scalars included: like the file's YAML, a number or a
+/// boolean where a string belongs (`"env": {"PORT": 8080}`) is read as its text. This suits
+/// definitions that were YAML before they became JSON (a discovered definitions file, a
+/// container's labels); a request body is read by [`server_spec_from_body`], which takes every
+/// value only in its own JSON type.
 ///
 /// `id` is the server's id (from the path or the body); an `mcp_server_id` key in the body is
 /// accepted when it equals `id`. Errors have no line, and their path is the key's path in the
@@ -174,7 +179,27 @@ pub fn server_spec_from_json(
     body: serde_json::Value,
     origin: ServerOrigin,
 ) -> Result<ServerSpec, ConfigErrors> {
-    let definition = server_definition_from_json(id, body)?;
+    spec_from_definition(id, server_definition_from_json(id, body)?, origin)
+}
+
+/// Like [`server_spec_from_json`], for a request body: every value must have its field's JSON
+/// type, so a number or a boolean where a string belongs (`"command": ["python3", 7]`) is an
+/// error that names the field (`command[1]`) instead of being read as its text.
+pub fn server_spec_from_body(
+    id: &str,
+    body: serde_json::Value,
+    origin: ServerOrigin,
+) -> Result<ServerSpec, ConfigErrors> {
+    let definition =
+        de::with_typed_strings(|| definition_from_json(id, body, "mcp_server_id", None))?;
+    spec_from_definition(id, definition, origin)
+}
+
+fn spec_from_definition(
+    id: &str,
+    definition: ServerDefinition,
+    origin: ServerOrigin,
+) -> Result<ServerSpec, ConfigErrors> {
     let server_id = ServerId::parse(id).map_err(|error| json_errors(vec![id_finding(&error)]))?;
     definition.to_server_spec(server_id, origin).ok_or_else(|| {
         json_errors(vec![Finding {
@@ -187,13 +212,16 @@ pub fn server_spec_from_json(
     })
 }
 
-/// Validates a group that arrived as JSON (`{group_id?, strategy, min_healthy, members,
-/// description}`; `mode` may be left out), with the rules and defaults of the file.
+/// Validates a group that arrived as a request body (`{group_id?, strategy, min_healthy,
+/// members, description}`; `mode` may be left out), with the rules and defaults of the file,
+/// and every value only in its field's JSON type (as [`server_spec_from_body`]).
 pub fn group_definition_from_json(
     id: &str,
     body: serde_json::Value,
 ) -> Result<GroupDefinition, ConfigErrors> {
-    let definition = definition_from_json(id, body, "group_id", Some(ServerMode::Group))?;
+    let definition = de::with_typed_strings(|| {
+        definition_from_json(id, body, "group_id", Some(ServerMode::Group))
+    })?;
     let group_id = ServerId::parse(id).map_err(|error| json_errors(vec![id_finding(&error)]))?;
     definition.to_group_definition(group_id).ok_or_else(|| {
         json_errors(vec![Finding {

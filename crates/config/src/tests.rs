@@ -1325,6 +1325,135 @@ fn json_errors_have_no_line_and_name_the_field() {
 }
 
 #[test]
+fn predefined_tools_carry_schemas_and_annotations_as_objects() {
+    // MCP clients read `inputSchema`, `outputSchema` and `annotations` as objects; a list or a
+    // scalar there is refused, in the file and in a body, naming the key.
+    for (tool, path) in [
+        (
+            "{name: t, inputSchema: [1]}",
+            "mcp_servers.m.tools[0].inputSchema",
+        ),
+        (
+            "{name: t, outputSchema: 5}",
+            "mcp_servers.m.tools[0].outputSchema",
+        ),
+        (
+            "{name: t, annotations: [null, null]}",
+            "mcp_servers.m.tools[0].annotations",
+        ),
+    ] {
+        let text = format!(
+            "mcp_servers:\n  m:\n    mode: subprocess\n    command: [x]\n    tools: [{tool}]\n"
+        );
+        let error = only_error(&text);
+        assert_eq!(
+            (error.kind, error.path.as_str()),
+            (ConfigErrorKind::InvalidValue, path),
+            "{text}"
+        );
+    }
+    let errors = server_spec_from_body(
+        "m",
+        json!({"mode": "subprocess", "command": ["x"],
+               "tools": [{"name": "t", "annotations": "read-only"}]}),
+        ServerOrigin::Api,
+    )
+    .unwrap_err();
+    assert_eq!(errors.errors()[0].path, "tools[0].annotations");
+    // Objects are kept as they are.
+    let spec = server_spec_from_body(
+        "m",
+        json!({"mode": "subprocess", "command": ["x"],
+               "tools": [{"name": "t", "outputSchema": {"type": "object"},
+                          "annotations": {"readOnlyHint": true}}]}),
+        ServerOrigin::Api,
+    )
+    .unwrap();
+    let tool = &spec.predefined_tools[0];
+    assert_eq!(tool.annotations, Some(json!({"readOnlyHint": true})));
+}
+
+#[test]
+fn a_request_body_takes_each_value_only_in_its_json_type() {
+    // What the file (and JSON that was YAML) reads as text is a type error in a request body.
+    let body = json!({"mode": "subprocess", "command": ["python3", 7], "env": {"PORT": 8080}});
+    let lenient = server_spec_from_json("m", body.clone(), ServerOrigin::Api).unwrap();
+    assert!(
+        matches!(&lenient.launch, LaunchSpec::Subprocess { command, .. } if *command == ["python3", "7"])
+    );
+    let errors = server_spec_from_body("m", body, ServerOrigin::Api).unwrap_err();
+    let error = &errors.errors()[0];
+    assert_eq!(
+        (error.kind, error.path.as_str(), error.line),
+        (ConfigErrorKind::WrongType, "command[1]", None)
+    );
+    assert_eq!(
+        error.message,
+        "invalid type: integer `7`, expected a string"
+    );
+
+    // (body, the path of the refused value, what it was)
+    for (body, path, found) in [
+        (
+            json!({"mode": "subprocess", "command": ["a"], "env": {"PORT": 8080}}),
+            "env.PORT",
+            "integer `8080`",
+        ),
+        (
+            json!({"mode": "subprocess", "command": ["a", true]}),
+            "command[1]",
+            "boolean `true`",
+        ),
+        (
+            json!({"mode": "subprocess", "command": ["a", null]}),
+            "command[1]",
+            "null",
+        ),
+        (
+            json!({"mode": "docker", "image": "i", "cpus": 1.5}),
+            "cpus",
+            "floating point `1.5`",
+        ),
+        (
+            json!({"mode": "docker", "image": "i", "memory": 512}),
+            "memory",
+            "integer `512`",
+        ),
+        (
+            json!({"mode": "docker", "image": "i", "args": ["x", 1]}),
+            "args[1]",
+            "integer `1`",
+        ),
+        (
+            json!({"mode": "docker", "image": "i", "volumes": [false]}),
+            "volumes[0]",
+            "boolean `false`",
+        ),
+        (
+            json!({"mode": "remote", "endpoint": "https://h/mcp", "headers": {"X-N": 1}}),
+            "headers.X-N",
+            "integer `1`",
+        ),
+    ] {
+        let errors = server_spec_from_body("m", body.clone(), ServerOrigin::Api).unwrap_err();
+        let error = &errors.errors()[0];
+        assert_eq!(error.path, path, "{body}");
+        assert_eq!(
+            error.message,
+            format!("invalid type: {found}, expected a string"),
+            "{body}"
+        );
+    }
+
+    // Reading a body strictly leaves the file's reading as it was, on the same thread.
+    let config = parse_ok("mcp_servers:\n  m: {mode: subprocess, command: [server, 8080]}\n");
+    assert!(matches!(
+        &config.mcp_servers["m"].command,
+        Some(command) if command == &["server", "8080"]
+    ));
+}
+
+#[test]
 fn json_groups_take_the_rest_shapes() {
     let group = group_definition_from_json(
         "pool",

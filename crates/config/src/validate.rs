@@ -15,9 +15,12 @@ use crate::schema::{
 };
 use crate::suggest::{nearest, quoted_list};
 
-pub(crate) const IDLE_TTL_S: (u64, u64) = (1, 86_400);
-pub(crate) const HEALTH_CHECK_INTERVAL_S: (u64, u64) = (5, 3_600);
-pub(crate) const MAX_CONSECUTIVE_FAILURES: (u64, u64) = (1, 100);
+/// The range of a server's `idle_ttl_s`: (minimum, maximum), both allowed.
+pub const IDLE_TTL_S: (u64, u64) = (1, 86_400);
+/// The range of a server's `health_check_interval_s`: (minimum, maximum), both allowed.
+pub const HEALTH_CHECK_INTERVAL_S: (u64, u64) = (5, 3_600);
+/// The range of a server's `max_consecutive_failures`: (minimum, maximum), both allowed.
+pub const MAX_CONSECUTIVE_FAILURES: (u64, u64) = (1, 100);
 pub(crate) const TOOL_TIMEOUT_S: (u64, u64) = (1, 86_400);
 pub(crate) const PROBE_CONCURRENCY: (u64, u64) = (1, 64);
 pub(crate) const REFRESH_INTERVAL_S: (u64, u64) = (1, 86_400);
@@ -587,6 +590,29 @@ fn validate_tools(tools: &[mcpgw_core::Tool], path: &KeyPath, findings: &mut Fin
                 ConfigErrorKind::InvalidValue,
                 tool_path.key("inputSchema"),
                 "must be a JSON Schema object, such as {type: object}",
+            );
+        }
+        // MCP clients read both as objects; anything else would be served to them as it is.
+        if tool
+            .output_schema
+            .as_ref()
+            .is_some_and(|schema| !schema.is_object())
+        {
+            findings.error(
+                ConfigErrorKind::InvalidValue,
+                tool_path.key("outputSchema"),
+                "must be a JSON Schema object, such as {type: object}",
+            );
+        }
+        if tool
+            .annotations
+            .as_ref()
+            .is_some_and(|annotations| !annotations.is_object())
+        {
+            findings.error(
+                ConfigErrorKind::InvalidValue,
+                tool_path.key("annotations"),
+                "must be an object of tool annotations, such as {readOnlyHint: true}",
             );
         }
     }

@@ -363,7 +363,7 @@ pub(crate) async fn list_keys(
     path = "/api/auth/keys/{key_id}",
     tag = "auth",
     operation_id = "revoke_api_key",
-    params(("key_id" = String, Path, description = "The key's id")),
+    params(("key_id" = crate::dto::ApiKeyId, Path, description = "The key's id")),
     responses(
         (status = 200, description = "The key, now revoked", body = ApiKeyView),
         (status = 404, description = "No such key, or a string that cannot be a key id (ApiKeyNotFoundError), or auth is not enabled (NotFoundError)", body = ErrorEnvelope),
@@ -460,7 +460,7 @@ pub(crate) async fn create_role(
     path = "/api/auth/roles/{role_name}",
     tag = "auth",
     operation_id = "get_role",
-    params(("role_name" = String, Path, description = "The role's name")),
+    params(("role_name" = crate::dto::RoleNameParam, Path, description = "The role's name")),
     responses(
         (status = 200, description = "The role", body = RoleView),
         (status = 404, description = "No such role (RoleNotFoundError), or auth is not enabled (NotFoundError)", body = ErrorEnvelope),
@@ -480,7 +480,7 @@ pub(crate) async fn get_role(
     path = "/api/auth/roles/{role_name}",
     tag = "auth",
     operation_id = "update_role",
-    params(("role_name" = String, Path, description = "The role's name")),
+    params(("role_name" = crate::dto::RoleNameParam, Path, description = "The role's name")),
     request_body(content = UpdateRoleRequest, content_type = "application/json"),
     responses(
         (status = 200, description = "The updated role", body = RoleView),
@@ -516,7 +516,7 @@ pub(crate) async fn update_role(
     path = "/api/auth/roles/{role_name}",
     tag = "auth",
     operation_id = "delete_role",
-    params(("role_name" = String, Path, description = "The role's name")),
+    params(("role_name" = crate::dto::RoleNameParam, Path, description = "The role's name")),
     responses(
         (status = 200, description = "Deleted", body = RoleDeleted),
         (status = 404, description = "No such role (RoleNotFoundError), or auth is not enabled (NotFoundError)", body = ErrorEnvelope),
@@ -585,13 +585,10 @@ pub(crate) async fn assign_role(
     path = "/api/auth/roles/revoke",
     tag = "auth",
     operation_id = "revoke_role",
-    params(
-        ("principal" = Option<String>, Query, description = "The principal (or `principal_id`), when the body is empty"),
-        ("role" = Option<String>, Query, description = "The role (or `role_name`), when the body is empty"),
-        ("scope" = Option<String>, Query, description = "`global` (the default) or `tenant:<tenant_id>`"),
-    ),
     request_body(content = RoleAssignmentRequest, content_type = "application/json",
-        description = "The same body as assign; leave it empty to use query parameters."),
+        description = "The same body as assign. (The same fields are also accepted as query \
+                       parameters, `?principal=user:alice&role=developer`, with an empty body; \
+                       fields in both answer 422.)"),
     responses(
         (status = 200, description = "Revoked", body = RoleRevoked),
         (status = 404, description = "The principal does not hold the role in this scope (RoleAssignmentNotFoundError), or auth is not enabled (NotFoundError)", body = ErrorEnvelope),
@@ -662,8 +659,8 @@ pub(crate) async fn list_principals(
     tag = "auth",
     operation_id = "principal_roles",
     params(
-        ("principal" = Option<String>, Query, description = "The principal, such as `user:alice` (or give `principal_id`)"),
-        ("principal_id" = Option<String>, Query, description = "The same as `principal`"),
+        ("principal" = crate::dto::PrincipalParam, Query, description = "The principal, such as \
+            `user:alice` (`principal_id` is accepted instead)"),
     ),
     responses(
         (status = 200, description = "Its roles; empty when it holds none", body = PrincipalRoles),

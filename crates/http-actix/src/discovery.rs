@@ -20,6 +20,10 @@ use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use crate::definition::{body_bytes, json_object_with, json_type_name};
+use crate::dto::{
+    DiscoveryEnableRequest, DiscoverySourceId, DiscoverySourceRequest, DiscoverySourceUpdate,
+    McpServerId,
+};
 use crate::error::{ApiError, ErrorEnvelope, bounded_for_message};
 use crate::state::ApiState;
 
@@ -305,32 +309,6 @@ impl From<RejectionView> for DiscoveryRejected {
     }
 }
 
-/// The body of `POST /api/discovery/sources` and `PUT /api/discovery/sources/{id}`.
-#[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct DiscoverySourceRequest {
-    /// Optional on create (default `{type}-{n}` with the first free `n`); on update, when
-    /// present, it must equal the id in the path. `id` is accepted for it.
-    #[schema(example = "docker-local", pattern = "^[A-Za-z0-9_-]{1,64}$")]
-    pub source_id: Option<String>,
-    /// `docker` or `filesystem`. `type` is accepted for it.
-    #[schema(example = "docker")]
-    pub source_type: String,
-    /// Default `additive`.
-    pub mode: Option<SourceModeName>,
-    /// Default true.
-    pub enabled: Option<bool>,
-    /// The type's settings (`socket_path` for `docker`, `path` for `filesystem`), plus
-    /// `removal_grace_s` for `authoritative` sources. Default `{}`.
-    #[schema(value_type = Option<Object>, example = json!({"socket_path": "/var/run/docker.sock"}))]
-    pub config: Option<Map<String, Value>>,
-}
-
-/// The body of `PUT /api/discovery/sources/{id}/enable`.
-#[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct DiscoveryEnableRequest {
-    pub enabled: bool,
-}
-
 // ---------------------------------------------------------------------------------------------
 // Request bodies
 // ---------------------------------------------------------------------------------------------
@@ -534,8 +512,8 @@ pub(crate) async fn create_source(
     path = "/api/discovery/sources/{id}",
     tag = "discovery",
     operation_id = "update_discovery_source",
-    params(("id" = String, Path, description = "The source's id")),
-    request_body(content = DiscoverySourceRequest, content_type = "application/json",
+    params(("id" = DiscoverySourceId, Path, description = "The source's id")),
+    request_body(content = DiscoverySourceUpdate, content_type = "application/json",
         description = "The whole source, as on create; `source_id` may be left out."),
     responses(
         (status = 200, description = "The updated source", body = DiscoverySource),
@@ -569,7 +547,7 @@ pub(crate) async fn update_source(
     path = "/api/discovery/sources/{id}",
     tag = "discovery",
     operation_id = "delete_discovery_source",
-    params(("id" = String, Path, description = "The source's id")),
+    params(("id" = DiscoverySourceId, Path, description = "The source's id")),
     responses(
         (status = 200, description = "Removed", body = DiscoverySourceDeleted),
         (status = 404, description = "No such source (DiscoverySourceNotFoundError), or discovery \
@@ -595,7 +573,7 @@ pub(crate) async fn delete_source(
     path = "/api/discovery/sources/{id}/scan",
     tag = "discovery",
     operation_id = "scan_discovery_source",
-    params(("id" = String, Path, description = "The source's id")),
+    params(("id" = DiscoverySourceId, Path, description = "The source's id")),
     responses(
         (status = 200, description = "The scan finished; what the source holds now", body = DiscoveryScanResult),
         (status = 404, description = "No such source (DiscoverySourceNotFoundError), or discovery \
@@ -620,7 +598,7 @@ pub(crate) async fn scan_source(
     path = "/api/discovery/sources/{id}/enable",
     tag = "discovery",
     operation_id = "enable_discovery_source",
-    params(("id" = String, Path, description = "The source's id")),
+    params(("id" = DiscoverySourceId, Path, description = "The source's id")),
     request_body(content = DiscoveryEnableRequest, content_type = "application/json"),
     responses(
         (status = 200, description = "The source", body = DiscoverySource),
@@ -689,7 +667,7 @@ pub(crate) async fn list_quarantined(
     path = "/api/discovery/approve/{name}",
     tag = "discovery",
     operation_id = "approve_discovery",
-    params(("name" = String, Path, description = "The pending server's name")),
+    params(("name" = McpServerId, Path, description = "The pending server's name")),
     responses(
         (status = 200, description = "Approved and registered", body = DiscoveryApproved),
         (status = 404, description = "No pending server has this name (DiscoveredServerNotFoundError), \
@@ -713,7 +691,7 @@ pub(crate) async fn approve(
     path = "/api/discovery/reject/{name}",
     tag = "discovery",
     operation_id = "reject_discovery",
-    params(("name" = String, Path, description = "The pending server's name")),
+    params(("name" = McpServerId, Path, description = "The pending server's name")),
     responses(
         (status = 200, description = "Rejected", body = DiscoveryRejected),
         (status = 404, description = "No pending server has this name (DiscoveredServerNotFoundError), \

@@ -9,6 +9,18 @@ use mcpgw_gateway::{GroupView, MemberView};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+mod requests;
+
+pub use requests::{
+    AddGroupMemberRequest, ApiKeyId, CheckPermissionRequest, CreateApiKeyRequest,
+    CreateGroupRequest, CreateRoleRequest, CreateServerRequest, McpServerId, PolicyToolTarget,
+    PrincipalParam, RoleAssignmentRequest, RoleNameParam, SetPolicyRequest, UpdateGroupRequest,
+    UpdateRoleRequest, UpdateServerRequest,
+};
+pub(crate) use requests::{
+    DiscoveryEnableRequest, DiscoverySourceId, DiscoverySourceRequest, DiscoverySourceUpdate,
+};
+
 /// A server's lifecycle state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
@@ -454,75 +466,6 @@ pub struct ToolHistory {
     pub next_cursor: Option<String>,
 }
 
-/// The launch and health fields of a server definition, exactly as in the configuration file's
-/// `mcp_servers` entries. Which fields apply depends on `mode`; a field of another mode, an
-/// unknown field or a value out of range answers 422.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ServerDefinitionFields {
-    /// `subprocess`, `docker` or `remote` (required). Groups are created with
-    /// `POST /api/groups`.
-    pub mode: ModeName,
-    pub description: Option<String>,
-    /// subprocess: the program and its arguments. docker: a synonym of `args`.
-    #[schema(example = json!(["python3", "-m", "math_server"]))]
-    pub command: Option<Vec<String>>,
-    /// subprocess and docker: extra environment variables (`${VAR}` is expanded).
-    pub env: Option<BTreeMap<String, String>>,
-    /// subprocess: the working directory.
-    pub cwd: Option<String>,
-    /// Seconds a ready server may stay unused before it is stopped; 1 to 86400, default 300.
-    #[schema(minimum = 1, maximum = 86400)]
-    pub idle_ttl_s: Option<u64>,
-    /// Seconds between health checks of a ready server; 5 to 3600, default 60.
-    #[schema(minimum = 5, maximum = 3600)]
-    pub health_check_interval_s: Option<u64>,
-    /// Consecutive failures that make the server degraded; 1 to 100, default 3.
-    #[schema(minimum = 1, maximum = 100)]
-    pub max_consecutive_failures: Option<u32>,
-    /// Tools to list before the server's first start.
-    pub tools: Option<Vec<McpTool>>,
-    /// docker: the image to run (required for docker).
-    pub image: Option<String>,
-    /// docker: what follows the image on `docker run`.
-    pub args: Option<Vec<String>>,
-    /// docker: the container network, default `none`.
-    pub network: Option<String>,
-    /// docker: a memory limit such as `512m`.
-    pub memory: Option<String>,
-    /// docker: a CPU limit such as `"1.0"`.
-    pub cpus: Option<String>,
-    /// docker: read-only root filesystem, default true.
-    pub read_only: Option<bool>,
-    /// docker: volume mounts in `docker run -v` syntax.
-    pub volumes: Option<Vec<String>>,
-    /// docker: run through this CLI (`docker` or `podman`) instead of the Engine API.
-    pub runtime: Option<String>,
-    /// remote: the MCP Streamable HTTP endpoint.
-    #[schema(example = "https://host.example/mcp")]
-    pub endpoint: Option<String>,
-    /// remote: headers sent with every request (`${VAR}` is expanded).
-    pub headers: Option<BTreeMap<String, String>>,
-}
-
-/// The body of `POST /api/mcp_servers`.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct CreateServerRequest {
-    /// The new server's id: `^[A-Za-z0-9_-]{1,64}$` without `__`.
-    #[schema(example = "math", pattern = "^[A-Za-z0-9_-]{1,64}$")]
-    pub mcp_server_id: String,
-    #[serde(flatten)]
-    pub definition: ServerDefinitionFields,
-}
-
-/// The body of `PUT /api/mcp_servers/{id}`: the whole new definition.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct UpdateServerRequest {
-    /// Optional; when present it must equal the id in the path.
-    pub mcp_server_id: Option<String>,
-    #[serde(flatten)]
-    pub definition: ServerDefinitionFields,
-}
-
 #[derive(Debug, Serialize, ToSchema)]
 pub struct LivenessStatus {
     #[schema(example = "alive")]
@@ -699,65 +642,6 @@ pub struct GroupDeleted {
     pub group_id: String,
     /// Always true.
     pub deleted: bool,
-}
-
-/// A member in a create or update body (`member_id` is accepted for `id`).
-#[derive(Debug, Serialize, ToSchema)]
-pub struct GroupMemberFields {
-    /// A registered mcp server (not a group).
-    #[schema(example = "math")]
-    pub id: String,
-    /// Share of the calls under `weighted_round_robin` and `random`; at least 1, default 1.
-    #[schema(minimum = 1)]
-    pub weight: Option<u32>,
-    /// Order under `priority`, lowest first; default 0.
-    pub priority: Option<u32>,
-}
-
-/// The body of `POST /api/groups`. Unknown fields answer 422.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct CreateGroupRequest {
-    /// The new group's id: `^[A-Za-z0-9_-]{1,64}$` without `__`, used by no server and no
-    /// other group.
-    #[schema(example = "pool", pattern = "^[A-Za-z0-9_-]{1,64}$")]
-    pub group_id: String,
-    /// Default `round_robin`.
-    pub strategy: Option<StrategyName>,
-    /// At least 1, default 1. When `members` are given it may not exceed their number; a group
-    /// created without members may name the count it will need once they are added.
-    #[schema(minimum = 1)]
-    pub min_healthy: Option<u32>,
-    pub description: Option<String>,
-    /// The members, each a registered mcp server listed once.
-    pub members: Option<Vec<GroupMemberFields>>,
-}
-
-/// The body of `PUT /api/groups/{id}`: only the fields present change.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct UpdateGroupRequest {
-    /// Optional; when present it must equal the id in the path.
-    pub group_id: Option<String>,
-    pub strategy: Option<StrategyName>,
-    /// At least 1; raising it above the number of members answers 422.
-    #[schema(minimum = 1)]
-    pub min_healthy: Option<u32>,
-    /// `null` clears the description.
-    pub description: Option<String>,
-    /// Replaces the whole member list.
-    pub members: Option<Vec<GroupMemberFields>>,
-}
-
-/// The body of `POST /api/groups/{id}/members` (`id` is accepted for `member_id`).
-#[derive(Debug, Serialize, ToSchema)]
-pub struct AddGroupMemberRequest {
-    /// A registered mcp server that is not yet a member.
-    #[schema(example = "math")]
-    pub member_id: String,
-    /// At least 1, default 1.
-    #[schema(minimum = 1)]
-    pub weight: Option<u32>,
-    /// Default 0.
-    pub priority: Option<u32>,
 }
 
 // ----- auth management (`/api/auth/*`) ---------------------------------------------------------
@@ -1036,67 +920,4 @@ pub struct PolicyDeleted {
     pub scope: String,
     pub target_id: String,
     pub deleted: bool,
-}
-
-/// Create a key. Either `principal` or `principal_id` is required (both may be given when
-/// they are equal).
-#[derive(Debug, Serialize, ToSchema)]
-pub struct CreateApiKeyRequest {
-    #[schema(example = "user:alice")]
-    pub principal: Option<String>,
-    pub principal_id: Option<String>,
-    pub name: String,
-    /// A role the key itself carries; it must exist.
-    pub role: Option<String>,
-    /// 1 to 3650; omitted: the key never expires.
-    pub expires_in_days: Option<i64>,
-}
-
-/// Create a custom role. Either `name` or `role_name` is required.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct CreateRoleRequest {
-    #[schema(example = "deployer")]
-    pub name: Option<String>,
-    pub role_name: Option<String>,
-    pub description: Option<String>,
-    /// `*`, `resource:*` or `resource:action` (see `GET /api/auth/permissions`).
-    pub permissions: Vec<String>,
-}
-
-/// Change a custom role; an absent field keeps its value, `description: null` clears it.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct UpdateRoleRequest {
-    pub description: Option<String>,
-    pub permissions: Option<Vec<String>>,
-}
-
-/// Assign (or revoke) a role. `principal` or `principal_id`, `role` or `role_name`, and
-/// `scope` (`global` when omitted, or `tenant:<tenant_id>`).
-#[derive(Debug, Serialize, ToSchema)]
-pub struct RoleAssignmentRequest {
-    #[schema(example = "user:alice")]
-    pub principal: Option<String>,
-    pub principal_id: Option<String>,
-    #[schema(example = "developer")]
-    pub role: Option<String>,
-    pub role_name: Option<String>,
-    #[schema(example = "global")]
-    pub scope: Option<String>,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-pub struct CheckPermissionRequest {
-    #[schema(example = "user:alice")]
-    pub principal: Option<String>,
-    pub principal_id: Option<String>,
-    #[schema(example = "tool:invoke")]
-    pub permission: String,
-}
-
-/// Set a tool access policy; at least one of the lists must be given, an absent one is empty.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct SetPolicyRequest {
-    /// Principal patterns: `user:alice`, `group:ops`, `service:*`, `*`.
-    pub allow_list: Option<Vec<String>>,
-    pub deny_list: Option<Vec<String>>,
 }

@@ -326,7 +326,7 @@ pub(crate) async fn create_group(
     path = "/api/groups/{id}",
     tag = "groups",
     operation_id = "get_group",
-    params(("id" = String, Path, description = "The group's id")),
+    params(("id" = crate::dto::McpServerId, Path, description = "The group's id")),
     responses(
         (status = 200, description = "The group", body = GroupDetails),
         (status = 404, description = "No such group (GroupNotFoundError)", body = ErrorEnvelope),
@@ -347,7 +347,7 @@ pub(crate) async fn get_group(
     path = "/api/groups/{id}",
     tag = "groups",
     operation_id = "update_group",
-    params(("id" = String, Path, description = "The group's id")),
+    params(("id" = crate::dto::McpServerId, Path, description = "The group's id")),
     request_body(content = UpdateGroupRequest, content_type = "application/json",
         description = "Any of `strategy`, `min_healthy`, `description`, `members` (which replaces \
                        the member list); absent fields keep their value."),
@@ -383,7 +383,7 @@ pub(crate) async fn update_group(
     path = "/api/groups/{id}",
     tag = "groups",
     operation_id = "delete_group",
-    params(("id" = String, Path, description = "The group's id")),
+    params(("id" = crate::dto::McpServerId, Path, description = "The group's id")),
     responses(
         (status = 200, description = "Deleted", body = GroupDeleted),
         (status = 404, description = "No such group (GroupNotFoundError)", body = ErrorEnvelope),
@@ -410,7 +410,7 @@ pub(crate) async fn delete_group(
     path = "/api/groups/{id}/rebalance",
     tag = "groups",
     operation_id = "rebalance_group",
-    params(("id" = String, Path, description = "The group's id")),
+    params(("id" = crate::dto::McpServerId, Path, description = "The group's id")),
     responses(
         (status = 200, description = "The group after the rebalance", body = GroupDetails),
         (status = 404, description = "No such group (GroupNotFoundError)", body = ErrorEnvelope),
@@ -431,7 +431,7 @@ pub(crate) async fn rebalance_group(
     path = "/api/groups/{id}/members",
     tag = "groups",
     operation_id = "add_group_member",
-    params(("id" = String, Path, description = "The group's id")),
+    params(("id" = crate::dto::McpServerId, Path, description = "The group's id")),
     request_body(content = AddGroupMemberRequest, content_type = "application/json"),
     responses(
         (status = 201, description = "Added; the group with its new member", body = GroupDetails),
@@ -466,8 +466,8 @@ pub(crate) async fn add_member(
     tag = "groups",
     operation_id = "remove_group_member",
     params(
-        ("id" = String, Path, description = "The group's id"),
-        ("member_id" = String, Path, description = "The member server's id"),
+        ("id" = crate::dto::McpServerId, Path, description = "The group's id"),
+        ("member_id" = crate::dto::McpServerId, Path, description = "The member server's id"),
     ),
     responses(
         (status = 200, description = "Removed; the group without the member", body = GroupDetails),

@@ -346,12 +346,26 @@ async fn forward(
     operation_id = "mcp_open_stream",
     description = "The MCP Streamable HTTP endpoint (protocol versions 2025-06-18, 2025-11-25 \
         and 2026-07-28): a GET with `Accept: text/event-stream` opens the stream of messages \
-        the server sends unasked. The MCP specification describes the exchange; answers other \
-        than the ones below come from the MCP layer and are not the error envelope.",
+        the server sends unasked. The MCP specification describes the exchange. The answers of \
+        the MCP layer itself are plain text or JSON-RPC errors, not the error envelope.",
     responses(
         (status = 200, description = "Server-sent events, one JSON-RPC message each", content_type = "text/event-stream", body = String),
-        (status = 404, description = "The MCP endpoint is not enabled (NotFoundError)", body = ErrorEnvelope),
-        (status = 405, description = "A method other than GET, POST, DELETE or OPTIONS (MethodNotAllowedError)", body = ErrorEnvelope),
+        (status = 400, description = "No `Mcp-Session-Id`, or an `MCP-Protocol-Version` this \
+            gateway does not speak; the reason as plain text", content_type = "text/plain", body = String),
+        (status = 404, description = "The session in `Mcp-Session-Id` is unknown or has ended \
+            (plain text; the client initializes again), or the MCP endpoint is not enabled \
+            (NotFoundError)", content(
+            (ErrorEnvelope = "application/json"),
+            (String = "text/plain"),
+        )),
+        (status = 405, description = "A GET of the stateless protocol version (2026-07-28), which \
+            has no stream to open (plain text, `Allow: POST`); or a method other than GET, POST, \
+            DELETE or OPTIONS (MethodNotAllowedError)", content(
+            (ErrorEnvelope = "application/json"),
+            (String = "text/plain"),
+        )),
+        (status = 406, description = "`Accept` does not name `text/event-stream`; the reason as \
+            plain text", content_type = "text/plain", body = String),
     )
 )]
 pub(crate) async fn open_stream(
@@ -372,16 +386,33 @@ pub(crate) async fn open_stream(
         notification or response. A request is answered with JSON or with a stream of \
         server-sent events that ends with its response; a notification or response with 202.",
     request_body(content = Object, content_type = "application/json",
-        description = "A JSON-RPC message (or a batch, where the protocol version allows it)"),
+        description = "One JSON-RPC message (batches are not accepted)"),
     responses(
         (status = 200, description = "The JSON-RPC response, as JSON or as server-sent events", content(
             (Object = "application/json"),
             (String = "text/event-stream"),
         )),
         (status = 202, description = "A notification or response was accepted"),
-        (status = 400, description = "The body is not a JSON-RPC message: a JSON-RPC error response with a null id, code -32700 when the body is not JSON and -32600 when it is JSON but not a valid message (not the error envelope)", body = Object, content_type = "application/json"),
-        (status = 404, description = "The MCP endpoint is not enabled (NotFoundError)", body = ErrorEnvelope),
+        (status = 400, description = "The body is not a JSON-RPC message the endpoint accepts: a \
+            JSON-RPC error response (code -32700 when the body is not JSON, -32600 when it is JSON \
+            but not a valid message, -32602 for request metadata that contradicts the headers). \
+            Or, as plain text: a request of a session without `Mcp-Session-Id`, or an \
+            `MCP-Protocol-Version` this gateway does not speak", content(
+            (Object = "application/json"),
+            (String = "text/plain"),
+        )),
+        (status = 404, description = "The session in `Mcp-Session-Id` is unknown or has ended \
+            (plain text; the client initializes again); a stateless request for a method the \
+            gateway does not have (a JSON-RPC error, code -32601); or the MCP endpoint is not \
+            enabled (NotFoundError)", content(
+            (ErrorEnvelope = "application/json"),
+            (String = "text/plain"),
+        )),
+        (status = 406, description = "`Accept` does not name both `application/json` and \
+            `text/event-stream`; the reason as plain text", content_type = "text/plain", body = String),
         (status = 413, description = "The body is larger than the MCP body limit (PayloadTooLargeError)", body = ErrorEnvelope),
+        (status = 415, description = "`Content-Type` is not `application/json`; the reason as \
+            plain text", content_type = "text/plain", body = String),
     )
 )]
 pub(crate) async fn send_message(
@@ -401,8 +432,12 @@ pub(crate) async fn send_message(
     description = "The MCP Streamable HTTP endpoint: a DELETE with `Mcp-Session-Id` ends that \
         session.",
     responses(
-        (status = 200, description = "The session ended"),
+        (status = 204, description = "The session ended (also when it had already ended)"),
+        (status = 400, description = "No `Mcp-Session-Id`, or an `MCP-Protocol-Version` this \
+            gateway does not speak; the reason as plain text", content_type = "text/plain", body = String),
         (status = 404, description = "The MCP endpoint is not enabled (NotFoundError)", body = ErrorEnvelope),
+        (status = 405, description = "A DELETE of the stateless protocol version (2026-07-28), \
+            which has no sessions (plain text, `Allow: POST`)", content_type = "text/plain", body = String),
     )
 )]
 pub(crate) async fn end_session(

@@ -95,7 +95,16 @@ pub const DOCS_PATH: &str = "/docs";
         openapi_json,
         docs_page,
     ),
-    components(schemas(ErrorEnvelope, dto::McpTool)),
+    components(schemas(
+        ErrorEnvelope,
+        dto::McpTool,
+        dto::McpServerId,
+        dto::DiscoverySourceId,
+        dto::ApiKeyId,
+        dto::RoleNameParam,
+        dto::PolicyToolTarget,
+        dto::PrincipalParam,
+    )),
     tags(
         (name = "mcp_servers", description = "Managed MCP servers: definitions, lifecycle, tools, health and logs"),
         (name = "groups", description = "Load-balanced groups of MCP servers: strategy, members, rotation and state. Group ids and server ids share one namespace; a gateway composed without groups answers 404 on every group route"),
@@ -116,11 +125,65 @@ pub struct ApiDoc;
 pub fn openapi_document(version: &str) -> utoipa::openapi::OpenApi {
     let mut document = ApiDoc::openapi();
     version.clone_into(&mut document.info.version);
+    split_policy_scopes(&mut document);
     declare_security(&mut document);
     declare_rate_limits(&mut document);
     declare_auth_failures(&mut document);
     declare_request_limits(&mut document);
     document
+}
+
+/// The route of tool access policies, `{scope}/{target_id}`.
+const POLICY_PATH: &str = "/api/auth/policies/{scope}/{target_id}";
+
+/// The tool access policy route is one route, but the targets it takes depend on the scope (a
+/// server or group id, or `{id}__{tool}`), and a document cannot relate two path parameters: it
+/// is documented as one path per scope, each taking exactly the targets of its scope.
+fn split_policy_scopes(document: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::{Ref, RefOr};
+    let Some(template) = document.paths.paths.remove(POLICY_PATH) else {
+        return;
+    };
+    let id = "McpServerId";
+    let tool = "PolicyToolTarget";
+    for (scope, target, target_description) in [
+        ("provider", id, "The mcp server's id"),
+        (
+            "mcp_server",
+            id,
+            "The mcp server's id (`mcp_server` is an alias of `provider`)",
+        ),
+        ("group", id, "The group's id"),
+        ("tool", tool, "The tool: `{server_or_group_id}__{tool}`"),
+    ] {
+        let mut item = template.clone();
+        for operation in [&mut item.get, &mut item.post, &mut item.delete]
+            .into_iter()
+            .flatten()
+        {
+            if let Some(operation_id) = &mut operation.operation_id {
+                operation_id.push('_');
+                operation_id.push_str(scope);
+            }
+            for parameter in operation.parameters.iter_mut().flatten() {
+                if let RefOr::T(parameter) = parameter
+                    && parameter.name == "target_id"
+                {
+                    parameter.schema = Some(RefOr::Ref(Ref::from_schema_name(target)));
+                    parameter.description = Some(target_description.to_owned());
+                }
+            }
+            if let Some(parameters) = &mut operation.parameters {
+                parameters.retain(
+                    |parameter| !matches!(parameter, RefOr::T(parameter) if parameter.name == "scope"),
+                );
+            }
+        }
+        document
+            .paths
+            .paths
+            .insert(POLICY_PATH.replace("{scope}", scope), item);
+    }
 }
 
 /// An answer in the error envelope.
@@ -449,6 +512,45 @@ pub(crate) async fn docs_asset(request: HttpRequest, tail: web::Path<String>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_mcp_endpoint_declares_every_status_it_answers() {
+        let document = serde_json::to_value(openapi_document("test")).unwrap();
+        let declared = |method: &str| -> Vec<String> {
+            document["paths"]["/mcp"][method]["responses"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect()
+        };
+        // The MCP layer's own answers: a malformed message or header (400), an unknown session
+        // (404), a missing `Accept` (406), a body that is not JSON (415), a stateless request
+        // for a stream or a session (405).
+        for (method, statuses) in [
+            ("get", &["200", "400", "404", "405", "406"][..]),
+            (
+                "post",
+                &["200", "202", "400", "404", "406", "413", "415"][..],
+            ),
+            ("delete", &["204", "400", "404", "405"][..]),
+        ] {
+            let declared = declared(method);
+            for status in statuses {
+                assert!(
+                    declared.iter().any(|have| have == status),
+                    "{method} /mcp does not declare {status}: {declared:?}"
+                );
+            }
+        }
+        // A session ends with 204, never 202 or 200.
+        let ended = declared("delete");
+        assert!(
+            !ended
+                .iter()
+                .any(|status| status == "202" || status == "200")
+        );
+    }
 
     #[test]
     fn protected_operations_declare_the_api_key_and_bearer_credentials() {

@@ -154,7 +154,7 @@ pub(crate) async fn create_server(
     path = "/api/mcp_servers/{id}",
     tag = "mcp_servers",
     operation_id = "get_mcp_server",
-    params(("id" = String, Path, description = "The server's id")),
+    params(("id" = crate::dto::McpServerId, Path, description = "The server's id")),
     responses(
         (status = 200, description = "The server", body = ServerDetails),
         (status = 404, description = "No such server (McpServerNotFoundError)", body = ErrorEnvelope),
@@ -175,7 +175,7 @@ pub(crate) async fn get_server(
     path = "/api/mcp_servers/{id}",
     tag = "mcp_servers",
     operation_id = "update_mcp_server",
-    params(("id" = String, Path, description = "The server's id")),
+    params(("id" = crate::dto::McpServerId, Path, description = "The server's id")),
     request_body(content = UpdateServerRequest, content_type = "application/json",
         description = "The whole new definition, as for create; `mcp_server_id` may be left out."),
     responses(
@@ -207,7 +207,7 @@ pub(crate) async fn update_server(
     path = "/api/mcp_servers/{id}",
     tag = "mcp_servers",
     operation_id = "delete_mcp_server",
-    params(("id" = String, Path, description = "The server's id")),
+    params(("id" = crate::dto::McpServerId, Path, description = "The server's id")),
     responses(
         (status = 200, description = "Deleted", body = ServerDeleted),
         (status = 404, description = "No such server (McpServerNotFoundError)", body = ErrorEnvelope),
@@ -235,7 +235,7 @@ pub(crate) async fn delete_server(
     path = "/api/mcp_servers/{id}/start",
     tag = "mcp_servers",
     operation_id = "start_mcp_server",
-    params(("id" = String, Path, description = "The server's id")),
+    params(("id" = crate::dto::McpServerId, Path, description = "The server's id")),
     responses(
         (status = 200, description = "The started server", body = ServerDetails),
         (status = 404, description = "No such server (McpServerNotFoundError)", body = ErrorEnvelope),
@@ -255,7 +255,7 @@ pub(crate) async fn start_server(
     path = "/api/mcp_servers/{id}/stop",
     tag = "mcp_servers",
     operation_id = "stop_mcp_server",
-    params(("id" = String, Path, description = "The server's id")),
+    params(("id" = crate::dto::McpServerId, Path, description = "The server's id")),
     responses(
         (status = 200, description = "The stopped server", body = ServerDetails),
         (status = 404, description = "No such server (McpServerNotFoundError)", body = ErrorEnvelope),
@@ -297,7 +297,7 @@ async fn change_run_state(
     path = "/api/mcp_servers/{id}/tools",
     tag = "mcp_servers",
     operation_id = "list_mcp_server_tools",
-    params(("id" = String, Path, description = "The server's id")),
+    params(("id" = crate::dto::McpServerId, Path, description = "The server's id")),
     responses(
         (status = 200, description = "The tools, unprefixed", body = ServerTools),
         (status = 404, description = "No such server (McpServerNotFoundError)", body = ErrorEnvelope),
@@ -323,7 +323,7 @@ pub(crate) async fn server_tools(
     path = "/api/mcp_servers/{id}/health",
     tag = "mcp_servers",
     operation_id = "get_mcp_server_health",
-    params(("id" = String, Path, description = "The server's id")),
+    params(("id" = crate::dto::McpServerId, Path, description = "The server's id")),
     responses(
         (status = 200, description = "The health status", body = HealthStatus),
         (status = 404, description = "No such server (McpServerNotFoundError)", body = ErrorEnvelope),
@@ -381,7 +381,7 @@ fn requested_log_lines(raw: Option<&str>) -> Result<usize, ApiError> {
     tag = "mcp_servers",
     operation_id = "get_mcp_server_logs",
     params(
-        ("id" = String, Path, description = "The server's id"),
+        ("id" = crate::dto::McpServerId, Path, description = "The server's id"),
         ("lines" = Option<i64>, Query, minimum = 1,
          description = "How many of the most recent lines: default 100; above 1000 is served as 1000"),
     ),
@@ -442,10 +442,10 @@ fn requested_cursor(raw: Option<&str>) -> Result<Option<u64>, ApiError> {
     tag = "mcp_servers",
     operation_id = "get_mcp_server_tool_history",
     params(
-        ("id" = String, Path, description = "The server's id"),
+        ("id" = crate::dto::McpServerId, Path, description = "The server's id"),
         ("limit" = Option<i64>, Query, minimum = 1,
          description = "How many invocations per page: default 50; above 500 is served as 500"),
-        ("cursor" = Option<String>, Query,
+        ("cursor" = Option<String>, Query, pattern = "^[0-9]{1,19}$",
          description = "The `next_cursor` of the previous page; leave it out for the newest page"),
     ),
     responses(

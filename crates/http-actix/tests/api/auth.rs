@@ -1393,7 +1393,7 @@ async fn the_openapi_document_describes_every_auth_route() {
         let template = match path {
             "/api/auth/keys/k1" => "/api/auth/keys/{key_id}",
             "/api/auth/roles/viewer" | "/api/auth/roles/r" => "/api/auth/roles/{role_name}",
-            "/api/auth/policies/provider/math" => "/api/auth/policies/{scope}/{target_id}",
+            "/api/auth/policies/provider/math" => "/api/auth/policies/provider/{target_id}",
             other => other,
         };
         let operation = &document["paths"][template][method.as_str().to_lowercase()];
