@@ -660,8 +660,9 @@ fn serve(
 }
 
 /// A page that runs `body` (the statements of an async function that fills `out`), then posts
-/// `out` to its own server's `/report`, with its path and `done: true` once the statements
-/// finished.
+/// `out`, with its path and `done: true` once the statements finished, to `REPORT_URL`: the
+/// page server under its address, a name no page's own connections use, so the report never
+/// travels on a connection that is relayed to the gateway.
 fn page(markup: &str, body: &str) -> String {
     format!(
         "<!doctype html><html><body>{markup}<script>\n\
@@ -669,15 +670,20 @@ fn page(markup: &str, body: &str) -> String {
          (async () => {{\n\
            try {{\n{body}\n}} catch (error) {{ out.error = String(error); }}\n\
            out.done = true;\n\
-           await fetch(\"/report\", {{method: \"POST\", body: JSON.stringify(out)}});\n\
+           await fetch(\"REPORT_URL\", {{method: \"POST\", mode: \"no-cors\", body: JSON.stringify(out)}});\n\
          }})();\n\
          </script></body></html>"
     )
 }
 
-/// The pages of the browser test, by path, with the gateway's URL and the marker directory
-/// filled in.
-fn pages(gateway_url: &str, gateway_ws: &str, markers: &Path) -> HashMap<String, String> {
+/// The pages of the browser test, by path, with the gateway's URL, the report URL and the
+/// marker directory filled in.
+fn pages(
+    gateway_url: &str,
+    gateway_ws: &str,
+    report_url: &str,
+    markers: &Path,
+) -> HashMap<String, String> {
     let fill = |text: &str| {
         text.replace("GATEWAY_WS", gateway_ws)
             .replace("GATEWAY", gateway_url)
@@ -818,6 +824,9 @@ fn pages(gateway_url: &str, gateway_ws: &str, markers: &Path) -> HashMap<String,
             )),
         ),
     );
+    for page in pages.values_mut() {
+        *page = page.replace("REPORT_URL", report_url);
+    }
     pages
 }
 
@@ -839,7 +848,12 @@ fn a_hostile_page_in_a_real_browser_cannot_drive_the_gateway() {
     let gateway_ws = format!("ws://{}", gw.address());
     let server = PageServer::start(
         listener,
-        pages(&gateway_url, &gateway_ws, &markers),
+        pages(
+            &gateway_url,
+            &gateway_ws,
+            &format!("http://127.0.0.1:{page_port}/report"),
+            &markers,
+        ),
         gw.address().to_owned(),
     );
 
@@ -864,13 +878,15 @@ fn a_hostile_page_in_a_real_browser_cannot_drive_the_gateway() {
     assert_eq!(mcp["sent"], 1, "{mcp}");
     let rebound = server.browse(EVIL, "rebind.html");
     for (what, key) in [
-        ("read the server list", "read_status"),
-        ("created a server", "create_status"),
-        ("started a server", "start_status"),
-        ("called a tool", "mcp_status"),
+        ("read the servers", "read_status"),
+        ("create a server", "create_status"),
+        ("start a server", "start_status"),
+        ("call a tool", "mcp_status"),
     ] {
         if rebound[key] != 421 {
-            breaches.push(format!("a rebound page {what}: {rebound}"));
+            breaches.push(format!(
+                "a rebound page's request to {what} was not refused as misdirected: {rebound}"
+            ));
         }
     }
     if rebound["read_body"]
