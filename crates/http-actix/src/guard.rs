@@ -21,10 +21,10 @@
 //!   request). `Origin: null` (sandboxed frames, local files, some redirects) is foreign unless
 //!   listed. `/mcp` also admits the origins of [`McpOrigins`]. Requests without `Origin`
 //!   (command-line clients, SDKs) pass.
-//! - **Content type** (also [`check_request`]): a request under `/api/` that declares a
-//!   `Content-Type` must declare `application/json` (parameters such as `charset` allowed), and
-//!   one with a body (a `Content-Length` above 0, or a chunked body) must declare it; anything
-//!   else answers 415 `UnsupportedMediaTypeError`. Browsers send only `text/plain`, form and
+//! - **Content type** (also [`check_request`]): a request under `/api/` other than `GET`,
+//!   `HEAD` and `OPTIONS` that declares a `Content-Type` must declare `application/json`
+//!   (parameters such as `charset` allowed), and one with a body (a `Content-Length` above 0, or
+//!   a chunked body) must declare it; anything else answers 415 `UnsupportedMediaTypeError`. Browsers send only `text/plain`, form and
 //!   multipart bodies across sites without asking first; JSON needs a CORS preflight, which only
 //!   `MCP_CORS_ORIGINS` answers. Bodiless requests without a `Content-Type` (`curl -X POST
 //!   .../start`) pass: a browser cannot send one across sites without an `Origin`, which the
@@ -385,7 +385,8 @@ fn refusal(
             ));
         }
     }
-    if request.path().starts_with("/api/") {
+    // A GET, HEAD or OPTIONS body means nothing to any route, and a browser sends none.
+    if !safe && request.path().starts_with("/api/") {
         return unsupported_body(headers);
     }
     None

@@ -146,3 +146,25 @@ async fn an_embedder_names_its_hosts_and_the_listener_decides_about_addresses() 
         assert_eq!(response.status(), status, "{host}");
     }
 }
+
+#[actix_web::test]
+async fn reads_are_never_refused_for_their_content_type() {
+    let app = test::init_service(mcpgw_http_actix::app(harness().state)).await;
+    // A client that sets a text type on every request, reads included.
+    let request = TestRequest::get()
+        .uri("/api/mcp_servers")
+        .insert_header(("content-type", "text/plain"))
+        .to_request();
+    assert_eq!(test::call_service(&app, request).await.status(), 200);
+    // The same type on a change is refused.
+    let request = TestRequest::delete()
+        .uri("/api/mcp_servers/x")
+        .insert_header(("content-type", "text/plain"))
+        .to_request();
+    assert_envelope(
+        test::call_service(&app, request).await,
+        415,
+        "UnsupportedMediaTypeError",
+    )
+    .await;
+}
