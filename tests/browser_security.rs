@@ -695,7 +695,8 @@ fn pages(
           "io.modelcontextprotocol/clientCapabilities": {},
           "io.modelcontextprotocol/clientInfo": {name: "page", version: "0"}}}})"#;
     let mut pages = HashMap::new();
-    // The positive control: an origin listed in MCP_CORS_ORIGINS reads and creates.
+    // The positive control: an origin listed in MCP_CORS_ORIGINS reads, creates and opens the
+    // event stream.
     pages.insert(
         "/console.html".to_owned(),
         page(
@@ -709,7 +710,13 @@ fn pages(
               headers: {"Content-Type": "application/json"},
               body: JSON.stringify({mcp_server_id: "console-made", mode: "subprocess",
                                     command: ["true"]})});
-            out.create_status = created.status;"#,
+            out.create_status = created.status;
+            out.websocket = await new Promise((resolve) => {
+              const socket = new WebSocket("GATEWAY_WS/api/ws/events");
+              socket.onopen = () => { resolve("open"); socket.close(); };
+              socket.onerror = () => resolve("refused");
+              setTimeout(() => resolve("no answer"), 10000);
+            });"#,
             ),
         ),
     );
@@ -862,6 +869,7 @@ fn a_hostile_page_in_a_real_browser_cannot_drive_the_gateway() {
     assert_eq!(console["list_status"], 200, "{console}");
     assert_eq!(console["listed"], json!(["demo"]), "{console}");
     assert_eq!(console["create_status"], 201, "{console}");
+    assert_eq!(console["websocket"], "open", "{console}");
 
     let mut breaches = Vec::new();
     let simple = server.browse(EVIL, "simple.html");

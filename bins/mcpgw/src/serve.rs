@@ -340,8 +340,11 @@ fn refuse_any_origin_on_an_open_listener_without_auth(
     cli: &Cli,
     config: &GatewayConfig,
 ) -> anyhow::Result<()> {
-    let any_origin = non_empty_variable("MCP_CORS_ORIGINS")
-        .is_some_and(|origins| origins.split(',').any(|origin| origin.trim() == "*"));
+    // A value that does not parse stops the start later, with its own message.
+    let any_origin = non_empty_variable("MCP_CORS_ORIGINS").is_some_and(|origins| {
+        mcpgw_http_actix::CorsSettings::parse(&origins, None, None)
+            .is_ok_and(|cors| cors.allows_any_origin())
+    });
     if !any_origin || config.auth.enabled {
         return Ok(());
     }
