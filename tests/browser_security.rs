@@ -329,6 +329,16 @@ fn a_host_that_does_not_name_the_gateway_is_misdirected_on_every_route_but_the_p
         let answer = send(&gw, "GET", probe, Some(&rebound), &[], None);
         assert_eq!(answer.status, 200, "{probe}: {}", answer.body);
     }
+    // Bad input: other paths that start like a probe's.
+    for path in [
+        "/health/../api/mcp_servers",
+        "/health/%2e%2e/api/mcp_servers",
+        "/health/nothing",
+        "/health/live/",
+    ] {
+        send(&gw, "GET", path, Some(&rebound), &[], None)
+            .assert_error(421, "MisdirectedRequestError");
+    }
     // Loopback names and addresses, with and without the port.
     for host in [
         format!("localhost:{port}"),

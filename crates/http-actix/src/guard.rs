@@ -10,7 +10,7 @@
 //!   the address it connected to there, which DNS cannot rebind); and so do the names of
 //!   [`AllowedHosts`] (`*` turns the check off). Anything else answers 421
 //!   `MisdirectedRequestError`. This stops DNS rebinding: a page whose own name an attacker
-//!   points at 127.0.0.1 sends that name as its `Host`. The probes under `/health/` are exempt,
+//!   points at 127.0.0.1 sends that name as its `Host`. The three probes are exempt,
 //!   so an orchestrator may ask under any name (they reveal only counts). A request without any
 //!   `Host` comes from no browser and passes.
 //! - **Origin** ([`check_request`], mounted inside CORS, so that an allowed origin can read the
@@ -45,8 +45,9 @@ use crate::error::{ApiError, bounded_for_message, names};
 use crate::mcp_endpoint::MCP_PATH;
 use crate::state::ApiState;
 
-/// The paths the Host check leaves alone: the probes.
-const HOST_EXEMPT_PREFIX: &str = "/health/";
+/// The paths the Host check leaves alone: the probes, exactly (any other path under `/health/`
+/// is checked like the rest).
+const HOST_EXEMPT: [&str; 3] = ["/health/live", "/health/startup", "/health/ready"];
 
 /// The `Host` names the gateway answers besides loopback (and, on a non-loopback listener, IP
 /// address literals).
@@ -328,7 +329,7 @@ pub(crate) async fn check_host(
     let refused = request
         .app_data::<web::Data<ApiState>>()
         .is_some_and(|state| {
-            !request.path().starts_with(HOST_EXEMPT_PREFIX)
+            !HOST_EXEMPT.contains(&request.path())
                 && named_authorities(&request)
                     .iter()
                     .any(|authority| !state.allowed_hosts().admits(authority))
