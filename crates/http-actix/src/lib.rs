@@ -10,6 +10,11 @@
 //! by a [`McpHttpHandler`] that the composition root hands in, built on standard `http` types, so
 //! this crate knows no MCP library.
 //!
+//! Every route but the probes is guarded against web pages in the operator's browser: the `Host`
+//! must name the gateway ([`AllowedHosts`]), a foreign `Origin` may not change anything, open
+//! the event stream or call `/mcp`, and `/api/` bodies must be declared JSON. `/mcp` relies on
+//! these checks: the MCP handler makes none of its own.
+//!
 //! It must never hold business rules (they belong to the domain crates), never know another
 //! adapter, never panic or answer 500 on bad input, and never label a metric with unbounded
 //! caller input.
@@ -259,8 +264,8 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: ApiState) {
 /// 415 carries CORS headers too and preflights need no credentials), the Host check outside
 /// CORS (a preflight under a foreign name is refused too), the request limits outside
 /// everything (header size, body timeout, WebSocket frame size: see [`HttpSettings`]), and
-/// request metrics around all of it. The checks of the browser-facing rules are described in
-/// [`AllowedHosts`] and the guard module.
+/// request metrics around all of it. Which hosts and origins pass is set on the state
+/// ([`ApiState::with_allowed_hosts`], [`ApiState::with_cors`], [`ApiState::with_mcp_origins`]).
 pub fn app(
     state: ApiState,
 ) -> App<
