@@ -14,6 +14,8 @@
 #                               (default unix:///tmp/podman.sock), by scripts/setup-podman.sh
 #   localhost/mcpgw-fixture:test  the fixture MCP server in an image, by
 #                               scripts/build-test-image.sh (the docker-mode and discovery tests)
+#   /usr/bin/chromium           Debian's chromium package, system-wide and only when missing (the
+#                               browser test of tests/browser_security.rs runs it headless)
 # Idempotent: a stamp keyed by the pinned versions makes a second run return at once. Any failed
 # install stops the script with a message: the tests need these peers and never skip without them.
 set -euo pipefail
@@ -139,10 +141,47 @@ install_container_engine() {
   echo "   engine and image ready in $(seconds_since "$started") s"
 }
 
+# --- A real browser: Debian's chromium -------------------------------------------------------
+# The one peer installed system-wide: apt-get has no per-directory install. Skipped when
+# /usr/bin/chromium is there; either way it must load a page headless.
+install_chromium() {
+  local chromium=/usr/bin/chromium
+  if [ ! -x "$chromium" ]; then
+    command -v apt-get >/dev/null 2>&1 ||
+      fail "no $chromium and no apt-get to install it: install a chromium that provides $chromium (the browser test runs it headless)"
+    local as_root=()
+    if [ "$(id -u)" -ne 0 ]; then
+      command -v sudo >/dev/null 2>&1 ||
+        fail "installing chromium needs root: run this script as root, or install Debian's chromium package"
+      as_root=(sudo)
+    fi
+    local started
+    started=$(date +%s)
+    echo "== chromium: installing Debian's package with apt-get"
+    "${as_root[@]}" apt-get update -qq ||
+      fail "apt-get update failed: read its error above (no network, or a broken source list)"
+    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium ||
+      fail "apt-get could not install chromium: read its error above"
+    [ -x "$chromium" ] || fail "the chromium package is installed but $chromium is missing"
+    echo "   done in $(seconds_since "$started") s"
+  fi
+  local profile page
+  profile="$(mktemp -d)"
+  page="$("$chromium" --headless --no-sandbox --disable-gpu --no-first-run \
+    --disable-background-networking --disable-component-update --disable-sync \
+    --user-data-dir="$profile" --dump-dom 'data:text/html,<p>mcpgw-chromium-ok</p>' 2>/dev/null)" || true
+  rm -rf "$profile"
+  case "$page" in
+    *mcpgw-chromium-ok*) echo "== chromium: $("$chromium" --version 2>/dev/null | head -n 1) loads pages headless" ;;
+    *) fail "$chromium is installed but does not load a page headless: run it with --headless --no-sandbox --dump-dom and read its error" ;;
+  esac
+}
+
 install_python_peers
 install_schemathesis
 install_node_peers
 install_container_engine
+install_chromium
 
 echo "== test peers are in place:"
 echo "   python (mcp 2.3.0):     $repo_root/$venv_dir/bin/python"
@@ -153,4 +192,5 @@ echo "   server-everything:      $repo_root/$node_dir/node_modules/@modelcontext
 echo "   conformance:            $repo_root/$node_dir/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 echo "   container engine:       ${MCPGW_TEST_DOCKER_HOST:-unix:///tmp/podman.sock} (podman $(podman version --format '{{.Client.Version}}' 2>/dev/null))"
 echo "   test image:             ${MCPGW_TEST_IMAGE:-localhost/mcpgw-fixture:test}"
+echo "   chromium:               /usr/bin/chromium"
 echo "   inspector (mcp-inspector --cli): $repo_root/$node_dir/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"

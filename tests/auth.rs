@@ -106,6 +106,7 @@ fn every_route(gw: &RunningGateway, admin: &str) -> Vec<(String, String)> {
 fn no_route_answers_without_credentials_and_probes_stay_open() {
     let data = tempfile::tempdir().unwrap();
     let admin = cli_key(data.path(), "user:root", Some("admin"));
+    let viewer = cli_key(data.path(), "user:looker", Some("viewer"));
     let gw = gateway().config(&config("")).data_dir(data).start();
 
     for (method, path) in every_route(&gw, &admin) {
@@ -129,16 +130,35 @@ fn no_route_answers_without_credentials_and_probes_stay_open() {
     // A path no route knows is not a way around it either.
     let reply = call(&gw, "GET", "/api/nothing/here", None, "10.9.0.2", None);
     assert_eq!(reply.status, 401);
-    // With a valid key, an unmapped route is denied rather than served.
-    let reply = call(
-        &gw,
-        "GET",
-        "/api/nothing/here",
-        Some(&admin),
-        "10.9.0.2",
-        None,
-    );
-    assert_refused(&reply, 403, "AccessDeniedError", "Access denied");
+    // With a valid key, whatever its roles, a route that does not exist answers 404 and a
+    // route called with a method it does not take answers 405: the API description, which every
+    // authenticated caller may read, lists the routes anyway.
+    for key in [&admin, &viewer] {
+        for path in ["/api/nothing/here", "/api/auth/principals/user:admin/roles"] {
+            let reply = call(&gw, "GET", path, Some(key), "10.9.0.2", None);
+            assert_eq!(reply.status, 404, "{path}: {}", reply.body);
+            assert_eq!(reply.body["error"], "NotFoundError", "{}", reply.body);
+            assert_eq!(reply.body["status_code"], 404, "{}", reply.body);
+        }
+        let reply = call(
+            &gw,
+            "PATCH",
+            "/api/mcp_servers/demo",
+            Some(key),
+            "10.9.0.2",
+            Some(&json!({})),
+        );
+        assert_eq!(reply.status, 405, "{}", reply.body);
+        assert_eq!(
+            reply.body["error"], "MethodNotAllowedError",
+            "{}",
+            reply.body
+        );
+        assert_eq!(
+            reply.headers.get("allow").unwrap().to_str().unwrap(),
+            "GET, PUT, DELETE"
+        );
+    }
 
     for open in [
         "/health/live",

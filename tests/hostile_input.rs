@@ -210,7 +210,7 @@ fn exchange(gw: &RunningGateway, request: &[u8]) -> Reply {
 fn get_raw(gw: &RunningGateway, target: &str) -> Reply {
     exchange(
         gw,
-        format!("GET {target} HTTP/1.1\r\nHost: gateway\r\nConnection: close\r\n\r\n").as_bytes(),
+        format!("GET {target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes(),
     )
 }
 
@@ -337,7 +337,7 @@ fn push_bytes(stream: &mut TcpStream, total: usize, fill: u8) -> usize {
 
 fn head(method: &str, target: &str, extra: &str) -> String {
     format!(
-        "{method} {target} HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\n\
+        "{method} {target} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
          Accept: application/json, text/event-stream\r\nConnection: close\r\n{extra}\r\n"
     )
 }
@@ -623,7 +623,7 @@ fn odd_ids_in_paths_answer_404_or_422_envelopes_and_read_no_file() {
                 let reply = exchange(
                     &gw,
                     format!(
-                        "{method} {target} HTTP/1.1\r\nHost: gateway\r\nContent-Length: 0\r\n\
+                        "{method} {target} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\
                          Connection: close\r\n\r\n"
                     )
                     .as_bytes(),
@@ -693,7 +693,7 @@ fn header_values_are_never_reflected_with_line_breaks() {
     let reply = exchange(
         &gw,
         format!(
-            "GET /api/mcp_servers HTTP/1.1\r\nHost: gateway\r\nOrigin: {origin}\r\n\
+            "GET /api/mcp_servers HTTP/1.1\r\nHost: localhost\r\nOrigin: {origin}\r\n\
              X-Request-Id: abc%0d%0aSet-Cookie:%20pwned=1\r\nConnection: close\r\n\r\n"
         )
         .as_bytes(),
@@ -709,10 +709,10 @@ fn header_values_are_never_reflected_with_line_breaks() {
 
     // Raw line breaks inside values: a bare CR, a bare LF, an obsolete folded line.
     let raw_attacks: [&[u8]; 4] = [
-        b"GET /api/mcp_servers HTTP/1.1\r\nHost: gateway\r\nOrigin: http://a.example\rX-Injected: 1\r\nConnection: close\r\n\r\n",
-        b"GET /api/mcp_servers HTTP/1.1\r\nHost: gateway\r\nOrigin: http://a.example\nX-Injected: 1\r\nConnection: close\r\n\r\n",
-        b"GET /api/mcp_servers HTTP/1.1\r\nHost: gateway\r\nOrigin: http://a.example\r\n X-Injected: 1\r\nConnection: close\r\n\r\n",
-        b"GET /api/mcp_servers HTTP/1.1\r\nHost: gateway\r\nX-Request-Id: a\r\n\tSet-Cookie: pwned=1\r\nConnection: close\r\n\r\n",
+        b"GET /api/mcp_servers HTTP/1.1\r\nHost: localhost\r\nOrigin: http://a.example\rX-Injected: 1\r\nConnection: close\r\n\r\n",
+        b"GET /api/mcp_servers HTTP/1.1\r\nHost: localhost\r\nOrigin: http://a.example\nX-Injected: 1\r\nConnection: close\r\n\r\n",
+        b"GET /api/mcp_servers HTTP/1.1\r\nHost: localhost\r\nOrigin: http://a.example\r\n X-Injected: 1\r\nConnection: close\r\n\r\n",
+        b"GET /api/mcp_servers HTTP/1.1\r\nHost: localhost\r\nX-Request-Id: a\r\n\tSet-Cookie: pwned=1\r\nConnection: close\r\n\r\n",
     ];
     for attack in raw_attacks {
         let reply = exchange(&gw, attack);
@@ -729,7 +729,7 @@ fn header_values_are_never_reflected_with_line_breaks() {
     let reply = exchange(
         &gw,
         format!(
-            "OPTIONS /api/mcp_servers HTTP/1.1\r\nHost: gateway\r\nOrigin: {origin}\r\n\
+            "OPTIONS /api/mcp_servers HTTP/1.1\r\nHost: localhost\r\nOrigin: {origin}\r\n\
              Access-Control-Request-Method: POST\r\n\
              Access-Control-Request-Headers: x-a%0d%0aX-Injected: 1\r\nConnection: close\r\n\r\n"
         )
@@ -836,7 +836,7 @@ fn huge_headers_are_refused_with_431() {
         let reply = exchange(
             &gw,
             format!(
-                "GET /api/mcp_servers HTTP/1.1\r\nHost: gateway\r\n{headers}Connection: close\r\n\r\n"
+                "GET /api/mcp_servers HTTP/1.1\r\nHost: localhost\r\n{headers}Connection: close\r\n\r\n"
             )
             .as_bytes(),
         );
@@ -863,7 +863,7 @@ fn huge_headers_are_refused_with_431() {
     let reply = exchange(
         &gw,
         format!(
-            "GET /api/mcp_servers HTTP/1.1\r\nHost: gateway\r\n{under}Connection: close\r\n\r\n"
+            "GET /api/mcp_servers HTTP/1.1\r\nHost: localhost\r\n{under}Connection: close\r\n\r\n"
         )
         .as_bytes(),
     );
@@ -911,7 +911,7 @@ fn slowloris_clients_are_cut_off_and_others_are_served_meanwhile() {
             thread::spawn(move || {
                 trickle(
                     stream,
-                    b"GET /api/mcp_servers HTTP/1.1\r\nHost: gateway\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaa"
+                    b"GET /api/mcp_servers HTTP/1.1\r\nHost: localhost\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaa"
                         .to_vec(),
                     Duration::from_secs(1),
                     give_up,

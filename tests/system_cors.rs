@@ -1,15 +1,17 @@
 //! End-to-end tests of `GET /api/system` and of CORS against the real binary: the summary's
 //! counts move as tool calls go through `/mcp` (a tool-level error and a call that fails
 //! included); preflights from an allowed and a refused origin with `MCP_CORS_ORIGINS` set; no
-//! CORS header at all when it is unset; and with authentication on, a preflight still answers
-//! without credentials while the summary needs a key with `metrics:read`.
+//! CORS header at all when it is unset; an allowed origin may change things and read the
+//! refusals, another may not; `MCP_CORS_ORIGINS=*` is refused at start with authentication off
+//! on a non-loopback address; and with authentication on, a preflight still answers without
+//! credentials while the summary needs a key with `metrics:read`.
 
 mod support;
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::{RunningGateway, cli_key, fixture_server_yaml, gateway};
+use support::{RunningGateway, cli_key, fixture_server_yaml, gateway, start_fails_with};
 
 const ALLOWED: &str = "https://console.example.com";
 const EXPOSED: &str =
@@ -39,6 +41,17 @@ impl Reply {
 
 /// One request with any method and headers.
 fn call(gw: &RunningGateway, method: &str, path: &str, headers: &[(&str, &str)]) -> Reply {
+    send(gw, method, path, headers, None)
+}
+
+/// One request with any method, headers and body.
+fn send(
+    gw: &RunningGateway,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> Reply {
     let agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(Duration::from_secs(30)))
@@ -50,9 +63,11 @@ fn call(gw: &RunningGateway, method: &str, path: &str, headers: &[(&str, &str)])
     for (name, value) in headers {
         request = request.header(*name, *value);
     }
-    let mut response = agent
-        .run(request.body(()).unwrap())
-        .expect("the gateway answers");
+    let mut response = match body {
+        Some(body) => agent.run(request.body(body.to_owned()).unwrap()),
+        None => agent.run(request.body(()).unwrap()),
+    }
+    .expect("the gateway answers");
     let status = response.status().as_u16();
     let headers = response.headers().clone();
     let text = response.body_mut().read_to_string().unwrap_or_default();
@@ -170,6 +185,73 @@ fn preflights_from_allowed_and_refused_origins() {
         actual.header("access-control-expose-headers"),
         Some(EXPOSED)
     );
+}
+
+#[test]
+fn an_allowed_origin_may_change_things_and_read_the_refusals_another_may_not() {
+    let gw = gateway().env("MCP_CORS_ORIGINS", ALLOWED).start();
+    let create = r#"{"mcp_server_id": "console", "mode": "subprocess", "command": ["true"]}"#;
+    let json = ("content-type", "application/json");
+    let created = send(
+        &gw,
+        "POST",
+        "/api/mcp_servers",
+        &[("origin", ALLOWED), json],
+        Some(create),
+    );
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert_eq!(created.header("access-control-allow-origin"), Some(ALLOWED));
+
+    // Bad input from the allowed origin: a text/plain body. The page can read why.
+    let refused = send(
+        &gw,
+        "POST",
+        "/api/mcp_servers",
+        &[("origin", ALLOWED), ("content-type", "text/plain")],
+        Some(create),
+    );
+    assert_eq!(refused.status, 415, "{}", refused.body);
+    assert_eq!(refused.body["error"], "UnsupportedMediaTypeError");
+    assert_eq!(refused.header("access-control-allow-origin"), Some(ALLOWED));
+
+    // Bad input: another origin, even with a JSON body; it cannot read the refusal.
+    let foreign = send(
+        &gw,
+        "DELETE",
+        "/api/mcp_servers/console",
+        &[("origin", "https://elsewhere.example.net"), json],
+        None,
+    );
+    assert_eq!(foreign.status, 403, "{}", foreign.body);
+    assert_eq!(foreign.body["error"], "ForbiddenOriginError");
+    assert!(foreign.cors_headers().is_empty(), "{:?}", foreign.headers);
+    assert_eq!(gw.get("/api/mcp_servers/console").status, 200);
+}
+
+#[test]
+fn any_origin_is_refused_at_start_with_auth_off_on_an_open_address() {
+    // Bad input: `*` with authentication off on every interface, even when told
+    // --unsafe-no-auth.
+    for args in [
+        &["--host", "0.0.0.0", "--unsafe-no-auth"][..],
+        &["--host", "::", "--unsafe-no-auth"],
+        &["--host", "0.0.0.0"],
+    ] {
+        let stderr = start_fails_with(args, None, &[("MCP_CORS_ORIGINS", "*")]);
+        assert!(
+            stderr.contains("MCP_CORS_ORIGINS") && stderr.contains("auth.enabled"),
+            "{args:?}: {stderr}"
+        );
+    }
+    // `*` on loopback, or on an open address with authentication on, starts.
+    let local = gateway().env("MCP_CORS_ORIGINS", "*").start();
+    assert_eq!(local.get("/health/live").status, 200);
+    let open = gateway()
+        .host("0.0.0.0")
+        .config("auth:\n  enabled: true\n")
+        .env("MCP_CORS_ORIGINS", "*")
+        .start();
+    assert_eq!(open.get("/health/live").status, 200);
 }
 
 #[test]

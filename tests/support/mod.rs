@@ -38,6 +38,8 @@ pub struct GatewayBuilder {
     config: Option<String>,
     data_dir: Option<tempfile::TempDir>,
     env: Vec<(String, String)>,
+    host: String,
+    args: Vec<String>,
 }
 
 impl GatewayBuilder {
@@ -57,13 +59,28 @@ impl GatewayBuilder {
         self
     }
 
+    /// Listens on `host` instead of 127.0.0.1 (`0.0.0.0` needs authentication on, or
+    /// [`GatewayBuilder::arg`] `--unsafe-no-auth`).
+    pub fn host(mut self, host: &str) -> Self {
+        host.clone_into(&mut self.host);
+        self
+    }
+
+    /// One more command-line argument.
+    pub fn arg(mut self, arg: &str) -> Self {
+        self.args.push(arg.to_owned());
+        self
+    }
+
     pub fn start(self) -> RunningGateway {
         let data_dir = self
             .data_dir
             .unwrap_or_else(|| tempfile::tempdir().unwrap());
         let mut command = Command::new(gateway_binary());
         command
-            .args(["--http", "--host", "127.0.0.1", "--port", "0", "--data-dir"])
+            .args(["--http", "--host", &self.host, "--port", "0"])
+            .args(&self.args)
+            .arg("--data-dir")
             .arg(data_dir.path())
             .current_dir(data_dir.path())
             .env("MCP_LOG", "info")
@@ -160,10 +177,19 @@ pub fn cli_key(data_dir: &std::path::Path, principal: &str, role: Option<&str>) 
 /// it wrote on stderr. Fails when it starts, or takes longer than 20 s to give up.
 #[track_caller]
 pub fn start_fails(yaml: Option<&str>, env: &[(&str, &str)]) -> String {
+    start_fails_with(&["--host", "127.0.0.1"], yaml, env)
+}
+
+/// As [`start_fails`], with `args` (such as `--host 0.0.0.0 --unsafe-no-auth`) instead of
+/// `--host 127.0.0.1`. A gateway that starts after all is stopped, and the test fails.
+#[track_caller]
+pub fn start_fails_with(args: &[&str], yaml: Option<&str>, env: &[(&str, &str)]) -> String {
     let dir = tempfile::tempdir().unwrap();
     let mut command = Command::new(gateway_binary());
     command
-        .args(["--http", "--host", "127.0.0.1", "--port", "0", "--data-dir"])
+        .args(["--http", "--port", "0"])
+        .args(args)
+        .arg("--data-dir")
         .arg(dir.path().join("data"))
         .env_remove("MCP_CONFIG")
         .envs(env.iter().copied())
@@ -176,13 +202,36 @@ pub fn start_fails(yaml: Option<&str>, env: &[(&str, &str)]) -> String {
         command.arg("--config").arg(path);
     }
     let started = Instant::now();
-    let output = command.output().unwrap();
-    assert!(
-        !output.status.success(),
-        "the gateway started with {yaml:?} and {env:?}"
-    );
-    assert!(started.elapsed() < Duration::from_secs(20));
-    String::from_utf8_lossy(&output.stderr).into_owned()
+    let mut child = command.spawn().expect("the gateway binary starts");
+    let mut pipe = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut pipe, &mut text);
+        text
+    });
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if started.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stderr = reader.join().unwrap();
+    match status {
+        Some(status) => assert!(
+            !status.success(),
+            "the gateway exited successfully with {args:?}, {yaml:?} and {env:?}: {stderr}"
+        ),
+        None => panic!(
+            "the gateway started with {args:?}, {yaml:?} and {env:?} and was still running \
+             after 20 s; stderr:\n{stderr}"
+        ),
+    }
+    stderr
 }
 
 pub fn gateway() -> GatewayBuilder {
@@ -190,6 +239,8 @@ pub fn gateway() -> GatewayBuilder {
         config: None,
         data_dir: None,
         env: Vec::new(),
+        host: "127.0.0.1".to_owned(),
+        args: Vec::new(),
     }
 }
 
@@ -228,6 +279,21 @@ impl Answer {
 impl RunningGateway {
     pub fn url(&self, path: &str) -> String {
         format!("{}{}", self.base_url, path)
+    }
+
+    /// The address it listens on, `HOST:PORT`.
+    pub fn address(&self) -> &str {
+        self.base_url
+            .strip_prefix("http://")
+            .unwrap_or(&self.base_url)
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.address()
+            .rsplit_once(':')
+            .and_then(|(_, port)| port.parse().ok())
+            .expect("the address ends with a port")
     }
 
     fn answer(response: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Answer {
@@ -457,4 +523,126 @@ pub fn fixture_server_yaml(id: &str, extra_args: &[&str]) -> String {
         "  {id}:\n    mode: subprocess\n    command: [{}]\n",
         command.join(", ")
     )
+}
+
+/// An answer read off the wire by [`raw_exchange`]: the status, the head's headers (names
+/// lowercase) and the body (de-chunked) as text.
+#[derive(Debug)]
+pub struct RawAnswer {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl RawAnswer {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    }
+
+    /// Asserts the contract's error envelope with `status` and `error`; answers its message.
+    #[track_caller]
+    pub fn assert_error(&self, status: u16, error: &str) -> String {
+        Answer {
+            status: self.status,
+            content_type: self.header("content-type").unwrap_or_default().to_owned(),
+            text: self.body.clone(),
+        }
+        .assert_error(status, error)
+    }
+}
+
+/// Sends `request` byte for byte to `address` (`HOST:PORT`) on a new connection, exactly as
+/// written (the caller chooses every header, `Host` and `Connection: close` included), and reads
+/// the answer until the gateway closes the connection or 30 s pass. For the browser's view of
+/// the gateway: headers a client library would fix up are sent as they are.
+pub fn raw_exchange(address: &str, request: &[u8]) -> RawAnswer {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).expect("the gateway accepts");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    stream
+        .write_all(request)
+        .expect("the gateway reads the request");
+    let mut received = Vec::new();
+    let mut buffer = [0_u8; 8192];
+    loop {
+        match stream.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(read) => received.extend_from_slice(&buffer[..read]),
+            Err(error) => {
+                assert!(!received.is_empty(), "no answer from the gateway: {error}");
+                break;
+            }
+        }
+        if answer_is_complete(&received) {
+            break;
+        }
+    }
+    let split = received
+        .windows(4)
+        .position(|window| window == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no complete head: {}", String::from_utf8_lossy(&received)));
+    let head = String::from_utf8_lossy(&received[..split]).into_owned();
+    let mut body = received[split + 4..].to_vec();
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|line| line.split_whitespace().nth(1))
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("no status line: {head}"));
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
+        .collect();
+    if headers
+        .iter()
+        .any(|(name, value)| name == "transfer-encoding" && value.contains("chunked"))
+    {
+        body = dechunked(&body);
+    }
+    RawAnswer {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    }
+}
+
+/// Whether `received` holds a whole answer on a connection that may stay open: a head that
+/// switches protocols (an accepted WebSocket upgrade), or a head and a body of its declared
+/// length. Anything else is read until the gateway closes the connection.
+fn answer_is_complete(received: &[u8]) -> bool {
+    let Some(split) = received.windows(4).position(|window| window == b"\r\n\r\n") else {
+        return false;
+    };
+    let head = String::from_utf8_lossy(&received[..split]).to_ascii_lowercase();
+    if head.starts_with("http/1.1 101") {
+        return true;
+    }
+    head.lines()
+        .filter_map(|line| line.strip_prefix("content-length:"))
+        .filter_map(|length| length.trim().parse::<usize>().ok())
+        .any(|length| received.len() - split - 4 >= length)
+}
+
+fn dechunked(mut data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(end) = data.windows(2).position(|window| window == b"\r\n") {
+        let size_text = String::from_utf8_lossy(&data[..end]);
+        let Ok(size) = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+        else {
+            break;
+        };
+        data = &data[end + 2..];
+        if size == 0 || data.len() < size {
+            out.extend_from_slice(&data[..size.min(data.len())]);
+            break;
+        }
+        out.extend_from_slice(&data[..size]);
+        data = &data[(size + 2).min(data.len())..];
+    }
+    out
 }

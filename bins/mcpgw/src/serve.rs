@@ -68,6 +68,7 @@ fn spawn_key_reload(store: Arc<mcpgw_store_sqlite::SqliteStore>) -> tokio::task:
 pub fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
     let (config, config_path) = crate::cli::startup_config(cli)?;
     if cli.http {
+        refuse_any_origin_on_an_open_listener_without_auth(cli, &config)?;
         refuse_open_listener_without_auth(cli, &config)?;
     }
 
@@ -357,18 +358,51 @@ pub(crate) fn discovery_source_factory() -> CompositeSourceFactory {
         ))
 }
 
+/// Whether every address `--host` resolves to is a loopback address. A name that does not
+/// resolve counts as open.
+fn listens_on_loopback_only(cli: &Cli) -> bool {
+    std::net::ToSocketAddrs::to_socket_addrs(&(cli.host.as_str(), cli.port))
+        .map(|mut addresses| addresses.all(|address| address.ip().is_loopback()))
+        .unwrap_or(false)
+}
+
+/// `MCP_CORS_ORIGINS=*` lets every web page read and change what it can reach. With
+/// authentication off on a non-loopback address that is anyone's gateway from any page, so the
+/// combination is refused, `--unsafe-no-auth` or not; on loopback the operator's own browser is
+/// the only one, and it is logged as a warning.
+fn refuse_any_origin_on_an_open_listener_without_auth(
+    cli: &Cli,
+    config: &GatewayConfig,
+) -> anyhow::Result<()> {
+    // A value that does not parse stops the start later, with its own message.
+    let any_origin = non_empty_variable("MCP_CORS_ORIGINS").is_some_and(|origins| {
+        mcpgw_http_actix::CorsSettings::parse(&origins, None, None)
+            .is_ok_and(|cors| cors.allows_any_origin())
+    });
+    if !any_origin || config.auth.enabled {
+        return Ok(());
+    }
+    if listens_on_loopback_only(cli) {
+        tracing::warn!(
+            "MCP_CORS_ORIGINS=* with authentication off: every web page this machine's browsers \
+             show can drive the gateway; list the origins that need it instead"
+        );
+        return Ok(());
+    }
+    anyhow::bail!(
+        "refusing MCP_CORS_ORIGINS=* on {} with authentication off: any web page anywhere could \
+         start, stop and call every MCP server; list the origins that need access in \
+         MCP_CORS_ORIGINS, or turn authentication on (auth.enabled: true)",
+        cli.host
+    )
+}
+
 /// With authentication off, the gateway listens only where nobody else can reach it (a
 /// loopback address) unless the operator says `--unsafe-no-auth`: an open gateway lets anyone
 /// who reaches it start, stop and call every MCP server. A host name counts as loopback only
 /// when every address it resolves to is.
 fn refuse_open_listener_without_auth(cli: &Cli, config: &GatewayConfig) -> anyhow::Result<()> {
-    if config.auth.enabled {
-        return Ok(());
-    }
-    let loopback_only = std::net::ToSocketAddrs::to_socket_addrs(&(cli.host.as_str(), cli.port))
-        .map(|mut addresses| addresses.all(|address| address.ip().is_loopback()))
-        .unwrap_or(false);
-    if loopback_only {
+    if config.auth.enabled || listens_on_loopback_only(cli) {
         return Ok(());
     }
     if cli.unsafe_no_auth {
@@ -679,12 +713,10 @@ fn mcp_http_handler(
 ) -> mcpgw_http_actix::McpHttpHandler {
     use http_body_util::BodyExt as _;
     let endpoint = &config.mcp_endpoint;
-    let settings = mcpgw_mcp_rmcp::McpHttpSettings::default()
-        .with_public_hosts(endpoint.allowed_hosts.clone())
-        .with_allowed_origins(endpoint.allowed_origins.clone())
-        .with_sse_keep_alive(
-            Some(Duration::from_secs(endpoint.sse_keep_alive_s)).filter(|d| !d.is_zero()),
-        );
+    // `Host` and `Origin` are checked by the HTTP adapter, for `/mcp` as for every route.
+    let settings = mcpgw_mcp_rmcp::McpHttpSettings::default().with_sse_keep_alive(
+        Some(Duration::from_secs(endpoint.sse_keep_alive_s)).filter(|d| !d.is_zero()),
+    );
     let handler = mcpgw_mcp_rmcp::streamable_http_handler(frontend, settings);
     Arc::new(move |request| {
         let answer = handler(request);
@@ -722,6 +754,15 @@ fn serve_http(cli: &Cli, config: &GatewayConfig, assembled: &Assembled) -> anyho
         Some(cors) => state.with_cors(cors),
         None => state,
     };
+    let state = state
+        .with_allowed_hosts(
+            mcpgw_http_actix::AllowedHosts::new(address.ip(), &config.allowed_hosts())
+                .map_err(|error| anyhow::anyhow!("{error}"))?,
+        )
+        .with_mcp_origins(
+            mcpgw_http_actix::McpOrigins::parse(&config.mcp_endpoint.allowed_origins)
+                .map_err(|error| anyhow::anyhow!("{error}"))?,
+        );
     let event_streams = mcpgw_http_actix::EventStreams::new(assembled.events.clone());
     let state = state
         .with_events(event_streams.clone())

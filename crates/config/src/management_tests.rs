@@ -98,12 +98,14 @@ fn other_sections_that_differ_need_a_restart() {
         "rate_limit: {rps: 5, burst: 20}\nauth: {enabled: true}\ndiscovery: {}\n\
          tool_timeout_s: 30\nprobe_tools: false\nprobe_concurrency: 8\n\
          mcp_endpoint: {allowed_hosts: [gw.example.com]}\n\
-         tool_names: bare\nconfig_reload: {watch: true}\nevent_log: {max_events: 5}\n",
+         tool_names: bare\nconfig_reload: {watch: true}\nevent_log: {max_events: 5}\n\
+         allowed_hosts: [gw.example.com]\n",
     );
     let changes = changes(&old, &new);
     assert_eq!(
         changes.restart_required,
         names(&[
+            "allowed_hosts",
             "auth",
             "config_reload",
             "discovery",

@@ -45,6 +45,17 @@ pub struct GatewayConfig {
     pub config_reload: ConfigReloadConfig,
     #[serde(default, deserialize_with = "de::null_as_default")]
     pub mcp_endpoint: McpEndpointConfig,
+    /// `Host` header values the HTTP front answers on every route besides the loopback names
+    /// and addresses (and, on a non-loopback listener, address literals): the names clients
+    /// reach the gateway by, `gateway.example.com` (any port) or `gateway.example.com:8443`
+    /// (that port only). `"*"` accepts any host (only behind a proxy that checks it). Use
+    /// [`GatewayConfig::allowed_hosts`] to read it together with its older spelling.
+    #[serde(
+        default,
+        deserialize_with = "de::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub allowed_hosts: Vec<String>,
     /// Start servers that declare no `tools` once, in the background, to learn their tools for
     /// the aggregated list (they are stopped again right after).
     #[serde(default = "default_true")]
@@ -62,6 +73,22 @@ pub struct GatewayConfig {
 impl GatewayConfig {
     pub const DEFAULT_TOOL_TIMEOUT_S: u64 = 60;
     pub const DEFAULT_PROBE_CONCURRENCY: u64 = 4;
+
+    /// The `Host` names the HTTP front answers besides loopback: `allowed_hosts` and its older
+    /// spelling `mcp_endpoint.allowed_hosts` together, each name once.
+    pub fn allowed_hosts(&self) -> Vec<String> {
+        let mut hosts: Vec<String> = Vec::new();
+        for host in self
+            .allowed_hosts
+            .iter()
+            .chain(&self.mcp_endpoint.allowed_hosts)
+        {
+            if !hosts.contains(host) {
+                hosts.push(host.clone());
+            }
+        }
+        hosts
+    }
 }
 
 fn default_probe_concurrency() -> u64 {
@@ -88,6 +115,7 @@ impl Default for GatewayConfig {
             tool_timeout_s: GatewayConfig::DEFAULT_TOOL_TIMEOUT_S,
             config_reload: ConfigReloadConfig::default(),
             mcp_endpoint: McpEndpointConfig::default(),
+            allowed_hosts: Vec::new(),
             probe_tools: true,
             probe_concurrency: GatewayConfig::DEFAULT_PROBE_CONCURRENCY,
             variable_references: Vec::new(),
@@ -587,12 +615,12 @@ pub struct ConfigReloadConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct McpEndpointConfig {
-    /// `Host` header values accepted besides the loopback names (`localhost`, `127.0.0.1`,
-    /// `[::1]`, any port): the public names the gateway is reached by. `"*"` accepts any host
-    /// (behind a proxy that checks it).
+    /// The older spelling of the top-level `allowed_hosts`, which it joins: the names count on
+    /// every route, not only on `/mcp`.
     pub allowed_hosts: Vec<String>,
-    /// Browser `Origin`s accepted (requests without an `Origin`, as CLI clients send, always
-    /// pass). `"*"` accepts any origin.
+    /// Browser `Origin`s `/mcp` accepts besides the gateway's own and those of
+    /// `MCP_CORS_ORIGINS` (requests without an `Origin`, as CLI clients send, always pass):
+    /// `https://app.example.com`, `http://localhost:*` (any port), `null`, or `"*"` (any).
     pub allowed_origins: Vec<String>,
     /// Seconds between keep-alive comments on idle SSE streams, so proxies keep them open.
     pub sse_keep_alive_s: u64,

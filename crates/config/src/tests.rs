@@ -1709,3 +1709,73 @@ fn docker_host_must_be_a_unix_socket_and_excludes_runtime() {
         );
     }
 }
+
+#[test]
+fn allowed_hosts_is_one_setting_with_its_older_spelling() {
+    let defaults = parse_ok("mcp_servers: {}\n");
+    assert!(defaults.allowed_hosts.is_empty());
+    assert!(defaults.allowed_hosts().is_empty());
+    let set = parse_ok(
+        "allowed_hosts: [gw.example.com, \"10.0.0.5:8000\", \"[fd00::5]\"]\n\
+         mcp_endpoint: {allowed_hosts: [\"old.example.com:8443\", gw.example.com]}\n",
+    );
+    assert_eq!(
+        set.allowed_hosts(),
+        [
+            "gw.example.com",
+            "10.0.0.5:8000",
+            "[fd00::5]",
+            "old.example.com:8443"
+        ]
+    );
+    assert_eq!(parse_ok("allowed_hosts: [\"*\"]\n").allowed_hosts(), ["*"]);
+    // Written as the author wrote it: each spelling stays where it was.
+    let exported = crate::export_yaml(&set);
+    let again = parse_ok(&exported);
+    assert_eq!(again.allowed_hosts, set.allowed_hosts, "{exported}");
+    assert_eq!(again.mcp_endpoint, set.mcp_endpoint, "{exported}");
+}
+
+#[test]
+fn hosts_and_origins_that_are_not_ones_are_named_with_their_line() {
+    // Bad input: a URL where a host belongs, a path, a bare IPv6 address, a port out of range,
+    // an empty name; an origin without a scheme, one with a path.
+    let errors = parse_errors(
+        "allowed_hosts:\n  - https://gw.example.com\n  - gw.example.com/mcp\n  - \"fd00::5\"\n\
+         \x20 - \"gw.example.com:99999\"\n  - \"\"\n\
+         mcp_endpoint:\n  allowed_hosts: [\"a b\"]\n\
+         \x20 allowed_origins: [app.example.com, \"https://app.example.com/x\", \"null\", \"*\", \"http://localhost:*\"]\n",
+    );
+    let paths: Vec<&str> = errors.iter().map(|error| error.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "allowed_hosts[0]",
+            "allowed_hosts[1]",
+            "allowed_hosts[2]",
+            "allowed_hosts[3]",
+            "allowed_hosts[4]",
+            "mcp_endpoint.allowed_hosts[0]",
+            "mcp_endpoint.allowed_origins[0]",
+            "mcp_endpoint.allowed_origins[1]",
+        ],
+        "{errors:#?}"
+    );
+    assert_eq!(errors[0].line, Some(2));
+    assert!(
+        errors[0].message.contains("https://gw.example.com")
+            && errors[0].message.contains("gw.example.com:8443"),
+        "{}",
+        errors[0].message
+    );
+    assert!(
+        errors[2].message.contains("[fd00::5]"),
+        "{}",
+        errors[2].message
+    );
+    assert!(
+        errors[6].message.contains("https://app.example.com"),
+        "{}",
+        errors[6].message
+    );
+}

@@ -182,7 +182,122 @@ pub(crate) fn validate_config(config: &GatewayConfig) -> Findings {
         config.probe_concurrency,
         PROBE_CONCURRENCY,
     );
+    validate_hosts(
+        &config.allowed_hosts,
+        &KeyPath::root().key("allowed_hosts"),
+        &mut findings,
+    );
+    let endpoint = KeyPath::root().key("mcp_endpoint");
+    validate_hosts(
+        &config.mcp_endpoint.allowed_hosts,
+        &endpoint.key("allowed_hosts"),
+        &mut findings,
+    );
+    validate_origins(
+        &config.mcp_endpoint.allowed_origins,
+        &endpoint.key("allowed_origins"),
+        &mut findings,
+    );
     findings
+}
+
+/// `Host` names: `*`, or a name or address with an optional port, such as `gw.example.com`,
+/// `gw.example.com:8443`, `10.0.0.5`, `[fd00::5]:8000`.
+fn validate_hosts(hosts: &[String], path: &KeyPath, findings: &mut Findings) {
+    for (index, host) in hosts.iter().enumerate() {
+        if let Err(why) = check_host(host.trim()) {
+            findings.error(
+                ConfigErrorKind::InvalidValue,
+                path.index(index),
+                format!(
+                    "`{host}` is not a host name: {why}; write the name alone (gw.example.com, any \
+                     port), with a port (gw.example.com:8443), or `*` for any host"
+                ),
+            );
+        }
+    }
+}
+
+fn check_host(host: &str) -> Result<(), String> {
+    if host == "*" {
+        return Ok(());
+    }
+    if host.is_empty() {
+        return Err("it is empty".to_owned());
+    }
+    if host.contains("://") || host.contains(['/', '?', '#', '@', ' ', '\t']) {
+        return Err("a host has no scheme, path, credentials or spaces".to_owned());
+    }
+    let (name, port) = match host.strip_prefix('[') {
+        Some(rest) => {
+            let (address, after) = rest
+                .split_once(']')
+                .ok_or("an IPv6 address in brackets needs its `]`")?;
+            if address.parse::<std::net::Ipv6Addr>().is_err() {
+                return Err(format!("`{address}` is not an IPv6 address"));
+            }
+            let port = match after {
+                "" => None,
+                after => Some(
+                    after
+                        .strip_prefix(':')
+                        .ok_or("only `:port` may follow `]`")?,
+                ),
+            };
+            (None, port)
+        }
+        None if host.matches(':').count() > 1 => {
+            return Err(format!(
+                "write an IPv6 address in brackets, such as [{host}]"
+            ));
+        }
+        None => match host.split_once(':') {
+            Some((name, port)) => (Some(name), Some(port)),
+            None => (Some(host), None),
+        },
+    };
+    if let Some(name) = name {
+        let valid = !name.is_empty()
+            && name
+                .chars()
+                .all(|character| character.is_ascii_alphanumeric() || "-._".contains(character));
+        if !valid {
+            return Err("a name has letters, digits, `-`, `_` and `.` only".to_owned());
+        }
+    }
+    if let Some(port) = port
+        && port.parse::<u16>().is_err()
+    {
+        return Err(format!("the port `{port}` is not a number from 0 to 65535"));
+    }
+    Ok(())
+}
+
+/// Browser origins: `*`, `null`, or `scheme://host[:port]` with `:*` for any port.
+fn validate_origins(origins: &[String], path: &KeyPath, findings: &mut Findings) {
+    for (index, origin) in origins.iter().enumerate() {
+        let origin_text = origin.trim().trim_end_matches('/');
+        let valid = origin_text == "*"
+            || origin_text == "null"
+            || origin_text.split_once("://").is_some_and(|(scheme, rest)| {
+                !scheme.is_empty()
+                    && scheme.chars().all(|character| {
+                        character.is_ascii_alphanumeric() || "+-.".contains(character)
+                    })
+                    && check_host(rest.strip_suffix(":*").unwrap_or(rest)).is_ok()
+                    && rest != "*"
+            });
+        if !valid {
+            findings.error(
+                ConfigErrorKind::InvalidValue,
+                path.index(index),
+                format!(
+                    "`{origin}` is not an origin; write scheme://host[:port] (such as \
+                     https://app.example.com, or http://localhost:* for any port), `null` or `*`"
+                ),
+            );
+        }
+    }
 }
 
 pub(crate) fn validate_server_id(id: &str, path: &KeyPath, findings: &mut Findings) {

@@ -3,10 +3,14 @@
 //! With an [`AuthService`] that is enabled, a request to a protected path must carry a
 //! credential (the API-key header, `Authorization: Bearer`, or `?api_key=` on the event
 //! WebSocket, which browsers cannot give headers), unless anonymous access is on. A REST
-//! request then needs the permission its route maps to (`Permission::for_rest_route`); a route
-//! without one is denied, whoever asks. `/mcp` needs only authentication here: what an MCP
-//! client may list and call is decided per tool by the front end (`AuthorizedFrontend`), which
-//! gets the caller through the request's extensions.
+//! request then needs the permission its route maps to (`Permission::for_rest_route`). A request
+//! that no permission maps never reaches a handler: an authenticated caller, whatever its
+//! roles, gets 404 `NotFoundError` for a path no route serves and 405 `MethodNotAllowedError`
+//! (with `Allow`) for a method the permissions do not map on a path they do (the API
+//! description, which every authenticated caller may read, lists the routes anyway); a route
+//! that is served but that no permission opens is denied, whoever asks. `/mcp` needs only
+//! authentication here: what an MCP client may list and call is decided per tool by the front
+//! end (`AuthorizedFrontend`), which gets the caller through the request's extensions.
 //!
 //! Probes, `/metrics`, the documentation page and CORS preflight requests (`OPTIONS`) are never
 //! checked. Answers: 401 `AuthenticationError` with `WWW-Authenticate`, 403 `AccessDeniedError`,
@@ -20,11 +24,11 @@ use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::middleware::Next;
-use actix_web::{HttpMessage as _, HttpResponse, web};
+use actix_web::{HttpMessage as _, HttpResponse, ResponseError as _, web};
 use mcpgw_gateway::authz::{AuthError, Identity, Permission};
 use mcpgw_gateway::{AuthService, AuthServiceError, Credentials, caller_of};
 
-use crate::error::{ErrorEnvelope, names};
+use crate::error::{ApiError, ErrorEnvelope, names};
 use crate::state::ApiState;
 use crate::{EVENTS_WS_PATH, MCP_PATH, OPENAPI_PATH};
 
@@ -131,7 +135,7 @@ enum Requirement {
     Permission(Permission),
     /// Authentication alone: `/mcp` (the front end decides per tool) and the API description.
     Authenticated,
-    /// A route under `/api/` without a permission: denied to everyone.
+    /// A method and path under `/api/` that no permission maps: never served.
     Unmapped,
 }
 
@@ -187,12 +191,8 @@ pub async fn authenticate(
     match needed {
         Requirement::Authenticated => {}
         Requirement::Unmapped => {
-            tracing::info!(
-                method = %request.method(),
-                path = request.path(),
-                "denied a request to a route that no permission opens"
-            );
-            return Ok(request.into_response(denied()).map_into_right_body());
+            let response = unmapped(&request);
+            return Ok(request.into_response(response).map_into_right_body());
         }
         Requirement::Permission(permission) => {
             if !auth
@@ -211,6 +211,33 @@ pub async fn authenticate(
     next.call(request)
         .await
         .map(ServiceResponse::map_into_left_body)
+}
+
+/// The methods a REST route may be called with, in the order `Allow` lists them.
+const REST_METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
+
+/// What an authenticated caller gets for a method and path no permission maps, without the
+/// request reaching a handler: 404 when no route serves the path, 405 with the methods the
+/// permissions map there, and a denial for a route that is served but that no permission opens.
+fn unmapped(request: &ServiceRequest) -> HttpResponse {
+    let method = request.method().as_str();
+    let path = request.path();
+    if request.match_pattern().is_none() {
+        return ApiError::route_not_found(method, path).error_response();
+    }
+    let allowed: Vec<&str> = REST_METHODS
+        .into_iter()
+        .filter(|candidate| Permission::for_rest_route(candidate, path).is_some())
+        .collect();
+    if !allowed.is_empty() {
+        return ApiError::method_not_allowed(method, path, allowed.join(", ")).error_response();
+    }
+    tracing::info!(
+        method,
+        path,
+        "denied a request to a route that no permission opens"
+    );
+    denied()
 }
 
 fn credentials_of(request: &ServiceRequest, auth: &AuthService) -> Credentials {

@@ -9,8 +9,10 @@
 //! CORS headers, so the browser withholds the answer. The allowed origin is always echoed (never
 //! `*`), with `Vary: Origin`, so caches keep answers for different origins apart.
 //!
-//! `/mcp` has its own check of `Origin` (the MCP endpoint's `allowed_origins`); a browser client
-//! of `/mcp` needs its origin allowed by both.
+//! CORS only decides what a browser lets a page read, and which requests it sends after a
+//! preflight. What a foreign page can send without asking (simple requests, forms, WebSocket
+//! upgrades) is refused by the origin check in front of the handlers, which admits the origins
+//! allowed here; see the guard module.
 
 use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
@@ -120,6 +122,11 @@ impl CorsSettings {
             None => origin != "null",
             Some(allowed) => allowed.contains(&origin),
         }
+    }
+
+    /// Whether every origin (but `null`) is allowed: `MCP_CORS_ORIGINS=*`.
+    pub fn allows_any_origin(&self) -> bool {
+        self.origins.is_none()
     }
 
     fn allows_method(&self, method: &str) -> bool {
@@ -303,6 +310,7 @@ mod tests {
     #[test]
     fn star_allows_every_origin_but_null_and_every_method() {
         let settings = CorsSettings::parse("*", None, None).unwrap();
+        assert!(settings.allows_any_origin());
         assert!(settings.allows_origin("https://anything.example"));
         assert!(!settings.allows_origin("null"));
         for method in CORS_ALL_METHODS {
@@ -321,6 +329,7 @@ mod tests {
         .unwrap();
         assert!(settings.allows_origin("https://app.example.com"));
         assert!(settings.allows_origin("http://localhost:3000"));
+        assert!(!settings.allows_any_origin());
         // Bad input: another port, another scheme, a suffix attack.
         assert!(!settings.allows_origin("http://localhost:3001"));
         assert!(!settings.allows_origin("http://app.example.com"));

@@ -5,6 +5,8 @@
 //! `{"error": "<Name>", "message": "...", "status_code": N}` with `Content-Type:
 //! application/json`.
 
+use std::borrow::Cow;
+
 use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpRequest, HttpResponse, ResponseError};
@@ -35,6 +37,9 @@ pub mod names {
     pub const REQUEST_TIMEOUT: &str = "RequestTimeoutError";
     pub const HEADER_FIELDS_TOO_LARGE: &str = "RequestHeaderFieldsTooLargeError";
     pub const METHOD_NOT_ALLOWED: &str = "MethodNotAllowedError";
+    pub const UNSUPPORTED_MEDIA_TYPE: &str = "UnsupportedMediaTypeError";
+    pub const FORBIDDEN_ORIGIN: &str = "ForbiddenOriginError";
+    pub const MISDIRECTED_REQUEST: &str = "MisdirectedRequestError";
     pub const AUTHENTICATION: &str = "AuthenticationError";
     pub const ACCESS_DENIED: &str = "AccessDeniedError";
     pub const RATE_LIMIT_EXCEEDED: &str = "RateLimitExceeded";
@@ -83,7 +88,7 @@ pub struct ApiError {
     name: &'static str,
     message: String,
     /// The methods a resource accepts, sent as `Allow` with a 405.
-    allow: Option<&'static str>,
+    allow: Option<Cow<'static, str>>,
 }
 
 impl ApiError {
@@ -184,17 +189,23 @@ impl ApiError {
     }
 
     /// A 405 for a known path called with a method it does not accept.
-    pub fn method_not_allowed(method: &str, path: &str, allow: &'static str) -> Self {
+    pub fn method_not_allowed(
+        method: &str,
+        path: &str,
+        allow: impl Into<Cow<'static, str>>,
+    ) -> Self {
+        let allow = allow.into();
+        let message = format!(
+            "{} is not allowed on {}; use one of {allow}",
+            bounded_for_message(method),
+            bounded_for_message(path)
+        );
         Self {
             allow: Some(allow),
             ..Self::new(
                 StatusCode::METHOD_NOT_ALLOWED,
                 names::METHOD_NOT_ALLOWED,
-                format!(
-                    "{} is not allowed on {}; use one of {allow}",
-                    bounded_for_message(method),
-                    bounded_for_message(path)
-                ),
+                message,
             )
         }
     }
@@ -406,8 +417,10 @@ impl ResponseError for ApiError {
 
     fn error_response(&self) -> HttpResponse {
         let mut response = HttpResponse::build(self.status);
-        if let Some(allow) = self.allow {
-            response.insert_header((header::ALLOW, HeaderValue::from_static(allow)));
+        if let Some(allow) = &self.allow
+            && let Ok(value) = HeaderValue::from_str(allow)
+        {
+            response.insert_header((header::ALLOW, value));
         }
         response.json(self.envelope())
     }

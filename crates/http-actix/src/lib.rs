@@ -10,6 +10,11 @@
 //! by a [`McpHttpHandler`] that the composition root hands in, built on standard `http` types, so
 //! this crate knows no MCP library.
 //!
+//! Every route but the probes is guarded against web pages in the operator's browser: the `Host`
+//! must name the gateway ([`AllowedHosts`]), a foreign `Origin` may not change anything, open
+//! the event stream or call `/mcp`, and `/api/` bodies must be declared JSON. `/mcp` relies on
+//! these checks: the MCP handler makes none of its own.
+//!
 //! It must never hold business rules (they belong to the domain crates), never know another
 //! adapter, never panic or answer 500 on bad input, and never label a metric with unbounded
 //! caller input.
@@ -26,6 +31,7 @@ mod discovery;
 pub mod dto;
 mod error;
 mod groups;
+mod guard;
 mod limits;
 mod mcp_endpoint;
 mod openapi;
@@ -47,6 +53,7 @@ pub use cors::{CORS_ALL_METHODS, CORS_EXPOSED_HEADERS, CORS_MAX_AGE_SECONDS, Cor
 pub use error::{
     ApiError, ErrorEnvelope, names as error_names, route_not_found, status_and_name_of,
 };
+pub use guard::{AllowedHosts, McpOrigins};
 pub use mcp_endpoint::{MCP_ALLOWED_METHODS, MCP_PATH, McpHttpHandler, McpResponseBody};
 pub use openapi::{ApiDoc, DOCS_PATH, OPENAPI_PATH, openapi_document};
 pub use rate_limit::{RATE_LIMIT_LIMIT_HEADER, RATE_LIMIT_REMAINING_HEADER};
@@ -254,9 +261,13 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: ApiState) {
 }
 
 /// The whole application: every route, the envelope 404, rate limits inside authentication,
-/// CORS outside it (so that a 401 carries CORS headers too and preflights need no credentials),
-/// the request limits outside CORS (header size, body timeout, WebSocket frame size: see
-/// [`HttpSettings`]), and request metrics around all of it.
+/// the Origin and content-type checks outside authentication (nothing a foreign page sends
+/// reaches a handler or costs a credential check), CORS outside those (so that a 401, 403 or
+/// 415 carries CORS headers too and preflights need no credentials), the Host check outside
+/// CORS (a preflight under a foreign name is refused too), the request limits outside
+/// everything (header size, body timeout, WebSocket frame size: see [`HttpSettings`]), and
+/// request metrics around all of it. Which hosts and origins pass is set on the state
+/// ([`ApiState::with_allowed_hosts`], [`ApiState::with_cors`], [`ApiState::with_mcp_origins`]).
 pub fn app(
     state: ApiState,
 ) -> App<
@@ -275,8 +286,10 @@ pub fn app(
         // Inside authentication: the REST bucket is the authenticated caller's.
         .wrap(actix_web::middleware::from_fn(rate_limit::limit_rate))
         .wrap(actix_web::middleware::from_fn(authn::authenticate))
+        .wrap(actix_web::middleware::from_fn(guard::check_request))
         .wrap(actix_web::middleware::from_fn(cors::cors))
-        // Outside CORS and authentication: nothing reads a header or a body before the limits.
+        .wrap(actix_web::middleware::from_fn(guard::check_host))
+        // Outside everything: nothing reads a header or a body before the limits.
         .wrap(actix_web::middleware::from_fn(limits::limit_request))
         .wrap(RequestMetrics)
 }

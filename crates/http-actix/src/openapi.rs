@@ -25,9 +25,16 @@ pub const DOCS_PATH: &str = "/docs";
             (schema `ErrorEnvelope`), also when no route matches (404 `NotFoundError`), a route \
             is called with a method it does not accept (405 `MethodNotAllowedError`, with \
             `Allow`), or a body is larger than the limit (413 `PayloadTooLargeError`). Request \
-            bodies are parsed as JSON whatever their Content-Type says. Collections answer with \
-            and without a trailing slash. `/mcp` is the MCP Streamable HTTP endpoint; what it \
-            answers beyond its own 404, 405 and 413 follows the MCP specification.",
+            bodies under `/api/` must be sent with `Content-Type: application/json` (415 \
+            `UnsupportedMediaTypeError` otherwise). Every route but the probes answers 421 \
+            `MisdirectedRequestError` when the `Host` header does not name the gateway (a \
+            loopback name, an address of a non-loopback listener, or a name in `allowed_hosts`), \
+            and a request that changes anything, a WebSocket upgrade or a request to `/mcp` \
+            answers 403 `ForbiddenOriginError` when its `Origin` is neither the gateway's own \
+            nor one of `MCP_CORS_ORIGINS`; requests without an `Origin` are not affected. \
+            Collections answer with and without a trailing slash. `/mcp` is the MCP Streamable \
+            HTTP endpoint; what it answers beyond its own 404, 405 and 413 follows the MCP \
+            specification.",
         license(name = "Apache-2.0", identifier = "Apache-2.0"),
     ),
     paths(
@@ -130,6 +137,7 @@ pub fn openapi_document(version: &str) -> utoipa::openapi::OpenApi {
     declare_rate_limits(&mut document);
     declare_auth_failures(&mut document);
     declare_request_limits(&mut document);
+    declare_browser_checks(&mut document);
     document
 }
 
@@ -315,6 +323,68 @@ fn declare_request_limits(document: &mut utoipa::openapi::OpenApi) {
         responses
             .entry("431".to_owned())
             .or_insert_with(|| large_headers.clone().into());
+    }
+}
+
+/// What the checks against hostile web pages (`guard.rs`) answer before a route's own code runs:
+/// 421 on every operation but the probes, 403 `ForbiddenOriginError` on the operations whose
+/// `Origin` is checked (every method but `GET`, the event stream's upgrade and `/mcp`), and 415
+/// on every `/api/` operation but `GET`. A 403 a route documents already (a permission) gets the
+/// origin refusal added to its description.
+fn declare_browser_checks(document: &mut utoipa::openapi::OpenApi) {
+    let misdirected = envelope_response(
+        "The Host header does not name the gateway: not a loopback name or address, not an \
+         address of a non-loopback listener, not a name in `allowed_hosts` \
+         (MisdirectedRequestError)",
+    )
+    .build();
+    const FOREIGN_ORIGIN: &str = "the request carries an `Origin` that is neither the \
+        gateway's own nor one of `MCP_CORS_ORIGINS` (ForbiddenOriginError)";
+    let foreign_origin = envelope_response(&format!(
+        "A web page on another site sent it: {FOREIGN_ORIGIN}"
+    ))
+    .build();
+    let unsupported = envelope_response(
+        "The request has a body that is not declared `Content-Type: application/json`, or \
+         declares another type (UnsupportedMediaTypeError)",
+    )
+    .build();
+    for (path, item) in &mut document.paths.paths {
+        if path.starts_with("/health/") {
+            continue;
+        }
+        let origin_checked_get =
+            path.as_str() == crate::MCP_PATH || path.as_str() == crate::EVENTS_WS_PATH;
+        let under_api = path.starts_with("/api/");
+        for (is_get, operation) in [
+            (true, &mut item.get),
+            (false, &mut item.put),
+            (false, &mut item.post),
+            (false, &mut item.delete),
+            (false, &mut item.patch),
+        ] {
+            let Some(operation) = operation else { continue };
+            let responses = &mut operation.responses.responses;
+            responses
+                .entry("421".to_owned())
+                .or_insert_with(|| misdirected.clone().into());
+            if !is_get || origin_checked_get {
+                match responses.get_mut("403") {
+                    Some(utoipa::openapi::RefOr::T(denied)) => {
+                        denied.description = format!("{}; or {FOREIGN_ORIGIN}", denied.description);
+                    }
+                    Some(utoipa::openapi::RefOr::Ref(_)) => {}
+                    None => {
+                        responses.insert("403".to_owned(), foreign_origin.clone().into());
+                    }
+                }
+            }
+            if under_api && !is_get {
+                responses
+                    .entry("415".to_owned())
+                    .or_insert_with(|| unsupported.clone().into());
+            }
+        }
     }
 }
 
@@ -553,6 +623,58 @@ mod tests {
     }
 
     #[test]
+    fn the_checks_against_web_pages_are_declared_where_they_answer() {
+        let document = serde_json::to_value(openapi_document("test")).unwrap();
+        let envelope = "#/components/schemas/ErrorEnvelope";
+        let paths = document["paths"].as_object().unwrap();
+        let mut checked = 0;
+        for (path, item) in paths {
+            for (method, operation) in item.as_object().unwrap() {
+                let responses = &operation["responses"];
+                let probe = path.starts_with("/health/");
+                assert_eq!(
+                    responses.get("421").is_none(),
+                    probe,
+                    "421 of {method} {path}"
+                );
+                let origin_checked =
+                    method != "get" || path == crate::MCP_PATH || path == crate::EVENTS_WS_PATH;
+                let forbidden = responses["403"]["description"].as_str().unwrap_or_default();
+                assert_eq!(
+                    forbidden.contains("ForbiddenOriginError"),
+                    origin_checked && !probe,
+                    "403 of {method} {path}: {forbidden}"
+                );
+                let typed = path.starts_with("/api/") && method != "get";
+                assert_eq!(
+                    responses.get("415").is_some(),
+                    typed,
+                    "415 of {method} {path}"
+                );
+                for status in ["421", "415"] {
+                    if let Some(answer) = responses.get(status) {
+                        assert_eq!(
+                            answer["content"]["application/json"]["schema"]["$ref"], envelope,
+                            "{status} of {method} {path}"
+                        );
+                    }
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked > 60, "only {checked} operations");
+        // A route's own 403 keeps what it said and adds the origin refusal.
+        let create_key =
+            document["paths"]["/api/auth/keys"]["post"]["responses"]["403"]["description"]
+                .as_str()
+                .unwrap();
+        assert!(
+            create_key.contains("permission") || create_key.contains("admin"),
+            "{create_key}"
+        );
+    }
+
+    #[test]
     fn protected_operations_declare_the_api_key_and_bearer_credentials() {
         let document = serde_json::to_value(openapi_document("test")).unwrap();
         let schemes = &document["components"]["securitySchemes"];
@@ -602,13 +724,23 @@ mod tests {
                         "{status} of {method} {path}"
                     );
                 }
-                // `/mcp` and this document need no permission, so they never answer 403.
+                // `/mcp` and this document need no permission: `/mcp` answers 403 only to a
+                // foreign origin, and this document never.
                 let needs_permission = path != crate::MCP_PATH && path != OPENAPI_PATH;
-                assert_eq!(
-                    responses.get("403").is_some(),
-                    needs_permission,
-                    "{method} {path}"
-                );
+                let forbidden = responses
+                    .get("403")
+                    .map(|answer| answer["description"].as_str().unwrap().to_owned());
+                if needs_permission {
+                    assert!(forbidden.is_some(), "{method} {path}");
+                } else if path == crate::MCP_PATH {
+                    assert!(
+                        forbidden.is_some_and(|text| !text.contains("permission")
+                            && text.contains("ForbiddenOriginError")),
+                        "{method} {path}"
+                    );
+                } else {
+                    assert!(forbidden.is_none(), "{method} {path}");
+                }
             }
         }
         assert!(checked > 50, "only {checked} operations take credentials");

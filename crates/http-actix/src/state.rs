@@ -10,6 +10,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::authn::TrustedProxies;
 use crate::cors::CorsSettings;
+use crate::guard::{AllowedHosts, McpOrigins};
 use crate::mcp_endpoint::McpHttpHandler;
 use crate::ws::EventStreams;
 
@@ -75,6 +76,8 @@ pub struct ApiState {
     auth: Option<Arc<AuthService>>,
     trusted_proxies: TrustedProxies,
     cors: Option<CorsSettings>,
+    allowed_hosts: AllowedHosts,
+    mcp_origins: McpOrigins,
     rate_limiter: Option<Arc<dyn RateLimiter>>,
 }
 
@@ -86,6 +89,8 @@ impl std::fmt::Debug for ApiState {
             .field("mcp_endpoint_enabled", &self.mcp_handler.is_some())
             .field("event_streams", &self.event_streams)
             .field("cors", &self.cors)
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field("mcp_origins", &self.mcp_origins)
             .finish_non_exhaustive()
     }
 }
@@ -102,6 +107,8 @@ impl ApiState {
             auth: None,
             trusted_proxies: TrustedProxies::default(),
             cors: None,
+            allowed_hosts: AllowedHosts::default(),
+            mcp_origins: McpOrigins::default(),
             rate_limiter: None,
         }
     }
@@ -140,12 +147,39 @@ impl ApiState {
         self
     }
 
-    /// Answers cross-origin requests as `cors` says (see [`CorsSettings`]). Without it, CORS is
-    /// off: no response carries a CORS header and preflights reach the routes.
+    /// Answers cross-origin requests as `cors` says (see [`CorsSettings`]), and admits requests
+    /// from its origins past the origin check. Without it, CORS is off: no response carries a
+    /// CORS header, preflights reach the routes, and only the gateway's own pages (and clients
+    /// that send no `Origin`) may change anything.
     #[must_use]
     pub fn with_cors(mut self, cors: CorsSettings) -> Self {
         self.cors = Some(cors);
         self
+    }
+
+    /// Answers requests whose `Host` names one of `hosts` (see [`AllowedHosts`]); any other
+    /// answers 421 `MisdirectedRequestError`. Default: a loopback listener's, so only
+    /// `localhost` and loopback addresses.
+    #[must_use]
+    pub fn with_allowed_hosts(mut self, hosts: AllowedHosts) -> Self {
+        self.allowed_hosts = hosts;
+        self
+    }
+
+    /// Admits browser requests to `/mcp` from `origins` too, besides the gateway's own origin and
+    /// the CORS origins. Default: none.
+    #[must_use]
+    pub fn with_mcp_origins(mut self, origins: McpOrigins) -> Self {
+        self.mcp_origins = origins;
+        self
+    }
+
+    pub fn allowed_hosts(&self) -> &AllowedHosts {
+        &self.allowed_hosts
+    }
+
+    pub fn mcp_origins(&self) -> &McpOrigins {
+        &self.mcp_origins
     }
 
     /// Limits REST requests per caller with `limiter` (and answers 429 `RateLimitExceeded` over

@@ -10,7 +10,7 @@
 //! Everything else (initialize, lists, notifications, progress-reporting calls, batches,
 //! 2026-07-28 stateless requests, anything malformed) goes to rmcp unchanged, and so does any
 //! request that fails a check here: rmcp then gives the precise answer (404 for an unknown
-//! session, 403 for a refused `Host`, 406, 415, ...).
+//! session, 406, 415, ...).
 //!
 //! The tool's result is passed on as the upstream wrote it (only `isError` is set for a tool
 //! error and an empty `content` is added when the result has none), so fields and content
@@ -42,7 +42,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
-use crate::http_service::{McpHttpBody, normalize_host};
+use crate::http_service::McpHttpBody;
 use crate::server::jsonrpc_error;
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -56,53 +56,6 @@ const SESSION_ERA_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18
 const SWEEP_INTERVAL_MAX: Duration = Duration::from_secs(30);
 /// How often idle sessions are looked for, at least.
 const SWEEP_INTERVAL_MIN: Duration = Duration::from_millis(100);
-
-/// Which `Host` header values are accepted, with rmcp's rules: a name without a port matches
-/// any port, `name:port` only that port, `*` any host.
-#[derive(Debug)]
-pub(crate) struct HostPolicy {
-    any: bool,
-    allowed: Vec<(String, Option<u16>)>,
-}
-
-impl HostPolicy {
-    pub(crate) fn new<'a>(hosts: impl IntoIterator<Item = &'a str>) -> Self {
-        let mut policy = Self {
-            any: false,
-            allowed: Vec::new(),
-        };
-        for host in hosts.into_iter().map(str::trim).filter(|h| !h.is_empty()) {
-            if host == "*" {
-                policy.any = true;
-            } else if let Ok(authority) = host.parse::<http::uri::Authority>() {
-                policy
-                    .allowed
-                    .push((normalize_host(authority.host()), authority.port_u16()));
-            } else {
-                policy.allowed.push((normalize_host(host), None));
-            }
-        }
-        policy
-    }
-
-    fn admits(&self, headers: &http::HeaderMap) -> bool {
-        if self.any {
-            return true;
-        }
-        let Some(authority) = headers
-            .get(http::header::HOST)
-            .and_then(|host| host.to_str().ok())
-            .and_then(|host| host.parse::<http::uri::Authority>().ok())
-        else {
-            return false;
-        };
-        let host = normalize_host(authority.host());
-        let port = authority.port_u16();
-        self.allowed.iter().any(|(allowed, allowed_port)| {
-            *allowed == host && allowed_port.is_none_or(|p| Some(p) == port)
-        })
-    }
-}
 
 /// A session as this module tracks it.
 #[derive(Default)]
@@ -123,7 +76,6 @@ impl TrackedSession {
 pub(crate) struct DirectCalls {
     frontend: Arc<dyn McpFrontend>,
     sessions: Arc<LocalSessionManager>,
-    hosts: HostPolicy,
     shutdown: CancellationToken,
     idle_timeout: Option<Duration>,
     max_body_bytes: usize,
@@ -194,7 +146,6 @@ impl DirectCalls {
     pub(crate) fn new(
         frontend: Arc<dyn McpFrontend>,
         sessions: Arc<LocalSessionManager>,
-        hosts: HostPolicy,
         shutdown: CancellationToken,
         idle_timeout: Option<Duration>,
         max_body_bytes: usize,
@@ -202,7 +153,6 @@ impl DirectCalls {
         Arc::new(Self {
             frontend,
             sessions,
-            hosts,
             shutdown,
             idle_timeout,
             max_body_bytes,
@@ -356,7 +306,7 @@ impl DirectCalls {
                 return None;
             }
         }
-        if !accepts_json_and_sse(headers) || !is_json(headers) || !self.hosts.admits(headers) {
+        if !accepts_json_and_sse(headers) || !is_json(headers) {
             return None;
         }
         let incoming: Incoming<'_> = serde_json::from_slice(request.body()).ok()?;
@@ -607,19 +557,6 @@ mod tests {
             headers.append(*name, value.parse().unwrap());
         }
         headers
-    }
-
-    #[test]
-    fn hosts_match_with_and_without_ports() {
-        let policy = HostPolicy::new(["localhost", "127.0.0.1", "gw.example.com:8443"]);
-        assert!(policy.admits(&headers(&[("host", "localhost:8000")])));
-        assert!(policy.admits(&headers(&[("host", "127.0.0.1")])));
-        assert!(policy.admits(&headers(&[("host", "GW.example.com:8443")])));
-        assert!(!policy.admits(&headers(&[("host", "gw.example.com:9000")])));
-        assert!(!policy.admits(&headers(&[("host", "evil.example")])));
-        // No Host header at all: rmcp decides (it reads the URI's authority).
-        assert!(!policy.admits(&headers(&[])));
-        assert!(HostPolicy::new(["*"]).admits(&headers(&[("host", "anything")])));
     }
 
     #[test]

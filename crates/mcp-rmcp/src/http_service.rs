@@ -5,6 +5,11 @@
 //! nothing but `http`, `http-body` and `bytes`: it never sees rmcp. Both protocol eras are
 //! served on the one path: `initialize`-era clients (2025-06-18, 2025-11-25) get sessions
 //! (`Mcp-Session-Id`, a GET stream, DELETE), 2026-07-28 clients are served statelessly.
+//!
+//! The handler checks neither `Host` nor `Origin`: those are rules of the whole HTTP surface,
+//! and the HTTP adapter that mounts the handler applies them to every route, `/mcp` included
+//! (mcpgw's does, before a request gets here). An embedder that mounts it elsewhere must check
+//! both itself, or a web page can reach it through DNS rebinding.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -23,7 +28,7 @@ use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
-use crate::direct::{DirectCalls, HostPolicy};
+use crate::direct::DirectCalls;
 use crate::server::{GatewayMcpServer, McpServerSettings};
 
 /// The body of every answer: a complete body for JSON answers and errors, an unending stream of
@@ -36,25 +41,10 @@ pub type McpHttpHandler = Arc<
     dyn Fn(http::Request<Bytes>) -> BoxFuture<'static, http::Response<McpHttpBody>> + Send + Sync,
 >;
 
-/// Host names always accepted in the `Host` header, with any port: the endpoint is reachable
-/// from this machine whatever else is configured.
-pub const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
-
 /// How the Streamable HTTP endpoint behaves.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct McpHttpSettings {
-    /// `Host` header values accepted besides [`LOOPBACK_HOSTS`]: the names clients use to reach
-    /// the gateway (`gateway.example.com` matches any port, `gateway.example.com:8443` only that
-    /// port). Default none. Checking the host is what stops DNS-rebinding attacks from a
-    /// browser; the entry `*` turns the check off (only behind a proxy that checks `Host`).
-    pub public_hosts: Vec<String>,
-    /// Browser origins allowed besides the same origin: `https://app.example.com` (default port
-    /// of the scheme), `https://app.example.com:8443`, `http://localhost:*` (any port), `null`,
-    /// or `*` (any origin). Default none. Requests without an `Origin` (command-line clients,
-    /// SDKs) and same-origin requests (the `Origin` names the `Host` the request was sent to)
-    /// are always accepted; any other `Origin` is answered 403.
-    pub allowed_origins: Vec<String>,
     /// How often an idle SSE stream carries a keep-alive comment, so that proxies do not cut
     /// it. Default 15 s; `None` sends none.
     pub sse_keep_alive: Option<Duration>,
@@ -84,8 +74,6 @@ pub struct McpHttpSettings {
 impl Default for McpHttpSettings {
     fn default() -> Self {
         Self {
-            public_hosts: Vec::new(),
-            allowed_origins: Vec::new(),
             sse_keep_alive: Some(Duration::from_secs(15)),
             legacy_sessions: true,
             session_idle_timeout: Some(Duration::from_secs(30 * 60)),
@@ -98,21 +86,6 @@ impl Default for McpHttpSettings {
 }
 
 impl McpHttpSettings {
-    #[must_use]
-    pub fn with_public_hosts(mut self, hosts: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        self.public_hosts = hosts.into_iter().map(Into::into).collect();
-        self
-    }
-
-    #[must_use]
-    pub fn with_allowed_origins(
-        mut self,
-        origins: impl IntoIterator<Item = impl Into<String>>,
-    ) -> Self {
-        self.allowed_origins = origins.into_iter().map(Into::into).collect();
-        self
-    }
-
     #[must_use]
     pub fn with_sse_keep_alive(mut self, interval: Option<Duration>) -> Self {
         self.sse_keep_alive = interval;
@@ -155,34 +128,16 @@ impl McpHttpSettings {
         self
     }
 
-    /// The `Host` values accepted: the loopback names, the public hosts, or `*` for any.
-    fn accepted_hosts(&self) -> Vec<String> {
-        if self.public_hosts.iter().any(|host| host.trim() == "*") {
-            return vec!["*".to_owned()];
-        }
-        LOOPBACK_HOSTS
-            .iter()
-            .map(|host| (*host).to_owned())
-            .chain(self.public_hosts.iter().cloned())
-            .collect()
-    }
-
     fn rmcp_config(&self) -> StreamableHttpServerConfig {
-        let config = StreamableHttpServerConfig::default()
+        StreamableHttpServerConfig::default()
             .with_sse_keep_alive(self.sse_keep_alive)
             .with_legacy_session_mode(self.legacy_sessions)
             .with_json_response(self.json_responses)
             .with_max_request_body_bytes(self.max_request_body_bytes)
             .with_cancellation_token(self.shutdown.clone())
-            // Origins are checked by `OriginPolicy`, which also knows the same origin.
-            .disable_allowed_origins();
-        let hosts = self.accepted_hosts();
-        if hosts.iter().any(|host| host == "*") {
-            config.disable_allowed_hosts()
-        } else {
-            // Never empty: rmcp reads an empty list as "any host".
-            config.with_allowed_hosts(hosts)
-        }
+            // The HTTP adapter in front checks both for every route (see the module's docs).
+            .disable_allowed_origins()
+            .disable_allowed_hosts()
     }
 }
 
@@ -209,29 +164,16 @@ pub fn streamable_http_handler(
     let direct = DirectCalls::new(
         frontend,
         Arc::clone(&sessions),
-        HostPolicy::new(settings.accepted_hosts().iter().map(String::as_str)),
         settings.shutdown.clone(),
         settings.session_idle_timeout,
         settings.max_request_body_bytes,
     );
-    let origins = Arc::new(OriginPolicy::new(&settings.allowed_origins));
     Arc::new(move |request: http::Request<Bytes>| {
         let service = service.clone();
-        let origins = Arc::clone(&origins);
         let direct = Arc::clone(&direct);
         let sessions = Arc::clone(&sessions);
         Box::pin(async move {
             direct.ensure_idle_sweeper();
-            if !origins.admits(request.headers()) {
-                tracing::warn!(
-                    origin = ?request.headers().get(http::header::ORIGIN),
-                    "rejected an mcp request from a cross-site origin"
-                );
-                return forbidden(
-                    "Forbidden: Origin header is not allowed; add the origin to the gateway's \
-                     allowed origins",
-                );
-            }
             if let Some(response) = direct.try_answer(&request).await {
                 return response;
             }
@@ -447,190 +389,15 @@ impl Members<'_> {
     }
 }
 
-fn forbidden(message: &'static str) -> http::Response<McpHttpBody> {
-    let mut response =
-        http::Response::new(Full::new(Bytes::from_static(message.as_bytes())).boxed());
-    *response.status_mut() = http::StatusCode::FORBIDDEN;
-    response.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    response
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Origin {
-    scheme: String,
-    host: String,
-    port: Option<u16>,
-}
-
-impl Origin {
-    /// `scheme://host[:port]`; a port of `*` parses as `None` with `any_port`.
-    fn parse(text: &str) -> Option<(Self, bool)> {
-        let (text, any_port) = match text.strip_suffix(":*") {
-            Some(rest) => (rest, true),
-            None => (text, false),
-        };
-        let uri: http::Uri = text.parse().ok()?;
-        let scheme = uri.scheme_str()?.to_ascii_lowercase();
-        let host = normalize_host(uri.host()?);
-        let port = uri.port_u16().or(default_port(&scheme));
-        Some((Self { scheme, host, port }, any_port))
-    }
-}
-
-fn default_port(scheme: &str) -> Option<u16> {
-    match scheme {
-        "http" | "ws" => Some(80),
-        "https" | "wss" => Some(443),
-        _ => None,
-    }
-}
-
-pub(crate) fn normalize_host(host: &str) -> String {
-    host.trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_ascii_lowercase()
-}
-
-/// Which browser origins may call the endpoint: no `Origin`, the same origin, or a listed one.
-#[derive(Debug)]
-struct OriginPolicy {
-    any: bool,
-    null: bool,
-    listed: Vec<(Origin, bool)>,
-}
-
-impl OriginPolicy {
-    fn new(allowed: &[String]) -> Self {
-        let mut policy = Self {
-            any: false,
-            null: false,
-            listed: Vec::new(),
-        };
-        for entry in allowed.iter().map(|entry| entry.trim()) {
-            match entry {
-                "*" => policy.any = true,
-                "null" => policy.null = true,
-                _ => match Origin::parse(entry) {
-                    Some(origin) => policy.listed.push(origin),
-                    None => tracing::warn!(
-                        origin = entry,
-                        "ignoring an allowed origin that is not scheme://host[:port]"
-                    ),
-                },
-            }
-        }
-        policy
-    }
-
-    fn admits(&self, headers: &http::HeaderMap) -> bool {
-        let Some(origin) = headers.get(http::header::ORIGIN) else {
-            return true;
-        };
-        if self.any {
-            return true;
-        }
-        let Ok(origin) = origin.to_str() else {
-            return false;
-        };
-        let origin = origin.trim();
-        if origin == "null" {
-            return self.null;
-        }
-        let Some((origin, _)) = Origin::parse(origin) else {
-            return false;
-        };
-        if is_same_origin(&origin, headers) {
-            return true;
-        }
-        self.listed.iter().any(|(allowed, any_port)| {
-            allowed.scheme == origin.scheme
-                && allowed.host == origin.host
-                && (*any_port || allowed.port == origin.port)
-        })
-    }
-}
-
-/// The page that sent the request was served by the host the request went to. The `Host`
-/// header itself is checked against the allowed hosts by rmcp, which is what makes trusting it
-/// here safe against DNS rebinding.
-fn is_same_origin(origin: &Origin, headers: &http::HeaderMap) -> bool {
-    let Some(host) = headers
-        .get(http::header::HOST)
-        .and_then(|host| host.to_str().ok())
-        .and_then(|host| host.parse::<http::uri::Authority>().ok())
-    else {
-        return false;
-    };
-    normalize_host(host.host()) == origin.host
-        && host.port_u16().or(default_port(&origin.scheme)) == origin.port
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn headers(host: &str, origin: Option<&str>) -> http::HeaderMap {
-        let mut headers = http::HeaderMap::new();
-        headers.insert(http::header::HOST, host.parse().unwrap());
-        if let Some(origin) = origin {
-            headers.insert(http::header::ORIGIN, origin.parse().unwrap());
-        }
-        headers
-    }
-
     #[test]
-    fn requests_without_an_origin_are_admitted() {
-        assert!(OriginPolicy::new(&[]).admits(&headers("127.0.0.1:8000", None)));
-    }
-
-    #[test]
-    fn the_same_origin_is_admitted_and_others_are_not() {
-        let policy = OriginPolicy::new(&[]);
-        assert!(policy.admits(&headers("localhost:8000", Some("http://localhost:8000"))));
-        assert!(policy.admits(&headers("gw.example.com", Some("https://gw.example.com"))));
-        assert!(!policy.admits(&headers("localhost:8000", Some("http://localhost:9000"))));
-        assert!(!policy.admits(&headers("localhost:8000", Some("https://evil.example"))));
-        assert!(!policy.admits(&headers("localhost:8000", Some("null"))));
-    }
-
-    #[test]
-    fn listed_origins_match_scheme_host_and_port() {
-        let policy = OriginPolicy::new(&[
-            "https://app.example.com".to_owned(),
-            "http://localhost:*".to_owned(),
-            "null".to_owned(),
-        ]);
-        let host = "gw:8000";
-        assert!(policy.admits(&headers(host, Some("https://app.example.com"))));
-        assert!(policy.admits(&headers(host, Some("https://app.example.com:443"))));
-        assert!(!policy.admits(&headers(host, Some("https://app.example.com:8443"))));
-        assert!(!policy.admits(&headers(host, Some("http://app.example.com"))));
-        assert!(policy.admits(&headers(host, Some("http://localhost:5173"))));
-        assert!(policy.admits(&headers(host, Some("null"))));
-    }
-
-    #[test]
-    fn a_star_admits_every_origin() {
-        let policy = OriginPolicy::new(&["*".to_owned()]);
-        assert!(policy.admits(&headers("gw", Some("https://anything.example"))));
-    }
-
-    #[test]
-    fn loopback_hosts_are_always_allowed_and_star_disables_the_check() {
-        let config = McpHttpSettings::default()
-            .with_public_hosts(["gw.example.com"])
-            .rmcp_config();
-        assert_eq!(
-            config.allowed_hosts,
-            ["localhost", "127.0.0.1", "::1", "gw.example.com"]
-        );
-        let config = McpHttpSettings::default()
-            .with_public_hosts(["*"])
-            .rmcp_config();
+    fn rmcp_checks_neither_hosts_nor_origins() {
+        let config = McpHttpSettings::default().rmcp_config();
         assert!(config.allowed_hosts.is_empty());
+        assert!(config.allowed_origins.is_empty());
     }
 
     fn diagnosed(body: &str) -> Malformed {

@@ -22,9 +22,7 @@ mod server;
 mod session;
 mod stdio;
 
-pub use http_service::{
-    LOOPBACK_HOSTS, McpHttpBody, McpHttpHandler, McpHttpSettings, streamable_http_handler,
-};
+pub use http_service::{McpHttpBody, McpHttpHandler, McpHttpSettings, streamable_http_handler};
 pub use remote::{RemoteLauncher, RemoteSettings};
 pub use server::{
     CANCELLED_ERROR_CODE, DEFAULT_TOOLS_PAGE_SIZE, DownstreamError, GatewayMcpServer,

@@ -163,6 +163,7 @@ async fn put_bodies_are_validated_like_create_bodies() {
     ] {
         let put = TestRequest::put()
             .uri("/api/mcp_servers/p")
+            .insert_header(("content-type", "application/json"))
             .set_payload(body.to_owned())
             .to_request();
         assert_envelope(test::call_service(&app, put).await, 422, "ValidationError").await;
@@ -282,6 +283,7 @@ async fn a_body_over_the_limit_answers_413_and_one_under_it_is_accepted() {
 
     let put = TestRequest::put()
         .uri("/api/mcp_servers/big")
+        .insert_header(("content-type", "application/json"))
         .set_payload("x".repeat(4096))
         .to_request();
     // The server does not exist, so the 404 comes before the body is read.

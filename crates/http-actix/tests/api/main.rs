@@ -7,6 +7,7 @@ mod cors;
 mod discovery;
 mod errors;
 mod groups;
+mod guard;
 mod history;
 mod mcp;
 mod platform;

@@ -76,7 +76,13 @@ fn header_pairs(headers: &http::HeaderMap) -> Vec<(String, String)> {
 async fn a_post_reaches_the_handler_exactly_as_sent_and_its_answer_comes_back() {
     let (handler, received) = recording_handler();
     let harness = harness_with_handler(HttpSettings::default(), handler);
-    let app = test::init_service(mcpgw_http_actix::app(harness.state.clone())).await;
+    // The gateway's public name, so that the Host below is one it answers.
+    let hosts = mcpgw_http_actix::AllowedHosts::new([127, 0, 0, 1].into(), &["gateway.test"])
+        .expect("a valid host name");
+    let app = test::init_service(mcpgw_http_actix::app(
+        harness.state.clone().with_allowed_hosts(hosts),
+    ))
+    .await;
     // Bytes that are not UTF-8 must pass untouched too.
     let body: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\xff\x00\r\n";
     let request = TestRequest::post()

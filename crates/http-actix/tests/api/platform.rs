@@ -270,12 +270,14 @@ async fn the_openapi_document_is_3_1_and_lists_exactly_the_mounted_routes() {
         .map(String::as_str)
         .collect();
     // Its own answers, those every operation that takes credentials may give (401, 403, 429,
-    // 500, and 503 while the identity provider is unreachable), and the request limits' (408 and
-    // 413 for its body, 431 for headers).
+    // 500, and 503 while the identity provider is unreachable), the request limits' (408 and
+    // 413 for its body, 431 for headers), and the checks against web pages' (421 for a foreign
+    // Host, 403 for a foreign Origin, 415 for a body not declared JSON).
     assert_eq!(
         statuses,
         BTreeSet::from([
-            "201", "401", "403", "408", "409", "413", "422", "429", "431", "500", "503"
+            "201", "401", "403", "408", "409", "413", "415", "421", "422", "429", "431", "500",
+            "503"
         ])
     );
     // Every operation documents the request limits in the envelope: 431 everywhere, 408 and 413
@@ -343,7 +345,8 @@ async fn the_openapi_document_is_3_1_and_lists_exactly_the_mounted_routes() {
     assert_eq!(
         statuses,
         BTreeSet::from([
-            "201", "401", "403", "404", "408", "409", "413", "422", "429", "431", "500", "503"
+            "201", "401", "403", "404", "408", "409", "413", "415", "421", "422", "429", "431",
+            "500", "503"
         ])
     );
     for schema in [

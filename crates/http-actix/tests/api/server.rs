@@ -53,7 +53,7 @@ async fn the_bundled_server_serves_the_api_and_stops_on_request() {
 
     let (status, body) = exchange(
         address,
-        "GET /health/live HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n".to_owned(),
+        "GET /health/live HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".to_owned(),
     )
     .await;
     assert_eq!(status, 200, "{body}");
@@ -65,7 +65,7 @@ async fn the_bundled_server_serves_the_api_and_stops_on_request() {
     // A declared length above the limit is refused without sending the body.
     let (status, body) = exchange(
         address,
-        "POST /api/mcp_servers HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\
+        "POST /api/mcp_servers HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\
          Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n"
             .to_owned(),
     )
@@ -79,8 +79,8 @@ async fn the_bundled_server_serves_the_api_and_stops_on_request() {
     let (status, body) = exchange(
         address,
         format!(
-            "POST /api/mcp_servers HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\
-             Content-Length: {}\r\n\r\n{json}",
+            "POST /api/mcp_servers HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{json}",
             json.len()
         ),
     )

@@ -41,21 +41,42 @@ async fn create_answers_201_with_exactly_the_id_and_created() {
 }
 
 #[actix_web::test]
-async fn create_parses_the_body_whatever_the_content_type_says() {
+async fn create_needs_a_body_declared_json() {
     let harness = harness();
     let app = test::init_service(mcpgw_http_actix::app(harness.state.clone())).await;
-    // What `curl -d` sends: a form content type with a JSON body.
+    // Bad input: a form content type with a JSON body (what `curl -d` sends without `-H`), and
+    // a JSON body without a content type.
     let request = TestRequest::post()
         .uri("/api/mcp_servers")
         .insert_header(("content-type", "application/x-www-form-urlencoded"))
         .set_payload(subprocess_body("curl-made").to_string())
         .to_request();
-    let (status, body) = send(&app, request).await;
-    assert_eq!(status, 201, "{body}");
-    // And no content type at all.
+    let message = assert_envelope(
+        test::call_service(&app, request).await,
+        415,
+        "UnsupportedMediaTypeError",
+    )
+    .await;
+    assert!(
+        message.contains("Content-Type: application/json"),
+        "{message}"
+    );
     let request = TestRequest::post()
         .uri("/api/mcp_servers")
         .set_payload(subprocess_body("no-type").to_string())
+        .to_request();
+    assert_envelope(
+        test::call_service(&app, request).await,
+        415,
+        "UnsupportedMediaTypeError",
+    )
+    .await;
+    assert!(harness.gateway.servers().list(None).is_empty());
+    // JSON with a charset parameter.
+    let request = TestRequest::post()
+        .uri("/api/mcp_servers")
+        .insert_header(("content-type", "application/json; charset=utf-8"))
+        .set_payload(subprocess_body("typed").to_string())
         .to_request();
     let (status, body) = send(&app, request).await;
     assert_eq!(status, 201, "{body}");
