@@ -59,7 +59,9 @@ def quick_start(readme: str) -> tuple[str, list[str]]:
     after = [body for offset, body in blocks if offset > then]
     if not after:
         raise Failure("no sh block follows 'Then, in another terminal'")
-    curls = [line.strip() for line in after[0].splitlines() if line.strip()]
+    # A line ending in a backslash continues on the next one, as in the shell.
+    joined = re.sub(r"\\\n\s*", " ", after[0])
+    curls = [line.strip() for line in joined.splitlines() if line.strip()]
     return run_lines[0], curls
 
 
