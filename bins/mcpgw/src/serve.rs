@@ -11,6 +11,7 @@ use mcpgw_config::GatewayConfig;
 use mcpgw_core::{
     Clock, DomainEvent, EventLog, EventObserver, EventSink, LaunchSpec, ManagerSettings,
     McpFrontend, PublishedEvent, ServerLauncher, ServerManager, ServerRepository, ServerSpec,
+    WeakServerManager,
 };
 use mcpgw_gateway::groups_domain::GroupRepository;
 use mcpgw_gateway::{
@@ -240,7 +241,7 @@ fn assemble(
         settings,
     );
     events.add_observer(Arc::new(LeftoverSweep {
-        servers: manager.clone(),
+        servers: manager.downgrade(),
         runner: docker,
         runtime: runtime.clone(),
     }));
@@ -490,7 +491,8 @@ fn instance_id(data_dir: &std::path::Path) -> anyhow::Result<String> {
 /// also sweeps an engine before its first container there, so nothing this run starts can be
 /// taken for a leftover.
 struct LeftoverSweep {
-    servers: ServerManager,
+    /// Weak: the manager's event sink holds this observer.
+    servers: WeakServerManager,
     runner: Arc<DockerRunner>,
     runtime: tokio::runtime::Handle,
 }
@@ -507,7 +509,9 @@ impl EventObserver for LeftoverSweep {
             _ => return,
         };
         // Observers run while the manager publishes; it is asked for the spec afterwards.
-        let servers = self.servers.clone();
+        let Some(servers) = self.servers.upgrade() else {
+            return;
+        };
         let runner = self.runner.clone();
         let id = id.clone();
         self.runtime.spawn(async move {

@@ -41,7 +41,9 @@ pub use logs::{
     LOG_LINE_KEPT_BYTES, LOG_LINE_MAX_BYTES, LOG_RING_CAPACITY, LogBuffer, LogLine,
     LogLineSplitter, sanitize_log_line,
 };
-pub use manager::{ManagerSettings, ServerManager, ServerSnapshot, ToolList, ToolSource};
+pub use manager::{
+    ManagerSettings, ServerManager, ServerSnapshot, ToolList, ToolSource, WeakServerManager,
+};
 pub use ports::{
     ByteStreams, ExitStatusInfo, LaunchError, LaunchedServer, McpSession, ProcessControl,
     ProcessSpawner, RepositoryError, ServerLauncher, ServerRepository, SessionError,

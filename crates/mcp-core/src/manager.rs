@@ -243,6 +243,22 @@ impl std::fmt::Debug for ServerManager {
     }
 }
 
+/// A handle on a [`ServerManager`] that does not keep it alive: for an event observer, which
+/// the manager's own event sink holds, so that a strong handle would make a cycle and the
+/// manager, its sink and every observer (an event log that writes itself out on drop among
+/// them) would never be dropped.
+#[derive(Clone, Debug)]
+pub struct WeakServerManager {
+    inner: std::sync::Weak<Inner>,
+}
+
+impl WeakServerManager {
+    /// The manager, while anything else still holds it.
+    pub fn upgrade(&self) -> Option<ServerManager> {
+        self.inner.upgrade().map(|inner| ServerManager { inner })
+    }
+}
+
 /// Runs `future` unless `limit` passes first on `clock`.
 async fn within<T>(
     clock: &dyn Clock,
@@ -262,6 +278,13 @@ fn millis(duration: Duration) -> u64 {
 }
 
 impl ServerManager {
+    /// A handle that does not keep the manager alive (see [`WeakServerManager`]).
+    pub fn downgrade(&self) -> WeakServerManager {
+        WeakServerManager {
+            inner: Arc::downgrade(&self.inner),
+        }
+    }
+
     pub fn new(
         launcher: Arc<dyn ServerLauncher>,
         clock: Arc<dyn Clock>,
