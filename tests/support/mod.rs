@@ -258,7 +258,7 @@ impl Answer {
             .unwrap_or_else(|error| panic!("not JSON ({error}): {}", self.text))
     }
 
-    /// Asserts the contract's error envelope and returns its message.
+    /// Asserts the API's error envelope and returns its message.
     #[track_caller]
     pub fn assert_error(&self, status: u16, error: &str) -> String {
         assert_eq!(self.status, status, "body: {}", self.text);
@@ -542,7 +542,7 @@ impl RawAnswer {
             .map(|(_, value)| value.as_str())
     }
 
-    /// Asserts the contract's error envelope with `status` and `error`; answers its message.
+    /// Asserts the API's error envelope with `status` and `error`; answers its message.
     #[track_caller]
     pub fn assert_error(&self, status: u16, error: &str) -> String {
         Answer {

@@ -299,7 +299,7 @@ fn assignment_fields(object: &Map<String, Value>) -> Result<AssignmentFields, Ap
     tag = "auth",
     operation_id = "create_api_key",
     request_body(content = CreateApiKeyRequest, content_type = "application/json",
-        description = "Either of the seed's shapes: `{principal, name, role?, expires_in_days?}` or \
+        description = "Either of two shapes: `{principal, name, role?, expires_in_days?}` or \
                        `{principal_id, name}`."),
     responses(
         (status = 201, description = "Created; the raw key is shown this once", body = ApiKeyCreated),
@@ -545,7 +545,7 @@ pub(crate) async fn delete_role(
     tag = "auth",
     operation_id = "assign_role",
     request_body(content = RoleAssignmentRequest, content_type = "application/json",
-        description = "Either of the seed's shapes: `{principal, role, scope}` or `{principal_id, role_name}`."),
+        description = "Either of two shapes: `{principal, role, scope}` or `{principal_id, role_name}`."),
     responses(
         (status = 201, description = "Assigned", body = RoleAssigned),
         (status = 200, description = "The principal already held the role in this scope", body = RoleAssigned),

@@ -324,7 +324,7 @@ pub struct StoredToolList {
 /// Durable storage of the tool lists the gateway learned, one per server id, so that a restart
 /// does not have to start every server that declares no tools to list them again.
 ///
-/// Contract:
+/// What every implementation guarantees:
 /// - `save_tool_lists` keeps every list given, each replacing whatever was kept for its server
 ///   id (a later list of the same id in one call wins); all of them or none, durable when it
 ///   returns. Every field round-trips exactly: tools with their nested schemas, the digest, and

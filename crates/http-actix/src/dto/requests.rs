@@ -817,7 +817,7 @@ impl PartialSchema for CreateApiKeyRequest {
         with_alternatives(
             fields,
             &[PRINCIPAL_SPELLINGS],
-            "Either of the seed's shapes: `{principal, name, role?, expires_in_days?}` or \
+            "Either of two shapes: `{principal, name, role?, expires_in_days?}` or \
              `{principal_id, name}`; give `principal` or `principal_id`.",
             json!({"principal": "user:alice", "name": "laptop", "expires_in_days": 90}),
         )
@@ -886,7 +886,7 @@ impl PartialSchema for RoleAssignmentRequest {
         with_alternatives(
             fields,
             &[PRINCIPAL_SPELLINGS, &[&["role"], &["role_name"]]],
-            "Either of the seed's shapes: `{principal, role, scope?}` or `{principal_id, \
+            "Either of two shapes: `{principal, role, scope?}` or `{principal_id, \
              role_name}`.",
             json!({"principal": "user:alice", "role": "developer", "scope": "global"}),
         )
