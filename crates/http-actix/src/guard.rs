@@ -287,15 +287,18 @@ fn header_text<'a>(headers: &'a HeaderMap, name: &header::HeaderName) -> Option<
 
 /// The authorities a request names: its `Host` header (a value that is not text names nothing
 /// the check could accept) and the authority of an absolute-form target.
-fn named_authorities(request: &ServiceRequest) -> Vec<String> {
-    let mut named = Vec::new();
-    if let Some(value) = request.headers().get(header::HOST) {
-        named.push(value.to_str().unwrap_or("\u{0}").to_owned());
-    }
-    if let Some(authority) = request.uri().authority() {
-        named.push(authority.as_str().to_owned());
-    }
-    named
+/// Borrowed: the check runs on every request, `/mcp`'s included, and copies nothing.
+fn named_authorities(request: &ServiceRequest) -> impl Iterator<Item = &str> {
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .map(|value| value.to_str().unwrap_or("\u{0}"));
+    host.into_iter().chain(
+        request
+            .uri()
+            .authority()
+            .map(|authority| authority.as_str()),
+    )
 }
 
 /// The authority the page's own origin is compared with: the `Host` header, else the target's.
@@ -331,7 +334,6 @@ pub(crate) async fn check_host(
         .is_some_and(|state| {
             !HOST_EXEMPT.contains(&request.path())
                 && named_authorities(&request)
-                    .iter()
                     .any(|authority| !state.allowed_hosts().admits(authority))
         });
     if refused {
