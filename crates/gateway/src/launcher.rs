@@ -221,8 +221,8 @@ mod tests {
     use async_trait::async_trait;
     use mcpgw_core::{
         ByteStreams, CallContext, ExitStatusInfo, LaunchError, LaunchSpec, LogBuffer, McpSession,
-        ProcessControl, ProcessSpawner, ServerId, ServerLauncher, ServerSpec, SessionError,
-        SpawnedProcess, StdioConnector, Tool, ToolCall, ToolCallOutcome,
+        ProcessControl, ProcessSpawner, ServerId, ServerLauncher, ServerOutput, ServerSpec,
+        SessionError, SpawnedProcess, StdioConnector, Tool, ToolCall, ToolCallOutcome,
     };
     use mcpgw_testkit::clock::FakeClock;
     use tokio::sync::watch;
@@ -287,7 +287,7 @@ mod tests {
             Ok(SpawnedProcess {
                 streams: ByteStreams {
                     to_server: Box::pin(tokio::io::sink()),
-                    from_server: Box::pin(tokio::io::empty()),
+                    from_server: ServerOutput::stream(tokio::io::empty()),
                 },
                 control: self.process.clone(),
             })

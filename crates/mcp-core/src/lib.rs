@@ -46,7 +46,7 @@ pub use manager::{
 };
 pub use ports::{
     ByteStreams, ExitStatusInfo, LaunchError, LaunchedServer, McpSession, ProcessControl,
-    ProcessSpawner, RepositoryError, ServerLauncher, ServerRepository, SessionError,
+    ProcessSpawner, RepositoryError, ServerLauncher, ServerOutput, ServerRepository, SessionError,
     SessionErrorKind, SpawnedProcess, StdioConnector, StoredToolList, TaskSpawner, ToolListStore,
 };
 pub use spec::{ContainerCli, ContainerEngine, LaunchSpec, ServerOrigin, ServerSpec};

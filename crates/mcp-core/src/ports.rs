@@ -234,7 +234,37 @@ pub struct ByteStreams {
     /// What the gateway writes: the server's stdin.
     pub to_server: Pin<Box<dyn AsyncWrite + Send>>,
     /// What the gateway reads: the server's stdout.
-    pub from_server: Pin<Box<dyn AsyncRead + Send>>,
+    pub from_server: ServerOutput,
+}
+
+/// What a stdio server writes to, as the gateway reads it.
+///
+/// A spawner that holds the read end of a pipe (a child's stdout) hands over the descriptor
+/// itself: a connector can then read it from whichever thread serves the calls, so that the
+/// answer to a call wakes the thread waiting for it and no other. Anything else is a stream.
+pub enum ServerOutput {
+    /// Any byte stream.
+    Stream(Pin<Box<dyn AsyncRead + Send>>),
+    /// The read end of a pipe, in non-blocking mode or not.
+    #[cfg(unix)]
+    Pipe(std::os::fd::OwnedFd),
+}
+
+impl ServerOutput {
+    /// A stream of any kind.
+    pub fn stream(reader: impl AsyncRead + Send + 'static) -> Self {
+        Self::Stream(Box::pin(reader))
+    }
+}
+
+impl std::fmt::Debug for ServerOutput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Stream(_) => f.write_str("ServerOutput::Stream"),
+            #[cfg(unix)]
+            Self::Pipe(fd) => f.debug_tuple("ServerOutput::Pipe").field(fd).finish(),
+        }
+    }
 }
 
 impl std::fmt::Debug for ByteStreams {

@@ -16,6 +16,7 @@
 
 mod direct;
 mod http_service;
+mod link;
 mod progress;
 mod remote;
 mod server;

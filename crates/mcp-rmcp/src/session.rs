@@ -8,14 +8,15 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use mcpgw_core::{
-    CallContext, ExitStatusInfo, McpSession, ServerId, SessionError, SessionErrorKind, Tool,
-    ToolCall, ToolCallOutcome,
+    CallContext, ExitStatusInfo, McpSession, ServerId, ServerOutput, SessionError,
+    SessionErrorKind, Tool, ToolCall, ToolCallOutcome,
 };
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientConfig,
     ClientRequest, GetPromptRequest, GetPromptRequestParams, ListPromptsRequest,
-    ListResourceTemplatesRequest, ListResourcesRequest, ListToolsRequest, PaginatedRequestParams,
-    PingRequest, ReadResourceRequest, ReadResourceRequestParams, RequestId, ServerResult,
+    ListResourceTemplatesRequest, ListResourcesRequest, ListToolsRequest, NumberOrString,
+    PaginatedRequestParams, PingRequest, ProgressToken, ReadResourceRequest,
+    ReadResourceRequestParams, RequestId, ServerResult,
 };
 use rmcp::service::{
     ClientInitializeError, Peer, PeerRequestOptions, QuitReason, RoleClient, ServiceError,
@@ -25,6 +26,7 @@ use serde_json::{Map, Value};
 use tokio::sync::watch;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use crate::link::StdioLink;
 use crate::progress::{NotificationRelayTransport, ProgressRoutes};
 
 /// A server that keeps answering with new cursors is cut off after this many pages.
@@ -55,12 +57,22 @@ pub(crate) struct SessionSetup {
     pub(crate) failure_hint: String,
 }
 
+/// What relays the session's notifications: progress routes and the tool-list change counter,
+/// and for a stdio server the link that does the relaying itself.
+struct Relays {
+    progress_routes: Arc<ProgressRoutes>,
+    tool_list_changes: watch::Receiver<u64>,
+    link: Option<Arc<StdioLink>>,
+}
+
 /// An MCP client session with one upstream server, created by a connector of this crate.
 ///
 /// Dropping the session ends the connection, as [`McpSession::close`] does.
 pub struct RmcpSession {
     server_id: ServerId,
     peer: Peer<RoleClient>,
+    /// The stdio link whose direct path tool calls take; `None` for remote servers.
+    link: Option<Arc<StdioLink>>,
     request_timeout: Option<Duration>,
     progress_routes: Arc<ProgressRoutes>,
     tool_list_changes: watch::Receiver<u64>,
@@ -90,12 +102,6 @@ impl RmcpSession {
     where
         T: Transport<RoleClient> + 'static,
     {
-        let SessionSetup {
-            client_config,
-            request_timeout,
-            connection_lost,
-            failure_hint,
-        } = setup;
         let progress_routes = Arc::new(ProgressRoutes::default());
         let (tool_list_sender, tool_list_changes) = watch::channel(0_u64);
         let transport = NotificationRelayTransport::new(
@@ -103,6 +109,59 @@ impl RmcpSession {
             Arc::clone(&progress_routes),
             tool_list_sender,
         );
+        let relays = Relays {
+            progress_routes,
+            tool_list_changes,
+            link: None,
+        };
+        Self::start(server_id, transport, setup, relays).await
+    }
+
+    /// Like [`RmcpSession::establish`], over a server's stdin and stdout: tool calls take the
+    /// link's direct path, everything else goes through rmcp.
+    pub(crate) async fn establish_linked(
+        server_id: ServerId,
+        to_server: Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
+        from_server: ServerOutput,
+        setup: SessionSetup,
+    ) -> Result<Self, ClientInitializeError> {
+        let progress_routes = Arc::new(ProgressRoutes::default());
+        let (tool_list_sender, tool_list_changes) = watch::channel(0_u64);
+        let (link, transport) = StdioLink::open(
+            server_id.clone(),
+            to_server,
+            from_server,
+            Arc::clone(&progress_routes),
+            tool_list_sender,
+        );
+        let relays = Relays {
+            progress_routes,
+            tool_list_changes,
+            link: Some(link),
+        };
+        Self::start(server_id, transport, setup, relays).await
+    }
+
+    async fn start<T>(
+        server_id: ServerId,
+        transport: T,
+        setup: SessionSetup,
+        relays: Relays,
+    ) -> Result<Self, ClientInitializeError>
+    where
+        T: Transport<RoleClient> + 'static,
+    {
+        let SessionSetup {
+            client_config,
+            request_timeout,
+            connection_lost,
+            failure_hint,
+        } = setup;
+        let Relays {
+            progress_routes,
+            tool_list_changes,
+            link,
+        } = relays;
         let shutdown = CancellationToken::new();
         // Boxed as `Send` here, where the types are concrete: left to async-trait's inference,
         // rustc fails to prove rmcp's handshake future `Send` for every lifetime.
@@ -139,6 +198,7 @@ impl RmcpSession {
         Ok(Self {
             server_id,
             peer,
+            link,
             request_timeout,
             progress_routes,
             tool_list_changes,
@@ -328,6 +388,155 @@ impl RmcpSession {
     }
 }
 
+impl RmcpSession {
+    /// A tool call on the stdio link's direct path: written from this task, answered straight
+    /// back to it as JSON (see the `link` module).
+    async fn call_tool_linked(
+        &self,
+        link: &Arc<StdioLink>,
+        call: ToolCall,
+        ctx: CallContext,
+    ) -> Result<ToolCallOutcome, SessionError> {
+        link.follow_caller().await;
+        let id = link.next_id();
+        let (_expected, answer) = link.expect_answer(id);
+        let _progress_registration = ctx.progress.map(|handler| {
+            self.progress_routes
+                .register(ProgressToken(NumberOrString::Number(id)), handler)
+        });
+        let request = LinkedCall {
+            jsonrpc: "2.0",
+            id,
+            method: "tools/call",
+            params: LinkedCallParams {
+                name: &call.name,
+                arguments: call.arguments.as_ref(),
+                meta: _progress_registration
+                    .as_ref()
+                    .map(|_| ProgressMeta { progress_token: id }),
+            },
+        };
+        let line = serde_json::to_vec(&request).map_err(|error| {
+            SessionError::transport(format!("the `tools/call` request is not JSON: {error}"))
+        })?;
+        if let Err(error) = link.send_line(line).await {
+            if !self.has_ended() {
+                let _ = tokio::time::timeout(END_NOTICE_GRACE, self.ended()).await;
+            }
+            if self.closed_by_gateway.load(Ordering::Acquire) {
+                return Err(closed_error());
+            }
+            return Err(SessionError::transport(format!(
+                "sending `tools/call` to the server failed: {error}; {}",
+                self.failure_hint
+            )));
+        }
+        let timeout = async {
+            match self.request_timeout {
+                Some(timeout) => tokio::time::sleep(timeout).await,
+                None => std::future::pending().await,
+            }
+        };
+        let answer = tokio::select! {
+            biased;
+            answer = answer => answer,
+            () = ctx.cancellation.cancelled() => {
+                self.cancel_linked(link, id, "the caller cancelled the request").await;
+                return Err(cancelled_error());
+            }
+            () = timeout => {
+                let timeout = self.request_timeout.unwrap_or_default();
+                self.cancel_linked(link, id, "the request timed out").await;
+                return Err(SessionError::timeout(format!(
+                    "the server did not answer `tools/call` within {timeout:?}; the request was \
+                     cancelled"
+                )));
+            }
+            () = self.ended() => return Err(self.ended_error("tools/call")),
+        };
+        let Ok(mut answer) = answer else {
+            // The reader ended: the session is ending, and says why in a moment.
+            let _ = tokio::time::timeout(END_NOTICE_GRACE, self.ended()).await;
+            return Err(self.ended_error("tools/call"));
+        };
+        if let Some(error) = answer.get_mut("error").map(Value::take) {
+            return Err(linked_error(error));
+        }
+        match answer.get_mut("result").map(Value::take) {
+            Some(result @ Value::Object(_)) => {
+                let is_error = result.get("isError").and_then(Value::as_bool) == Some(true);
+                Ok(ToolCallOutcome { result, is_error })
+            }
+            _ => Err(wrong_result_type("tools/call")),
+        }
+    }
+
+    /// Tells the server to stop working on direct request `id`, without waiting long for it.
+    async fn cancel_linked(&self, link: &Arc<StdioLink>, id: i64, reason: &str) {
+        let notice = serde_json::json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": id, "reason": reason},
+        });
+        let line = notice.to_string().into_bytes();
+        match tokio::time::timeout(CANCEL_NOTICE_GRACE, link.send_line(line)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => {
+                tracing::debug!(server = %self.server_id, %error, "could not send a cancellation");
+            }
+            Err(_) => {
+                tracing::debug!(server = %self.server_id, "sending a cancellation timed out");
+            }
+        }
+    }
+}
+
+/// A `tools/call` request of the direct path, serialized from borrowed parts.
+#[derive(serde::Serialize)]
+struct LinkedCall<'a> {
+    jsonrpc: &'static str,
+    id: i64,
+    method: &'static str,
+    params: LinkedCallParams<'a>,
+}
+
+#[derive(serde::Serialize)]
+struct LinkedCallParams<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    arguments: Option<&'a Map<String, Value>>,
+    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+    meta: Option<ProgressMeta>,
+}
+
+#[derive(serde::Serialize)]
+struct ProgressMeta {
+    #[serde(rename = "progressToken")]
+    progress_token: i64,
+}
+
+/// The session error of a JSON-RPC error answer to a direct `tools/call`.
+fn linked_error(error: Value) -> SessionError {
+    let code = error
+        .get("code")
+        .and_then(Value::as_i64)
+        .and_then(|code| i32::try_from(code).ok());
+    let message = error
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or("(no message)");
+    match code {
+        Some(code) => SessionError::new(
+            SessionErrorKind::Protocol { code },
+            format!("the server answered `tools/call` with JSON-RPC error {code}: {message}"),
+        )
+        .with_data(error.get("data").cloned()),
+        None => SessionError::transport(format!(
+            "the server answered `tools/call` with an error that has no valid code: {error}"
+        )),
+    }
+}
+
 fn describe_quit(quit: Result<QuitReason, tokio::task::JoinError>) -> String {
     match quit {
         Ok(QuitReason::Closed) => "the server closed the connection".to_owned(),
@@ -422,6 +631,9 @@ impl McpSession for RmcpSession {
         self.ensure_open()?;
         if ctx.cancellation.is_cancelled() {
             return Err(cancelled_error());
+        }
+        if let Some(link) = &self.link {
+            return self.call_tool_linked(link, call, ctx).await;
         }
         let mut params = CallToolRequestParams::new(call.name);
         params.arguments = call.arguments;

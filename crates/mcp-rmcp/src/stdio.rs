@@ -7,7 +7,6 @@ use async_trait::async_trait;
 use mcpgw_core::{ByteStreams, LaunchError, McpSession, ServerId, StdioConnector};
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
 use rmcp::service::ClientInitializeError;
-use rmcp::transport::async_rw::AsyncRwTransport;
 
 use crate::session::{RmcpSession, SessionSetup};
 
@@ -93,7 +92,6 @@ impl RmcpStdioConnector {
             to_server,
             from_server,
         } = streams;
-        let transport = AsyncRwTransport::new_client(from_server, to_server);
         let setup = SessionSetup {
             client_config: self.settings.client_config(),
             request_timeout: self.settings.request_timeout,
@@ -101,7 +99,8 @@ impl RmcpStdioConnector {
             connection_lost: None,
             failure_hint: "its stderr in the logs may say why".to_owned(),
         };
-        let handshake = RmcpSession::establish(server_id.clone(), transport, setup);
+        let handshake =
+            RmcpSession::establish_linked(server_id.clone(), to_server, from_server, setup);
         // On timeout the handshake future is dropped, and the streams with it, which closes the
         // server's stdin.
         match tokio::time::timeout(self.settings.initialize_timeout, handshake).await {

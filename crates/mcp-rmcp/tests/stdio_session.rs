@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mcpgw_core::{
-    ByteStreams, CallContext, LaunchError, McpSession, ProgressUpdate, ServerId, SessionErrorKind,
-    StdioConnector, ToolCall, ToolCallOutcome,
+    ByteStreams, CallContext, LaunchError, McpSession, ProgressUpdate, ServerId, ServerOutput,
+    SessionErrorKind, StdioConnector, ToolCall, ToolCallOutcome,
 };
 use mcpgw_mcp_rmcp::{RmcpStdioConnector, StdioConnectorSettings};
 use mcpgw_testkit::fixture::fixture_server_binary;
@@ -43,7 +43,14 @@ impl FixtureProcess {
             .unwrap_or_else(|error| panic!("cannot start {}: {error}", binary.display()));
         let streams = ByteStreams {
             to_server: Box::pin(child.stdin.take().expect("stdin is piped")),
-            from_server: Box::pin(child.stdout.take().expect("stdout is piped")),
+            from_server: ServerOutput::Pipe(
+                child
+                    .stdout
+                    .take()
+                    .expect("stdout is piped")
+                    .into_owned_fd()
+                    .expect("stdout is a pipe"),
+            ),
         };
         let stderr = child.stderr.take().expect("stderr is piped");
         let (sender, stderr_lines) = watch::channel(Vec::new());
@@ -592,4 +599,103 @@ async fn tool_list_changes_are_counted_before_the_announcing_call_returns() {
         .await
         .unwrap();
     assert_eq!(*changes.borrow(), 2, "every announcement counts");
+}
+
+// --- the direct path of tool calls ---------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_timeout_fails_the_call_cancels_it_upstream_and_keeps_the_session() {
+    let (process, streams) = FixtureProcess::spawn(&[]);
+    let timeout = Duration::from_millis(300);
+    let connector = RmcpStdioConnector::new(
+        StdioConnectorSettings::default().with_request_timeout(Some(timeout)),
+    );
+    let session = within(connector.connect(&server_id(), streams))
+        .await
+        .expect("the fixture completes the handshake");
+    let started = Instant::now();
+    let timed_out = call(&session, "sleep", json!({"ms": 10_000}))
+        .await
+        .unwrap_err();
+    assert_eq!(timed_out.kind, SessionErrorKind::Timeout, "{timed_out}");
+    assert!(timed_out.message.contains("300ms"), "{timed_out}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        started.elapsed()
+    );
+    process.wait_for_stderr(b"fixture sleep cancelled").await;
+    assert_eq!(first_text(&call_echo(&session).await), "still here");
+    assert!(!session.has_ended());
+}
+
+/// Calls made from another runtime (as an HTTP worker's are) are answered before and after the
+/// session's reader moves to that runtime, each with its own answer, concurrently with calls
+/// from the runtime that made the session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_from_other_runtimes_get_their_own_answers_while_the_reader_moves() {
+    let (_process, session) = connect(&[]).await;
+    let elsewhere = {
+        let session = Arc::clone(&session);
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                for round in 0..20 {
+                    let text = format!("elsewhere {round}");
+                    let outcome = call(&session, "echo", json!({"text": text})).await.unwrap();
+                    assert_eq!(first_text(&outcome), text);
+                }
+                let calls = (0..16).map(|index| {
+                    let session = Arc::clone(&session);
+                    async move {
+                        let text = format!("together {index}");
+                        let outcome = call(&session, "echo", json!({"text": text})).await.unwrap();
+                        assert_eq!(first_text(&outcome), text);
+                    }
+                });
+                futures::future::join_all(calls).await;
+            });
+        })
+    };
+    for round in 0..20 {
+        let text = format!("home {round}");
+        let outcome = call(&session, "echo", json!({"text": text})).await.unwrap();
+        assert_eq!(first_text(&outcome), text);
+    }
+    tokio::task::spawn_blocking(move || elsewhere.join())
+        .await
+        .unwrap()
+        .expect("every call from the other runtime got its own answer");
+    // The other runtime is gone, and the session still answers (its reader went home).
+    assert_eq!(first_text(&call_echo(&session).await), "still here");
+    session.ping().await.expect("rmcp's requests still work");
+}
+
+/// Output that is not a pipe (the Docker API's attached stream, say) is read where the session
+/// was made, with the same direct path for calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_over_a_stream_that_is_not_a_pipe_works_alike() {
+    let (_process, streams) = FixtureProcess::spawn(&[]);
+    let ByteStreams {
+        to_server,
+        from_server,
+    } = streams;
+    let ServerOutput::Pipe(fd) = from_server else {
+        panic!("the fixture's stdout is a pipe");
+    };
+    let stream = tokio::net::unix::pipe::Receiver::from_owned_fd(fd).expect("a pipe");
+    let streams = ByteStreams {
+        to_server,
+        from_server: ServerOutput::stream(stream),
+    };
+    let session = within(RmcpStdioConnector::default().connect(&server_id(), streams))
+        .await
+        .expect("the fixture completes the handshake");
+    assert_eq!(first_text(&call_echo(&session).await), "still here");
+    session.ping().await.unwrap();
+    let listed = session.list_tools().await.unwrap();
+    assert!(listed.iter().any(|tool| tool.name == "echo"));
 }

@@ -15,7 +15,9 @@ use bollard::query_parameters::{
     StopContainerOptions,
 };
 use futures::{Stream, StreamExt};
-use mcpgw_core::{ByteStreams, ExitStatusInfo, LaunchError, LogBuffer, ServerId, SpawnedProcess};
+use mcpgw_core::{
+    ByteStreams, ExitStatusInfo, LaunchError, LogBuffer, ServerId, ServerOutput, SpawnedProcess,
+};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 
@@ -105,7 +107,7 @@ pub(crate) async fn spawn_container(
     Ok(SpawnedProcess {
         streams: ByteStreams {
             to_server: attached.input,
-            from_server: Box::pin(stdout_reader),
+            from_server: ServerOutput::stream(stdout_reader),
         },
         control: Arc::new(ContainerControl::new(
             Container {

@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use mcpgw_core::{
-    ByteStreams, ContainerCli, ExitStatusInfo, LaunchError, LogBuffer, ServerId, SpawnedProcess,
+    ByteStreams, ContainerCli, ExitStatusInfo, LaunchError, LogBuffer, ServerId, ServerOutput,
+    SpawnedProcess,
 };
 use tokio::process::{Child, Command};
 use tokio::sync::{Notify, watch};
@@ -120,10 +121,17 @@ pub(crate) async fn spawn_container(
     let kill_client = Arc::new(Notify::new());
     tokio::spawn(watch_client(child, Arc::clone(&kill_client), exit_sender));
 
+    // The descriptor itself, so that the session reads it on the thread that serves the calls.
+    let stdout = stdout
+        .into_owned_fd()
+        .map_err(|error| LaunchError::SpawnFailed {
+            command: format!("{program} run {}", spec.image),
+            reason: format!("the client's stdout could not be taken over: {error}"),
+        })?;
     Ok(SpawnedProcess {
         streams: ByteStreams {
             to_server: Box::pin(stdin),
-            from_server: Box::pin(stdout),
+            from_server: ServerOutput::Pipe(stdout),
         },
         control: Arc::new(ContainerControl::new(
             CliContainer {

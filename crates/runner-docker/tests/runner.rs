@@ -17,7 +17,7 @@ use bollard::query_parameters::{
 };
 use mcpgw_core::{
     Clock, ContainerCli, ContainerEngine, LaunchError, LaunchSpec, LogBuffer, MonoTime,
-    ProcessSpawner, ServerId, SpawnedProcess, Timestamp,
+    ProcessSpawner, ServerId, ServerOutput, SpawnedProcess, Timestamp,
 };
 use mcpgw_runner_docker::{
     DefaultEngine, DockerRunner, DockerRunnerSettings, EngineAddress, OWNER_LABEL, SERVER_LABEL,
@@ -220,7 +220,11 @@ async fn initialize(spawned: &mut SpawnedProcess) -> String {
         .flush()
         .await
         .expect("flushing stdin");
-    let mut reader = BufReader::new(&mut spawned.streams.from_server);
+    let output = std::mem::replace(
+        &mut spawned.streams.from_server,
+        ServerOutput::stream(tokio::io::empty()),
+    );
+    let mut reader = BufReader::new(readable(output));
     let mut line = String::new();
     tokio::time::timeout(PATIENCE, reader.read_line(&mut line))
         .await
@@ -658,4 +662,16 @@ async fn a_container_the_engine_cannot_run_fails_the_launch_and_is_removed() {
         "{text}"
     );
     assert!(containers_of(&client, &owner).await.is_empty());
+}
+
+/// The container's output as a byte stream: the CLI runner hands over its client's stdout pipe,
+/// the API runner a stream.
+fn readable(output: ServerOutput) -> std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>> {
+    match output {
+        ServerOutput::Stream(stream) => stream,
+        ServerOutput::Pipe(fd) => Box::pin(
+            tokio::net::unix::pipe::Receiver::from_owned_fd(fd)
+                .expect("the descriptor is the read end of a pipe"),
+        ),
+    }
 }

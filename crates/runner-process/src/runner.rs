@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use mcpgw_core::{
-    ByteStreams, LaunchError, LaunchSpec, LogBuffer, ProcessSpawner, ServerId, SpawnedProcess,
+    ByteStreams, LaunchError, LaunchSpec, LogBuffer, ProcessSpawner, ServerId, ServerOutput,
+    SpawnedProcess,
 };
 use tokio::process::{Child, Command};
 use tokio::runtime::Handle;
@@ -158,10 +159,23 @@ impl ProcessSpawner for ProcessRunner {
         runtime.spawn(capture_stderr(stderr, logs));
         runtime.spawn(watch_for_exit(child, Arc::clone(&group), exit_sender));
 
+        // The descriptor itself, so that the session reads it on the thread that serves the
+        // calls. Taking it over cannot fail for a fresh child's pipe; should it, the child
+        // (owned by the exit watcher) is killed with the group below.
+        let stdout = match stdout.into_owned_fd() {
+            Ok(fd) => fd,
+            Err(error) => {
+                let _ = signal_process_group(process_group_id, libc::SIGKILL);
+                return Err(LaunchError::SpawnFailed {
+                    command: program.clone(),
+                    reason: format!("the child's stdout could not be taken over: {error}"),
+                });
+            }
+        };
         Ok(SpawnedProcess {
             streams: ByteStreams {
                 to_server: Box::pin(stdin),
-                from_server: Box::pin(stdout),
+                from_server: ServerOutput::Pipe(stdout),
             },
             control: Arc::new(ProcessGroupControl::new(
                 group,

@@ -8,9 +8,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use mcpgw_core::{LaunchError, LaunchSpec, ProcessSpawner, SpawnedProcess};
+use mcpgw_core::{LaunchError, LaunchSpec, ProcessSpawner, ServerOutput, SpawnedProcess};
 use mcpgw_runner_process::{ProcessRunner, ProcessRunnerSettings};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::unix::pipe;
 
 use support::*;
 
@@ -34,13 +35,22 @@ async fn read_all_stdout(spawned: SpawnedProcess) -> String {
     let SpawnedProcess { streams, control } = spawned;
     drop(streams.to_server);
     let mut output = String::new();
-    let mut from_server = streams.from_server;
+    let mut from_server = pipe_of(streams.from_server);
     tokio::time::timeout(PATIENCE, from_server.read_to_string(&mut output))
         .await
         .expect("the process closed its stdout in time")
         .expect("stdout is readable");
     control.exited().await;
     output
+}
+
+/// A child's stdout is handed over as the pipe's descriptor, for the session to register with
+/// whichever runtime serves its calls.
+fn pipe_of(output: ServerOutput) -> pipe::Receiver {
+    let ServerOutput::Pipe(fd) = output else {
+        panic!("a child's stdout is handed over as a pipe, not as {output:?}");
+    };
+    pipe::Receiver::from_owned_fd(fd).expect("the descriptor is the read end of a pipe")
 }
 
 fn scratch_file(name: &str, contents: &str, mode: u32) -> PathBuf {
@@ -68,7 +78,7 @@ async fn what_the_gateway_writes_to_stdin_comes_back_on_stdout() {
         .unwrap();
     streams.to_server.flush().await.unwrap();
     let mut echoed = String::new();
-    let mut from_server = BufReader::new(streams.from_server);
+    let mut from_server = BufReader::new(pipe_of(streams.from_server));
     tokio::time::timeout(PATIENCE, from_server.read_line(&mut echoed))
         .await
         .expect("cat answered in time")
