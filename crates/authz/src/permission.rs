@@ -685,25 +685,15 @@ fn nearest_name(raw: &str) -> Option<&'static str> {
         .iter()
         .map(|permission| permission.as_str())
         .chain(WILDCARDS)
-        .map(|candidate| (edit_distance(raw, candidate), candidate))
+        .map(|candidate| {
+            (
+                mcpgw_core::suggest::edit_distance(raw, candidate),
+                candidate,
+            )
+        })
         .filter(|(distance, candidate)| *distance <= candidate.len() / 3)
         .min_by_key(|(distance, _)| *distance)
         .map(|(_, candidate)| candidate)
-}
-
-/// Levenshtein distance over characters.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    for (i, a_char) in a.chars().enumerate() {
-        let mut current = vec![i + 1; b.len() + 1];
-        for (j, b_char) in b.iter().enumerate() {
-            let substitution = previous[j] + usize::from(a_char != *b_char);
-            current[j + 1] = substitution.min(previous[j + 1] + 1).min(current[j] + 1);
-        }
-        previous = current;
-    }
-    previous[b.len()]
 }
 
 #[cfg(test)]
@@ -1126,15 +1116,5 @@ mod tests {
             ]
         );
         assert!(serde_json::from_str::<Permission>("\"tool:fly\"").is_err());
-    }
-
-    #[test]
-    fn edit_distance_counts_single_edits() {
-        assert_eq!(edit_distance("", ""), 0);
-        assert_eq!(edit_distance("abc", "abc"), 0);
-        assert_eq!(edit_distance("abc", "abd"), 1);
-        assert_eq!(edit_distance("abc", "ab"), 1);
-        assert_eq!(edit_distance("ab", "abc"), 1);
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
     }
 }

@@ -174,50 +174,9 @@ impl std::fmt::Display for ServerMode {
     }
 }
 
-/// How a group picks a member for each call.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GroupStrategy {
-    #[default]
-    RoundRobin,
-    WeightedRoundRobin,
-    LeastConnections,
-    Random,
-    Priority,
-}
-
-impl GroupStrategy {
-    pub const ALL: [GroupStrategy; 5] = [
-        GroupStrategy::RoundRobin,
-        GroupStrategy::WeightedRoundRobin,
-        GroupStrategy::LeastConnections,
-        GroupStrategy::Random,
-        GroupStrategy::Priority,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            GroupStrategy::RoundRobin => "round_robin",
-            GroupStrategy::WeightedRoundRobin => "weighted_round_robin",
-            GroupStrategy::LeastConnections => "least_connections",
-            GroupStrategy::Random => "random",
-            GroupStrategy::Priority => "priority",
-        }
-    }
-
-    /// Parses the configuration name, for callers that receive it as a plain string.
-    pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|strategy| strategy.as_str() == name)
-    }
-}
-
-impl std::fmt::Display for GroupStrategy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// How a group picks a member for each call: the groups domain's own type, so that a
+/// configured strategy is the one the groups run.
+pub use mcpgw_groups::GroupStrategy;
 
 /// Which container CLI runs a docker-mode server when the Engine API is not used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -3,73 +3,7 @@
 
 use crate::error::ConfigErrorKind;
 
-/// The optimal string alignment distance: insertions, deletions, substitutions and swaps of two
-/// neighbours each cost 1, so that `comamnd` is one step from `command`.
-pub(crate) fn edit_distance(left: &str, right: &str) -> usize {
-    let left: Vec<char> = left.chars().collect();
-    let right: Vec<char> = right.chars().collect();
-    let width = right.len() + 1;
-    let mut table = vec![0usize; (left.len() + 1) * width];
-    for (row, cell) in table.iter_mut().step_by(width).enumerate() {
-        *cell = row;
-    }
-    for (column, cell) in table.iter_mut().take(width).enumerate() {
-        *cell = column;
-    }
-    for row in 1..=left.len() {
-        for column in 1..=right.len() {
-            let substitution = usize::from(left[row - 1] != right[column - 1]);
-            let mut best = (table[(row - 1) * width + column] + 1)
-                .min(table[row * width + column - 1] + 1)
-                .min(table[(row - 1) * width + column - 1] + substitution);
-            if row > 1
-                && column > 1
-                && left[row - 1] == right[column - 2]
-                && left[row - 2] == right[column - 1]
-            {
-                best = best.min(table[(row - 2) * width + column - 2] + 1);
-            }
-            table[row * width + column] = best;
-        }
-    }
-    table[left.len() * width + right.len()]
-}
-
-/// The candidate closest to `word`, if one is close enough to be a plausible typo: a third of
-/// the word's length (at least one edit), a different case, or a prefix (`idle_ttl`).
-pub(crate) fn nearest<'a>(
-    word: &str,
-    candidates: impl IntoIterator<Item = &'a str>,
-) -> Option<&'a str> {
-    let lowered = word.to_lowercase();
-    let limit = (word.chars().count().max(3)) / 3;
-    let mut best: Option<(usize, &'a str)> = None;
-    for candidate in candidates {
-        if candidate == word {
-            continue;
-        }
-        let candidate_lowered = candidate.to_lowercase();
-        let distance = if candidate_lowered == lowered {
-            0
-        } else {
-            let distance = edit_distance(&lowered, &candidate_lowered);
-            let is_prefix = lowered.len() >= 3
-                && (candidate_lowered.starts_with(&lowered)
-                    || lowered.starts_with(&candidate_lowered));
-            if distance <= limit {
-                distance
-            } else if is_prefix {
-                limit + 1
-            } else {
-                continue;
-            }
-        };
-        if best.is_none_or(|(best_distance, _)| distance < best_distance) {
-            best = Some((distance, candidate));
-        }
-    }
-    best.map(|(_, candidate)| candidate)
-}
+pub(crate) use mcpgw_core::suggest::nearest;
 
 /// `a`, `b` and `c`.
 pub(crate) fn quoted_list(items: &[&str]) -> String {
@@ -202,41 +136,6 @@ fn backticked(message: &str) -> Vec<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn edit_distance_counts_typos() {
-        for (left, right, distance) in [
-            ("", "", 0),
-            ("command", "command", 0),
-            ("comand", "command", 1),
-            ("comamnd", "command", 1),
-            ("cmomand", "command", 1),
-            ("kitten", "sitting", 3),
-            ("", "abc", 3),
-            ("abc", "", 3),
-        ] {
-            assert_eq!(edit_distance(left, right), distance, "{left} / {right}");
-        }
-    }
-
-    #[test]
-    fn nearest_suggests_only_plausible_typos() {
-        let keys = [
-            "mode",
-            "command",
-            "env",
-            "idle_ttl_s",
-            "health_check_interval_s",
-            "endpoint",
-        ];
-        assert_eq!(nearest("comand", keys), Some("command"));
-        assert_eq!(nearest("Command", keys), Some("command"));
-        assert_eq!(nearest("idle_ttl", keys), Some("idle_ttl_s"));
-        assert_eq!(nearest("mdoe", keys), Some("mode"));
-        assert_eq!(nearest("envs", keys), Some("env"));
-        assert_eq!(nearest("zzzzzz", keys), None);
-        assert_eq!(nearest("url", keys), None);
-    }
 
     #[test]
     fn unknown_keys_get_a_suggestion_or_the_valid_keys() {

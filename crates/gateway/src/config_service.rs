@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use mcpgw_config::{
     ConfigChanges, ConfigErrors, ConfigFile, GatewayConfig, GroupDefinition, GroupMember,
-    GroupStrategy as ConfigGroupStrategy, ServerDefinition,
+    ServerDefinition,
 };
 use mcpgw_core::{
     DomainEvent, ErrorKind, EventSink, ServerId, ServerManager, ServerOrigin, ServerSpec,
@@ -181,7 +181,7 @@ fn group_definition_of(view: &GroupView) -> GroupDefinition {
     GroupDefinition {
         id: view.group_id.clone(),
         description: view.description.clone(),
-        strategy: ConfigGroupStrategy::parse(view.strategy.as_str()).unwrap_or_default(),
+        strategy: view.strategy,
         min_healthy: view.min_healthy,
         members: view
             .members

@@ -266,7 +266,7 @@ pub fn group_spec_from_config(
     Ok(GroupSpec {
         id: definition.id.clone(),
         description: definition.description.clone(),
-        strategy: GroupStrategy::parse(definition.strategy.as_str())?,
+        strategy: definition.strategy,
         min_healthy: definition.min_healthy,
         members: definition
             .members

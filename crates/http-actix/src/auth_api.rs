@@ -54,48 +54,8 @@ fn quoted_list(items: &[&str]) -> String {
     }
 }
 
-/// Insertions, deletions and substitutions each cost 1.
-fn edit_distance(left: &str, right: &str) -> usize {
-    let right: Vec<char> = right.chars().collect();
-    let mut previous: Vec<usize> = (0..=right.len()).collect();
-    for (row, left_char) in left.chars().enumerate() {
-        let mut current = vec![row + 1; right.len() + 1];
-        for (column, right_char) in right.iter().enumerate() {
-            let substitution = previous[column] + usize::from(left_char != *right_char);
-            current[column + 1] = substitution
-                .min(previous[column + 1] + 1)
-                .min(current[column] + 1);
-        }
-        previous = current;
-    }
-    previous[right.len()]
-}
-
-/// The field `word` most plausibly meant: within a third of its length in edits (at least
-/// one), the same but for case, or a prefix of at least three characters.
-fn nearest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
-    let lowered = word.to_lowercase();
-    let limit = (lowered.chars().count() / 3).max(1);
-    candidates
-        .iter()
-        .filter_map(|candidate| {
-            let distance = edit_distance(&lowered, candidate);
-            let prefix = lowered.len() >= 3
-                && (candidate.starts_with(&lowered) || lowered.starts_with(candidate));
-            if distance <= limit {
-                Some((distance, *candidate))
-            } else if prefix {
-                Some((limit + 1, *candidate))
-            } else {
-                None
-            }
-        })
-        .min_by_key(|(distance, _)| *distance)
-        .map(|(_, candidate)| candidate)
-}
-
 fn unknown_field(key: &str, allowed: &[&str]) -> ApiError {
-    let advice = match nearest(key, allowed) {
+    let advice = match mcpgw_core::suggest::nearest(key, allowed.iter().copied()) {
         Some(suggestion) => format!("did you mean `{suggestion}`?"),
         None => format!("valid fields are {}", quoted_list(allowed)),
     };
@@ -952,17 +912,10 @@ mod tests {
 
     #[test]
     fn near_misses_of_field_names_are_suggested() {
-        assert_eq!(nearest("principle", KEY_FIELDS), Some("principal"));
-        assert_eq!(nearest("Name", KEY_FIELDS), Some("name"));
-        assert_eq!(nearest("expires_in", KEY_FIELDS), Some("expires_in_days"));
-        assert_eq!(nearest("colour", KEY_FIELDS), None);
-    }
-
-    #[test]
-    fn edit_distance_counts_single_edits() {
-        assert_eq!(edit_distance("role", "role"), 0);
-        assert_eq!(edit_distance("rol", "role"), 1);
-        assert_eq!(edit_distance("rose", "role"), 1);
-        assert_eq!(edit_distance("", "abc"), 3);
+        let nearest = |word| mcpgw_core::suggest::nearest(word, KEY_FIELDS.iter().copied());
+        assert_eq!(nearest("principle"), Some("principal"));
+        assert_eq!(nearest("Name"), Some("name"));
+        assert_eq!(nearest("expires_in"), Some("expires_in_days"));
+        assert_eq!(nearest("colour"), None);
     }
 }

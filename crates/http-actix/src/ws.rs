@@ -248,8 +248,8 @@ impl Filter {
 pub(crate) struct EventsQuery {
     event_types: Option<String>,
     mcp_server_ids: Option<String>,
-    /// The credential, for clients that cannot set a header on a WebSocket handshake.
-    api_key: Option<String>,
+    // `api_key` (the credential of clients that cannot set a header on a WebSocket handshake)
+    // is read by the authentication middleware, before the handler.
 }
 
 /// What a client may send.
@@ -286,13 +286,6 @@ impl ServerMessage<'_> {
         // Plain strings and numbers: serializing cannot fail.
         serde_json::to_string(self).unwrap_or_default()
     }
-}
-
-/// The one place where the caller of the event stream will be authenticated and authorized,
-/// from the API key header or `?api_key=` (browsers cannot set headers on a WebSocket
-/// handshake). Authentication is not enforced by this gateway yet: every caller is let in.
-fn authorize(_request: &HttpRequest, _api_key: Option<&str>) -> Result<(), ApiError> {
-    Ok(())
 }
 
 /// Stream domain events over a WebSocket.
@@ -347,7 +340,10 @@ pub(crate) async fn events_socket(
             "this gateway has no event stream",
         ));
     };
-    authorize(&request, query.api_key.as_deref())?;
+    // The caller was authenticated and authorized (`events:read`) before this handler ran: the
+    // authentication middleware takes the credential from the API-key header, a bearer token
+    // or `?api_key=` (a browser cannot set headers on a WebSocket handshake), and the route's
+    // permission is checked like every other route's.
     if streams.client_count() >= streams.max_clients {
         return Err(ApiError::new(
             actix_web::http::StatusCode::SERVICE_UNAVAILABLE,

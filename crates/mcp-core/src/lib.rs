@@ -25,6 +25,7 @@ pub mod manager;
 pub mod ports;
 pub mod spec;
 pub mod state;
+pub mod suggest;
 pub mod time;
 pub mod tool;
 
