@@ -24,6 +24,7 @@ pub mod discovery_store_suite;
 pub mod event_log;
 pub mod fakes;
 pub mod fixture;
+pub mod group_repository_suite;
 pub mod processes;
 pub mod repository_suite;
 pub mod soak;
