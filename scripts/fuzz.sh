@@ -52,7 +52,7 @@ summaries=()
 for target in "${targets[@]}"; do
   corpus="fuzz/corpus/$target"
   if [ ! -d "$corpus" ]; then
-    echo "fuzz: the seed corpus $corpus is missing" >&2
+    echo "fuzz: seed corpus $corpus is missing" >&2
     exit 1
   fi
   scratch="$scratch_root/$target"

@@ -50,20 +50,20 @@ const EXCLUDED_PATHS: &[&str] = &[
 /// for generated ids, ...) are about the generated data, not the document, and are not shown.
 ///
 /// Then the per-operation exceptions to `not_a_server_error`. Each 5xx allowed here is an answer
-/// the contract prescribes about a dependency the generated requests can make unreachable,
+/// docs/api.md prescribes about a dependency the generated requests can make unreachable,
 /// documented on its operation; every other 5xx fails the run.
 const SCHEMATHESIS_CONFIG: &str = r#"
 [warnings]
 display = ["validation_mismatch"]
 fail-on = ["validation_mismatch"]
 
-# A generated docker source points at an engine socket that does not exist here; the contract
+# A generated docker source points at an engine socket that does not exist here; the gateway
 # answers its scan with 503 DiscoverySourceUnavailableError naming the reason.
 [[operations]]
 include-name = "POST /api/discovery/sources/{id}/scan"
 checks.not_a_server_error.expected-statuses = ["2xx", "3xx", "4xx", "503"]
 
-# A server created from generated fields runs a command that does not exist; the contract
+# A server created from generated fields runs a command that does not exist; the gateway
 # answers its start with 503 McpServerUnavailableError saying why.
 [[operations]]
 include-name = "POST /api/mcp_servers/{id}/start"

@@ -1,5 +1,5 @@
 //! End-to-end tests of authentication and authorization against the real binary: API keys made
-//! with the command line and over REST, the seed's failure messages, the built-in roles, the
+//! with the command line and over REST, the fixed failure messages, the built-in roles, the
 //! lockout of an address, tool access policies seen through the official Python SDK, and what
 //! survives a restart.
 

@@ -5,7 +5,7 @@
 //!
 //! The property every test defends: a write the gateway answered with a 2xx is on disk and
 //! comes back after a restart, a write it could not store is answered with an error in the
-//! contract's envelope (never a 2xx, never a crash), and the gateway keeps serving whatever does
+//! API's error envelope (never a 2xx, never a crash), and the gateway keeps serving whatever does
 //! not need the broken part.
 
 mod support;

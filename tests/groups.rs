@@ -356,7 +356,7 @@ fn a_group_built_over_rest_spreads_weighted_calls_3_to_1_and_survives_a_restart(
     let expected = counts(&[("w1", 30), ("w2", 10)]);
     assert_recorded_on_members(&gw, &expected);
 
-    // The seed's create body (no members), then members added one by one.
+    // A create body without members, then members added one by one.
     let built = gw.post(
         "/api/groups",
         &json!({"group_id": "built", "strategy": "round_robin", "min_healthy": 1}),

@@ -1,7 +1,7 @@
 //! End-to-end tests of the HTTP front against hostile input: the real binary on a free port,
 //! raw TCP clients that lie, stall, flood and send garbage, and WebSocket abusers.
 //!
-//! Every hostile request must be answered with the contract's error envelope, or refused at the
+//! Every hostile request must be answered with the API's error envelope, or refused at the
 //! protocol level (a bare 4xx and a closed connection), or cut off; never a 500, a panic, a hang
 //! or a gateway that stops serving. After each, a normal request is served promptly, and where
 //! the input is large the gateway's resident memory (VmRSS and its peak VmHWM, from
@@ -214,7 +214,7 @@ fn get_raw(gw: &RunningGateway, target: &str) -> Reply {
     )
 }
 
-/// Asserts the contract's envelope with one of `statuses`; answers its JSON.
+/// Asserts the API's error envelope with one of `statuses`; answers its JSON.
 #[track_caller]
 fn assert_envelope(reply: &Reply, statuses: &[u16], error: Option<&str>) -> Value {
     let Reply::Answered(raw) = reply else {

@@ -1,7 +1,7 @@
 //! The workspace's architecture rules, checked by `cargo test` so that a forbidden dependency
 //! fails the build instead of waiting for a reviewer to notice it.
 //!
-//! The rules (from `ARCHITECTURE-GUIDE.md`):
+//! The rules (docs/ARCHITECTURE.md describes the layers):
 //! - domain crates do no I/O: no normal dependency on a runtime, socket, process, file or
 //!   database crate, no tokio feature beyond the synchronisation primitives, and among the
 //!   workspace's own crates only other domain crates;
@@ -9,7 +9,11 @@
 //! - the application crate depends on no adapter;
 //! - library crates never depend on the test kit except as a dev-dependency;
 //! - every package is in the layer table below, lives in the folder of its layer, shares the
-//!   workspace lints, and starts each library and binary with a `//!` paragraph.
+//!   workspace lints, and starts each library and binary with a `//!` paragraph;
+//! - the repository stands on its own: no tracked text file (code, comments, docs, scripts,
+//!   manifests, tests) cites a document outside it, such as an outside specification or a guide
+//!   kept next to the repository. A comment states the fact itself, in the project's words, and
+//!   names a file under `docs/` when one says it. `OUTSIDE_CITATIONS` lists the phrases refused.
 //!
 //! The checks read `cargo metadata --no-deps`, which lists each package's declared dependencies:
 //! the declaration is what this test can pin to one crate. (The resolved graph unifies features
@@ -704,4 +708,144 @@ fn missing_lints_and_missing_crate_docs_are_reported() {
     assert_eq!(violations.len(), 2, "{violations:#?}");
     assert!(violations[0].contains("`mcpgw-groups` does not share the workspace lints"));
     assert!(violations[1].contains("crates/groups/src/lib.rs must start with a `//!`"));
+}
+
+// ----- citations of documents outside the repository -------------------------------------------
+
+/// Phrases that cite a document outside the repository: an outside specification and its
+/// companion notes, or a guide kept next to the repository instead of in it. Each is assembled
+/// from two pieces so that this file, which has to name them, does not cite them itself.
+const OUTSIDE_CITATIONS: &[&str] = &[
+    concat!("the ", "seed"),
+    concat!("seed", "'s"),
+    concat!("the ", "contract's"),
+    concat!("ARCHITECTURE", "-GUIDE"),
+    concat!("CONTRACT", ".md"),
+    concat!("USERS", ".md"),
+    concat!("TOOLING", ".md"),
+    concat!("../", "shared/"),
+];
+
+/// The phrase of [`OUTSIDE_CITATIONS`] that `line` uses, if any. Case does not matter (ASCII),
+/// and a phrase counts only as whole words: `the seeded generator` or `reseed's` is no citation,
+/// nor is a repository's own "contract suite" or an RNG's "seed".
+fn outside_citation(line: &str) -> Option<&'static str> {
+    let is_word = |c: char| c.is_alphanumeric() || c == '_';
+    let line = line.to_ascii_lowercase();
+    OUTSIDE_CITATIONS.iter().copied().find(|phrase| {
+        let phrase_lower = phrase.to_ascii_lowercase();
+        line.match_indices(&phrase_lower).any(|(start, _)| {
+            let end = start + phrase_lower.len();
+            let free_before = !phrase_lower.starts_with(is_word)
+                || !line[..start].chars().next_back().is_some_and(is_word);
+            let free_after = !phrase_lower.ends_with(is_word)
+                || !line[end..].chars().next().is_some_and(is_word);
+            free_before && free_after
+        })
+    })
+}
+
+/// `path:line: text` for every line of the file `path` (its contents `text`) that cites a
+/// document outside the repository.
+fn outside_citations_in(path: &str, text: &str) -> Vec<String> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| outside_citation(line).is_some())
+        .map(|(index, line)| format!("{path}:{}: {}", index + 1, line.trim()))
+        .collect()
+}
+
+/// The files git tracks under `root`, relative to it, without anything under `target/`.
+fn tracked_files(root: &Path) -> Vec<String> {
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["ls-files", "-z"])
+        .output()
+        .unwrap_or_else(|error| panic!("could not run `git ls-files`: {error}"));
+    assert!(
+        output.status.success(),
+        "`git ls-files` in {} failed ({}):\n{}",
+        root.display(),
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+        .stdout
+        .split(|byte| *byte == 0)
+        .filter(|path| !path.is_empty())
+        .map(|path| String::from_utf8_lossy(path).into_owned())
+        .filter(|path| !path.starts_with("target/"))
+        .collect()
+}
+
+#[test]
+fn no_file_cites_a_document_outside_the_repository() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let files = tracked_files(&root);
+    assert!(
+        files.iter().any(|path| path == "tests/tidy.rs"),
+        "`git ls-files` did not list tests/tidy.rs: is {} the repository?",
+        root.display()
+    );
+    let mut citations = Vec::new();
+    for path in &files {
+        let bytes = match std::fs::read(root.join(path)) {
+            Ok(bytes) => bytes,
+            // Deleted in the working tree and not committed yet: nothing to read.
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(error) => panic!("cannot read {path}: {error}"),
+        };
+        // A NUL byte marks a binary file, as git itself decides.
+        if bytes.contains(&0) {
+            continue;
+        }
+        citations.extend(outside_citations_in(path, &String::from_utf8_lossy(&bytes)));
+    }
+    assert!(
+        citations.is_empty(),
+        "{} line(s) cite a document outside the repository; state the fact itself in the \
+         project's own words (and name the file under docs/ that says it, if one does):\n  {}",
+        citations.len(),
+        citations.join("\n  ")
+    );
+}
+
+#[test]
+fn citations_of_outside_documents_are_found_and_harmless_words_are_not() {
+    let citing = [
+        concat!("/// Built-in roles in the se", "ed's order."),
+        concat!("clients see THE SE", "ED's three messages"),
+        concat!("/// The Contr", "act's defaults: 10 requests per second."),
+        concat!("//! The rules (from `ARCHITECTURE-GU", "IDE.md`):"),
+        concat!("# keys as in CONTR", "ACT.md"),
+        concat!("see users", ".md and tooling", ".md"),
+        concat!("include = \"../sha", "red/notes.md\""),
+    ];
+    for line in citing {
+        assert!(outside_citation(line).is_some(), "not caught: {line}");
+    }
+    let harmless = [
+        "prove it with the contract suite of their port",
+        "// ----- the contract cases -----",
+        "Contract for implementors: `save` is an upsert",
+        "let mut rng = StdRng::seed_from_u64(7); // a rand seed",
+        "/// A generator with a fixed seed: the same seed gives the same numbers.",
+        "the seeded generator repeats itself",
+        "runs each target over its seed corpus",
+        "../x is not a valid id",
+    ];
+    for line in harmless {
+        assert_eq!(outside_citation(line), None, "{line}");
+    }
+    let text = concat!(
+        "fn main() {}\n",
+        "    // as the se",
+        "ed says\n",
+        "// rand seed\n"
+    );
+    assert_eq!(
+        outside_citations_in("src/x.rs", text),
+        [concat!("src/x.rs:2: // as the se", "ed says")]
+    );
 }

@@ -1,11 +1,12 @@
 //! Arbitrary bytes as a server's stderr, fed in arbitrary chunks through `LogLineSplitter` into
 //! a `LogBuffer`, as every runner does.
 //!
-//! The first two bytes choose the chunk sizes; the rest is the stream. The contract's rules are
-//! asserted against a model built from the whole stream at once: every kept line is the line's
-//! text with invalid UTF-8 replaced by U+FFFD and its `\r\n` or `\n` removed; a line longer than
-//! 8192 bytes is cut at a character boundary and ends with `...`, 8192 bytes at most in all;
-//! lines come oldest first; the buffer keeps the most recent 1000.
+//! The first two bytes choose the chunk sizes; the rest is the stream. The log buffer's rules
+//! (docs/api.md, "Logs") are asserted against a model built from the whole stream at once:
+//! every kept line is the line's text with invalid UTF-8 replaced by U+FFFD and its `\r\n` or
+//! `\n` removed; a line longer than 8192 bytes is cut at a character boundary and ends with
+//! `...`, 8192 bytes at most in all; lines come oldest first; the buffer keeps the most recent
+//! 1000.
 
 #![no_main]
 
@@ -37,7 +38,7 @@ impl Clock for TickingClock {
     async fn sleep(&self, _duration: Duration) {}
 }
 
-/// The text the contract says a raw line (without its `\n`) is shown as.
+/// The text a raw line (without its `\n`) must be shown as.
 fn expected_text(raw: &[u8]) -> String {
     let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
     let text = String::from_utf8_lossy(raw);

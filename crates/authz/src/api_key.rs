@@ -209,8 +209,8 @@ pub struct PresentedApiKey<'a>(&'a str);
 
 impl<'a> PresentedApiKey<'a> {
     /// Judges the shape of the value of the key header. No value, an empty one, or one without
-    /// the `mcp_` prefix is `No valid credentials provided` (the seed's rule for a wrong
-    /// prefix); a value with the prefix that cannot be a key is `Invalid API key` (malformed).
+    /// the `mcp_` prefix is `No valid credentials provided` (a wrong prefix is no credential at
+    /// all); a value with the prefix that cannot be a key is `Invalid API key` (malformed).
     /// Surrounding whitespace is ignored.
     pub fn parse(header_value: Option<&'a str>) -> Result<Self, AuthError> {
         let Some(value) = header_value.map(str::trim) else {
@@ -389,7 +389,7 @@ impl ApiKeyRecord {
     }
 }
 
-/// A validated request for a key (either of the seed's request shapes).
+/// A validated request for a key (either of the API's two spellings of a key request).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewApiKey {
     pub principal: Principal,
@@ -644,7 +644,7 @@ mod tests {
     }
 
     #[test]
-    fn presented_keys_are_judged_by_shape_with_the_seed_messages() {
+    fn presented_keys_are_judged_by_shape_with_the_fixed_messages() {
         let good = well_formed_key(9);
         assert!(PresentedApiKey::parse(Some(&good)).is_ok());
         assert!(PresentedApiKey::parse(Some(&format!("  {good}\t"))).is_ok());

@@ -364,7 +364,7 @@ impl Authorizer {
     }
 
     /// The role that grants `permission` to `identity`; where several do, the first in the
-    /// order roles are listed (built-in roles in the seed's order, then custom roles by name),
+    /// order roles are listed (built-in roles in their fixed order, then custom roles by name),
     /// so the answer does not depend on the order assignments were made in.
     fn granting_role(
         &self,
@@ -406,7 +406,7 @@ impl Authorizer {
     }
 }
 
-/// Built-in roles in the seed's order, then custom roles by name.
+/// Built-in roles in their fixed order ([`BuiltInRole::ALL`]), then custom roles by name.
 fn listing_rank(role: &RoleName) -> (usize, &str) {
     match role.built_in() {
         Some(built_in) => (built_in as usize, ""),

@@ -1,9 +1,9 @@
 //! Errors of the authorization domain.
 //!
-//! The three failures a client sees carry the seed's exact messages (`No valid credentials
-//! provided`, `Invalid API key`, `Access denied`); why exactly a credential or a request was
-//! refused travels in the variant's `reason`, for logs and events, never in the message, so a
-//! caller cannot probe which keys exist or which policy stopped it.
+//! The three failures a client sees carry fixed messages (`No valid credentials provided`,
+//! `Invalid API key`, `Access denied`); why exactly a credential or a request was refused
+//! travels in the variant's `reason`, for logs and events, never in the message, so a caller
+//! cannot probe which keys exist or which policy stopped it.
 
 use mcpgw_core::ErrorKind;
 
@@ -15,11 +15,11 @@ use crate::principal::{Principal, PrincipalError};
 use crate::role::RoleName;
 use crate::scope::Scope;
 
-/// The seed's message for a request without a usable credential.
+/// The message for a request without a usable credential.
 pub const NO_CREDENTIALS_MESSAGE: &str = "No valid credentials provided";
-/// The seed's message for an API key that is unknown, revoked, expired or mistyped.
+/// The message for an API key that is unknown, revoked, expired or mistyped.
 pub const INVALID_API_KEY_MESSAGE: &str = "Invalid API key";
-/// The seed's message for an authenticated caller without the required role or scope.
+/// The message for an authenticated caller without the required role or scope.
 pub const ACCESS_DENIED_MESSAGE: &str = "Access denied";
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -31,8 +31,8 @@ pub enum AuthError {
     /// A key with the `mcp_` prefix that cannot be used; `reason` says why.
     #[error("Invalid API key")]
     InvalidApiKey { reason: KeyRejection },
-    /// A bearer token that the token verifier refused; `reason` says why. The seed names no
-    /// message of its own for tokens: an invalid token is no valid credential.
+    /// A bearer token that the token verifier refused; `reason` says why. Tokens have no message
+    /// of their own: an invalid token is no valid credential.
     #[error("No valid credentials provided")]
     InvalidToken { reason: TokenRejection },
     /// An authenticated caller that may not do what it asked; `reason` says why.

@@ -6,8 +6,9 @@
 //! [`TokenVerifier`], [`PolicyDecider`], [`SecretSource`]) that adapters implement, and time
 //! comes in as a [`Timestamp`](mcpgw_core::Timestamp) parameter. It must never log, return or
 //! keep a raw API key (only its SHA-256, compared in constant time), and never put in a client
-//! message why a credential or a request was refused: clients see the seed's three messages,
-//! the reasons go to logs and events.
+//! message why a credential or a request was refused: clients see three fixed messages
+//! (`No valid credentials provided`, `Invalid API key`, `Access denied`), the reasons go to logs
+//! and events.
 //!
 //! The pieces:
 //! - [`Principal`] (`user:`, `group:`, `service:`; `user:anonymous`) and [`PrincipalPattern`]
@@ -23,7 +24,7 @@
 //! - [`Authorizer`]: [`Identity`] + [`Permission`] (+ [`AccessPath`]) → [`Decision`].
 //! - [`RateLimitPolicy`] and the [`RateLimiter`] port: token buckets per caller (and tool).
 //!
-//! The built-in roles grant exactly what the seed says (the union of its two lists):
+//! The built-in roles grant exactly this:
 //!
 //! | role | grants |
 //! |---|---|
@@ -34,11 +35,11 @@
 //! | `auditor` | `audit:read`, `events:read`, `metrics:read` |
 //! | `operator` | `mcp_server:start`, `mcp_server:stop`, `config:reload`, `group:*` |
 //!
-//! The seed's "audit read" is the audit trail, which the gateway keeps in two places: the tool
+//! The auditor's "audit read" is the audit trail, which the gateway keeps in two places: the tool
 //! invocation history (`audit:read`) and the live event stream (`events:read`). "Metrics read"
 //! is `GET /api/system` (uptime, version, metrics summary); `/metrics` itself is open. An
-//! operator who should also see servers is given `viewer` as well: the seed lists only start,
-//! stop, reload and group management for it.
+//! operator who should also see servers is given `viewer` as well: `operator` grants only start,
+//! stop, reload and group management.
 
 mod api_key;
 mod assignment;

@@ -490,7 +490,7 @@ impl Permission {
     /// (`/api/mcp_servers/{id}`) or the concrete path (`/api/mcp_servers/math`). A trailing
     /// slash and a query string are ignored; where a literal segment and a template segment
     /// both match (`/api/auth/roles/all`), the literal wins. `None`: the route has no
-    /// permission, and the contract says such a route is denied.
+    /// permission, and such a route is denied to everyone.
     pub fn for_rest_route(method: &str, route: &str) -> Option<Permission> {
         let route = route.split(['?', '#']).next().unwrap_or_default();
         let route = route.strip_suffix('/').unwrap_or(route);
@@ -735,10 +735,10 @@ mod tests {
         }
     }
 
-    /// Every route of the seed's REST tables, with the permission it needs. Written out by hand
-    /// (not derived from the catalogue) so that a route moved to another permission, or lost,
-    /// fails here.
-    const SEED_ROUTES: &[(&str, &str, Permission)] = &[
+    /// Every route of the REST API that needs a permission (docs/api.md documents each), with
+    /// the permission it needs. Written out by hand (not derived from the catalogue) so that a
+    /// route moved to another permission, or lost, fails here.
+    const DOCUMENTED_ROUTES: &[(&str, &str, Permission)] = &[
         ("GET", "/api/mcp_servers", Permission::McpServerList),
         ("POST", "/api/mcp_servers", Permission::McpServerCreate),
         ("GET", "/api/mcp_servers/{id}", Permission::McpServerRead),
@@ -880,15 +880,15 @@ mod tests {
     ];
 
     #[test]
-    fn every_seed_route_maps_to_its_permission_and_the_catalogue_lists_no_other_route() {
-        for (method, path, expected) in SEED_ROUTES {
+    fn every_documented_route_maps_to_its_permission_and_the_catalogue_lists_no_other_route() {
+        for (method, path, expected) in DOCUMENTED_ROUTES {
             assert_eq!(
                 Permission::for_rest_route(method, path),
                 Some(*expected),
                 "{method} {path}"
             );
         }
-        let seed: HashSet<(&str, &str)> = SEED_ROUTES
+        let documented: HashSet<(&str, &str)> = DOCUMENTED_ROUTES
             .iter()
             .map(|(method, path, _)| (*method, *path))
             .collect();
@@ -897,8 +897,8 @@ mod tests {
             for endpoint in permission.endpoints() {
                 if let Endpoint::Rest { method, path } = endpoint {
                     assert!(
-                        seed.contains(&(*method, *path)),
-                        "{permission} lists {method} {path}, which no table of the seed has"
+                        documented.contains(&(*method, *path)),
+                        "{permission} lists {method} {path}, which the API does not document"
                     );
                     assert!(
                         listed.insert((*method, *path)),
@@ -907,7 +907,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(listed.len(), seed.len());
+        assert_eq!(listed.len(), documented.len());
     }
 
     #[test]

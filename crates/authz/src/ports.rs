@@ -259,7 +259,7 @@ mod tests {
     }
 
     #[test]
-    fn token_errors_become_401_with_the_seed_message_or_503() {
+    fn token_errors_become_401_with_the_fixed_message_or_503() {
         let rejected = AuthError::from(TokenError::Rejected(TokenRejection::Expired));
         assert_eq!(rejected.kind(), ErrorKind::Unauthenticated);
         assert_eq!(rejected.to_string(), "No valid credentials provided");

@@ -1,6 +1,6 @@
 //! Rate-limit policy: who is limited, by which bucket, and what an answer over the limit says.
 //!
-//! The contract's token buckets: REST requests per caller, and tool calls per caller and tool.
+//! Token buckets: REST requests per caller, and tool calls per caller and tool.
 //! A caller is its principal, or its client address when it is anonymous (no principal, or
 //! `user:anonymous`), so that anonymous clients do not share one bucket. Counting happens behind
 //! the [`RateLimiter`] port (the bundled adapter keeps lock-free token buckets in memory).
@@ -20,7 +20,8 @@ pub struct RateLimitPolicy {
 }
 
 impl RateLimitPolicy {
-    /// The contract's defaults: 10 requests per second, bursts of 20.
+    /// The documented defaults (`rate_limit: {rps: 10, burst: 20}`): 10 requests per second,
+    /// bursts of 20.
     pub const DEFAULT: Self = Self {
         requests_per_second: 10.0,
         burst: 20,

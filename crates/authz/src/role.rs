@@ -1,4 +1,4 @@
-//! Roles: the six built-in ones of the seed and the custom ones operators create.
+//! Roles: the six built-in ones and the custom ones operators create.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
@@ -95,7 +95,7 @@ impl<'de> Deserialize<'de> for RoleName {
     }
 }
 
-/// The seed's six built-in roles (the union of its two lists).
+/// The six built-in roles.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum BuiltInRole {
     Admin,
@@ -109,7 +109,7 @@ pub enum BuiltInRole {
 use PermissionGrant::{AllOf, Exactly};
 
 impl BuiltInRole {
-    /// In the seed's order.
+    /// In their fixed order: the order of listings and of the search for a granting role.
     pub const ALL: [BuiltInRole; 6] = [
         BuiltInRole::Admin,
         BuiltInRole::McpServerAdmin,
@@ -150,8 +150,8 @@ impl BuiltInRole {
         }
     }
 
-    /// Exactly what the seed says each role may do (see the crate documentation for how each
-    /// statement maps to the catalogue).
+    /// Exactly what each role may do (the crate documentation has the table and says how each
+    /// grant maps to the catalogue).
     pub fn grants(self) -> &'static [PermissionGrant] {
         match self {
             BuiltInRole::Admin => &[PermissionGrant::All],
@@ -381,8 +381,8 @@ impl RoleBook {
         })
     }
 
-    /// Built-in roles in the seed's order, then custom roles by name (`GET
-    /// /api/auth/roles/all`).
+    /// Built-in roles in their fixed order ([`BuiltInRole::ALL`]), then custom roles by name
+    /// (`GET /api/auth/roles/all`).
     pub fn all(&self) -> impl Iterator<Item = &Role> {
         self.built_in.iter().chain(self.custom.values())
     }
@@ -481,7 +481,7 @@ mod tests {
     }
 
     #[test]
-    fn the_book_lists_built_in_roles_in_the_seed_order_then_custom_by_name() {
+    fn the_book_lists_built_in_roles_in_their_fixed_order_then_custom_by_name() {
         let book = RoleBook::new([
             Role::parse_custom("zeta", None, &strings(&["tool:list"])).unwrap(),
             Role::parse_custom("alpha", Some("a"), &strings(&["*"])).unwrap(),

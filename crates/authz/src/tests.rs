@@ -34,8 +34,8 @@ fn strings(raw: &[&str]) -> Vec<String> {
     raw.iter().map(|s| (*s).to_owned()).collect()
 }
 
-/// The seed's built-in role table, written out permission by permission. `"*"` stands for the
-/// whole catalogue ("Everything").
+/// The built-in role table (docs/auth.md), written out permission by permission. `"*"` stands
+/// for the whole catalogue ("Everything").
 const BUILT_IN_ROLE_TABLE: &[(&str, &[&str])] = &[
     ("admin", &["*"]),
     (
@@ -98,7 +98,7 @@ const BUILT_IN_ROLE_TABLE: &[(&str, &[&str])] = &[
 ];
 
 #[test]
-fn every_built_in_role_grants_exactly_the_seed_table_and_nothing_else() {
+fn every_built_in_role_grants_exactly_its_table_row_and_nothing_else() {
     assert_eq!(BUILT_IN_ROLE_TABLE.len(), BuiltInRole::ALL.len());
     let alice = principal("user:alice");
     for (role_name, granted) in BUILT_IN_ROLE_TABLE {
@@ -397,7 +397,7 @@ fn the_granting_role_does_not_depend_on_assignment_order() {
     for order in [assignments.to_vec(), reversed.to_vec()] {
         let authorizer = Authorizer::new(RoleBook::new([custom.clone()]), order, []);
         let identity = Identity::new(principal("user:alice"));
-        // Built-in roles come first, in the seed's order: admin before viewer before custom.
+        // Built-in roles come first, in their fixed order: admin before viewer before custom.
         assert_eq!(
             authorizer.decide(&identity, Permission::McpServerList, None),
             Decision::Allow {
@@ -877,7 +877,7 @@ fn identities_come_from_keys_and_token_claims() {
 }
 
 #[test]
-fn every_error_kind_maps_as_the_contract_says() {
+fn every_error_kind_maps_to_its_documented_kind() {
     let table = [
         (AuthError::NoCredentials, ErrorKind::Unauthenticated),
         (
@@ -932,7 +932,7 @@ fn every_error_kind_maps_as_the_contract_says() {
         let message = error.to_string();
         assert!(!message.is_empty() && !message.ends_with('.'), "{message}");
     }
-    // The three messages clients see are the seed's, byte for byte.
+    // The three messages clients see are the fixed ones, byte for byte.
     assert_eq!(
         AuthError::NoCredentials.to_string(),
         "No valid credentials provided"

@@ -544,8 +544,8 @@ fn texts_that_differ_everywhere_still_diff_correctly() {
 }
 
 #[test]
-fn the_contract_example_exports_to_a_loadable_file() {
-    let text = include_str!("../testdata/contract-example.yaml");
+fn the_full_example_exports_to_a_loadable_file() {
+    let text = include_str!("../testdata/full-example.yaml");
     let environment = |name: &str| (name == "TOKEN").then(|| SECRET.to_owned());
     let config =
         parse("gateway.yaml", text, &environment).unwrap_or_else(|errors| panic!("{errors}"));

@@ -399,7 +399,8 @@ impl DiscoveryMode {
     }
 }
 
-/// The `auth` section: keys exactly as in the seed's table, plus `trusted_proxies`.
+/// The `auth` section: `enabled`, `allow_anonymous`, `api_key`, `oidc`, `opa` and
+/// `role_assignments`, plus `trusted_proxies`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::*;
 
-const CONTRACT_EXAMPLE: &str = include_str!("../testdata/contract-example.yaml");
+const FULL_EXAMPLE: &str = include_str!("../testdata/full-example.yaml");
 
 fn environment(name: &str) -> Option<String> {
     match name {
@@ -74,11 +74,11 @@ fn spec(config: &GatewayConfig, id: &str) -> ServerSpec {
         .unwrap()
 }
 
-// --- the contract's example and defaults ---
+// --- the full example and the defaults ---
 
 #[test]
-fn the_contract_example_parses_into_servers_groups_and_sections() {
-    let config = parse_ok(CONTRACT_EXAMPLE);
+fn the_full_example_parses_into_servers_groups_and_sections() {
+    let config = parse_ok(FULL_EXAMPLE);
 
     let specs = config.server_specs();
     let ids: Vec<&str> = specs.iter().map(|spec| spec.id.as_str()).collect();
@@ -207,7 +207,7 @@ fn the_contract_example_parses_into_servers_groups_and_sections() {
 }
 
 #[test]
-fn defaults_are_the_contracts() {
+fn defaults_are_the_documented_ones() {
     let config = parse_ok(&yaml(
         "
         mcp_servers:
@@ -1166,7 +1166,7 @@ fn discovery_sources_get_ids_and_known_types() {
 
 #[test]
 fn to_yaml_parses_back_to_an_equal_configuration() {
-    let config = parse_ok(CONTRACT_EXAMPLE);
+    let config = parse_ok(FULL_EXAMPLE);
     let exported = config.to_yaml();
     let again = parse("exported.yaml", &exported, &|_| None)
         .unwrap_or_else(|errors| panic!("{errors}\n{exported}"));
@@ -1185,7 +1185,7 @@ fn to_yaml_parses_back_to_an_equal_configuration() {
 
 #[test]
 fn definitions_come_back_from_specs_and_groups() {
-    let config = parse_ok(CONTRACT_EXAMPLE);
+    let config = parse_ok(FULL_EXAMPLE);
     for spec in config.server_specs() {
         let definition = ServerDefinition::from_server_spec(&spec).unwrap();
         assert_eq!(
@@ -1497,7 +1497,7 @@ fn json_groups_take_the_rest_shapes() {
 
 #[test]
 fn damaged_text_gives_located_errors_not_panics() {
-    let text = CONTRACT_EXAMPLE;
+    let text = FULL_EXAMPLE;
     let check = |damaged: &str| {
         if let Err(errors) = parse("damaged.yaml", damaged, &environment) {
             assert!(!errors.is_empty());

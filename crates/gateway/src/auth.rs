@@ -58,7 +58,7 @@ use serde::Serialize;
 pub const DEFAULT_API_KEY_HEADER: &str = "X-API-Key";
 
 /// How long the gateway waits for the external policy engine before it denies. The adapter
-/// enforces the contract's 2 s itself; this is the backstop for an adapter that does not.
+/// enforces its own limit of 2 s; this is the backstop for an adapter that does not.
 pub const POLICY_DECIDER_DEADLINE: Duration = Duration::from_secs(3);
 
 // ----- settings -------------------------------------------------------------------------------
@@ -113,7 +113,7 @@ pub struct AuthSettings {
 }
 
 impl Default for AuthSettings {
-    /// Auth off, as the contract's defaults say.
+    /// Auth off, the documented default (`auth.enabled: false`).
     fn default() -> Self {
         Self {
             enabled: false,
@@ -313,8 +313,8 @@ pub struct PermissionCheckView {
     pub granted_by_role: Option<RoleName>,
 }
 
-/// A request for a key, in the union of the seed's two request shapes (the HTTP adapter
-/// maps `principal`/`principal_id` and friends onto it).
+/// A request for a key, in the union of the API's two spellings of a key request (the HTTP
+/// adapter maps `principal`/`principal_id` and friends onto it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CreateKeyRequest {
     pub principal: String,
@@ -913,7 +913,8 @@ impl AuthService {
         self.authorizer().roles().custom().cloned().collect()
     }
 
-    /// The built-in roles in the seed's order, then the custom ones by name.
+    /// The built-in roles in their fixed order (`admin`, `mcp_server_admin`, `developer`,
+    /// `viewer`, `auditor`, `operator`), then the custom ones by name.
     pub fn list_all_roles(&self) -> Vec<Role> {
         self.authorizer().roles().all().cloned().collect()
     }

@@ -115,7 +115,7 @@ impl ConfigServiceError {
         }
     }
 
-    /// The error name of the contract's envelope.
+    /// The `error` name of the API's error envelope.
     pub fn name(&self) -> &'static str {
         match self {
             ConfigServiceError::NoFile | ConfigServiceError::Conflict(_) => "ConflictError",

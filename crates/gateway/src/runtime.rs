@@ -66,7 +66,7 @@ impl TaskSpawner for TokioSpawner {
 }
 
 /// Runs the manager's upkeep (health checks, idle reaping, restarts) every `period` until the
-/// returned handle is aborted. The contract wants idle reaping checked at least every 5 s.
+/// returned handle is aborted. Idle reaping must be checked at least every 5 s.
 pub fn spawn_maintenance(manager: ServerManager, period: Duration) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(period);
@@ -78,8 +78,8 @@ pub fn spawn_maintenance(manager: ServerManager, period: Duration) -> tokio::tas
     })
 }
 
-/// Forgets idle rate-limit buckets every `period` (the contract checks at least every 5 s), so
-/// memory follows the callers seen recently, not every caller ever seen.
+/// Forgets idle rate-limit buckets every `period` (docs/operations.md says they are checked
+/// every 5 s), so memory follows the callers seen recently, not every caller ever seen.
 pub fn spawn_rate_limit_eviction(
     limiter: std::sync::Arc<dyn mcpgw_authz::RateLimiter>,
     period: Duration,

@@ -387,7 +387,7 @@ async fn failures_denials_and_administration_are_events_without_secrets() {
 }
 
 #[tokio::test]
-async fn every_key_failure_mode_answers_the_seed_message_with_its_reason() {
+async fn every_key_failure_mode_answers_the_fixed_message_with_its_reason() {
     let h = harness().await;
     let revoked = h
         .auth
@@ -817,7 +817,7 @@ async fn the_lockout_table_stays_bounded() {
 // ----- authorization --------------------------------------------------------------------------
 
 #[tokio::test]
-async fn built_in_roles_grant_what_the_seed_says() {
+async fn built_in_roles_grant_their_documented_permissions() {
     let h = harness().await;
     use Permission::*;
     let table: [(BuiltInRole, &[Permission], &[Permission]); 6] = [

@@ -4,8 +4,8 @@
 //! This module reads requests and writes answers; every rule (what a principal, a role name, a
 //! scope or a permission may look like, what built-in roles refuse, what exists) belongs to the
 //! authz domain and the auth service, whose errors become envelopes through their kind. Bodies
-//! accept the seed's two shapes where it shows two (`principal`/`principal_id`,
-//! `role`/`role_name`, `name`/`role_name`) and answer the union of both.
+//! accept both names where a field has two (`principal`/`principal_id`, `role`/`role_name`,
+//! `name`/`role_name`) and answer the union of both.
 //!
 //! Whether the caller may use these routes is decided before they run (auth management needs
 //! `admin`); nothing here looks at credentials. A gateway composed without an auth service
@@ -135,7 +135,7 @@ fn optional_string(object: &Map<String, Value>, key: &str) -> Result<Option<Stri
     }
 }
 
-/// A field the seed spells two ways (`principal` / `principal_id`): either may be given, or
+/// A field the API spells two ways (`principal` / `principal_id`): either may be given, or
 /// both with the same value.
 fn either_string(
     object: &Map<String, Value>,
@@ -361,7 +361,7 @@ pub(crate) async fn list_roles(
     }))
 }
 
-/// List every role: the built-in ones in the seed's order, then the custom ones by name.
+/// List every role: the built-in ones in their fixed order, then the custom ones by name.
 #[utoipa::path(
     get,
     path = "/api/auth/roles/all",

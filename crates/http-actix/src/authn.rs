@@ -15,7 +15,7 @@
 //! Probes, `/metrics`, the documentation page and CORS preflight requests (`OPTIONS`) are never
 //! checked. Answers: 401 `AuthenticationError` with `WWW-Authenticate`, 403 `AccessDeniedError`,
 //! 429 `RateLimitExceeded` with `Retry-After` while the client's address is locked out after
-//! repeated failures, each with the seed's messages in the contract's envelope.
+//! repeated failures, each with its fixed message in the API's error envelope.
 
 use std::net::IpAddr;
 

@@ -649,9 +649,9 @@ pub struct GroupDeleted {
 use mcpgw_gateway::authz::{Endpoint, PermissionInfo, PrincipalSummary, Role, ToolAccessPolicy};
 use mcpgw_gateway::{ApiKeySummary, HeldRole};
 
-/// A key just created: the only answer that ever carries the raw key. Both of the seed's
-/// response shapes are served at once: `key` and `raw_key` hold the same value, and so do
-/// `principal` and `principal_id`.
+/// A key just created: the only answer that ever carries the raw key. Both spellings of the
+/// answer are served at once: `key` and `raw_key` hold the same value, and so do `principal`
+/// and `principal_id`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ApiKeyCreated {
     pub key_id: String,
@@ -753,7 +753,8 @@ pub struct RoleDeleted {
     pub deleted: bool,
 }
 
-/// An assignment as assign answers it, in both of the seed's spellings.
+/// An assignment as assign answers it, in both spellings (`principal`/`principal_id`,
+/// `role`/`role_name`).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct RoleAssigned {
     pub principal: String,
@@ -883,7 +884,7 @@ pub struct PermissionCheckResult {
     pub principal: String,
     pub permission: String,
     pub allowed: bool,
-    /// The first role (built-in roles in the seed's order, then custom roles by name) that
+    /// The first role (built-in roles in their fixed order, then custom roles by name) that
     /// grants the permission; `null` when none does.
     pub granted_by_role: Option<String>,
 }

@@ -1,7 +1,7 @@
 //! The one error type of the HTTP adapter and the one place where error kinds become statuses.
 //!
 //! Every error answer, whether it comes from a use case, from request parsing or from actix
-//! itself (unknown route, wrong method, oversized body), is the contract's envelope
+//! itself (unknown route, wrong method, oversized body), is the API's error envelope
 //! `{"error": "<Name>", "message": "...", "status_code": N}` with `Content-Type:
 //! application/json`.
 
@@ -251,9 +251,9 @@ impl ApiError {
     }
 
     /// A 500 `StoreUnavailableError` for a failure of the gateway's own database (a read-only
-    /// or full disk, a locked or damaged file). The contract answers 500 for every failure that
-    /// is not the caller's; the name and message tell the operator which one it is and what to
-    /// check, while the store's own detail (the file, SQLite's error) goes to the log only.
+    /// or full disk, a locked or damaged file). Every failure that is not the caller's answers
+    /// 500; the name and message tell the operator which one it is and what to check, while the
+    /// store's own detail (the file, SQLite's error) goes to the log only.
     /// Answering it before anything is acknowledged is what keeps a 2xx meaning "stored".
     pub fn store_unavailable(detail: &dyn std::fmt::Display) -> Self {
         tracing::error!(error = %detail, "the gateway's database failed a request");
@@ -447,7 +447,7 @@ mod tests {
     use mcpgw_core::{LaunchError, ServerId};
 
     #[test]
-    fn every_kind_has_the_contract_status() {
+    fn every_kind_has_its_documented_status() {
         let expected = [
             (ErrorKind::NotFound, 404),
             (ErrorKind::Conflict, 409),

@@ -228,7 +228,7 @@ pub(crate) fn member_from_body(group: &ServerId, bytes: &[u8]) -> Result<MemberS
             "member_id: is required; name a registered mcp server",
         ));
     }
-    // `member_id` is what the seed calls it; the file's member entries call it `id`.
+    // `member_id` is the REST body's name for it; the file's member entries call it `id`.
     if let Some(id) = object.remove("member_id") {
         if object.contains_key("id") {
             return Err(ApiError::validation(

@@ -5,7 +5,7 @@
 //! It turns HTTP requests into calls of the application facade ([`mcpgw_gateway::Gateway`])
 //! and the answers into the API's JSON shapes, which live here and nowhere else. Server
 //! definitions in request bodies go through the configuration crate, so the API and the file
-//! obey one set of rules. Every error, actix's own included, answers the contract's envelope
+//! obey one set of rules. Every error, actix's own included, answers the API's error envelope
 //! `{"error", "message", "status_code"}`. `/mcp` is a mount point only: the MCP protocol is served
 //! by a [`McpHttpHandler`] that the composition root hands in, built on standard `http` types, so
 //! this crate knows no MCP library.

@@ -3,7 +3,7 @@
 //!
 //! The HTTP parser bounds a request head at 128 KiB and 96 headers on its own, and answers a bare
 //! 431 past that; this middleware refuses anything above [`HttpSettings::max_header_bytes`] with
-//! the contract's envelope first, since no handler needs headers that large. The parser's
+//! the API's error envelope first, since no handler needs headers that large. The parser's
 //! `client_request_timeout` covers only the head: a client that sends its head at once and then
 //! its body a byte a second would hold a connection and a handler for as long as it likes. Every
 //! body is therefore read under a deadline ([`HttpSettings::client_body_timeout`]) counted from

@@ -53,7 +53,7 @@ impl ServerState {
         Self::ALL.into_iter().find(|state| state.as_str() == raw)
     }
 
-    /// The transitions the contract allows, and no others.
+    /// The twelve legal lifecycle transitions, and no others.
     pub fn can_transition_to(self, to: ServerState) -> bool {
         use ServerState::*;
         matches!(
@@ -106,7 +106,7 @@ mod tests {
     ];
 
     #[test]
-    fn exactly_the_contract_transitions_are_legal() {
+    fn exactly_the_twelve_transitions_are_legal() {
         for from in ServerState::ALL {
             for to in ServerState::ALL {
                 let expected = LEGAL.contains(&(from, to));

@@ -30,7 +30,7 @@ use async_trait::async_trait;
 use mcpgw_authz::{DeciderError, PolicyDecider, PolicyInput};
 use serde_json::{Value, json};
 
-/// The default time limit of one decision: the contract's 2 s.
+/// The default time limit of one decision: 2 s, after which the request is denied.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The largest answer read from OPA; a decision is a few bytes.

@@ -1,5 +1,5 @@
-//! `/api/auth/*`: every route of the auth management table, both of the seed's body shapes, the
-//! contract's answers, and the envelope for each kind of bad request.
+//! `/api/auth/*`: every route of the auth management table, both spellings of each body, the
+//! documented answers, and the envelope for each kind of bad request.
 
 use std::time::Duration;
 
@@ -1265,7 +1265,7 @@ async fn bad_policies_answer_422() {
 
 // ----- the surface as a whole -----------------------------------------------------------------
 
-/// Every route of the seed's auth management table, with a body where it takes one.
+/// Every route of the auth management table (docs/api.md), with a body where it takes one.
 fn every_auth_route() -> Vec<(Method, &'static str, Option<Value>)> {
     let assignment = json!({"principal": "user:alice", "role": "viewer"});
     vec![

@@ -1,4 +1,4 @@
-//! `/api/groups`: every route's shape, the contract's error for each kind of bad request, and the
+//! `/api/groups`: every route's shape, the documented error for each kind of bad request, and the
 //! one namespace that groups share with servers.
 
 use actix_web::dev::{Service, ServiceResponse};
@@ -157,7 +157,7 @@ async fn a_group_is_created_listed_read_changed_and_deleted() {
         ])
     );
 
-    // A group without members, as the seed's create body has it.
+    // A group without members: a create body may leave them out.
     let (status, empty) = send(
         &app,
         post(
