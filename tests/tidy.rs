@@ -4,7 +4,9 @@
 //! The rules (docs/ARCHITECTURE.md describes the layers):
 //! - domain crates do no I/O: no normal dependency on a runtime, socket, process, file or
 //!   database crate, no tokio feature beyond the synchronisation primitives, and among the
-//!   workspace's own crates only other domain crates;
+//!   workspace's own crates only other domain crates; and their own sources (tests aside) name
+//!   no files, processes, sockets, environment, threads or system clock (`DOMAIN_IO_NAMES`);
+//! - the crate graph of docs/ARCHITECTURE.md draws every crate under `crates/` and the binary;
 //! - adapters never depend on each other; only the HTTP adapter may drive the application crate;
 //! - the application crate depends on no adapter;
 //! - library crates never depend on the test kit except as a dev-dependency;
@@ -848,4 +850,249 @@ fn citations_of_outside_documents_are_found_and_harmless_words_are_not() {
         outside_citations_in("src/x.rs", text),
         [concat!("src/x.rs:2: // as the se", "ed says")]
     );
+}
+
+// --- domain sources do no I/O ---------------------------------------------------------------
+
+/// What a domain crate's own source must not name: files, processes, sockets, the environment,
+/// threads and the system clock. The domain reaches all of them through ports (`Clock`,
+/// `TaskSpawner`, the launcher and store ports), which is what keeps it testable with fakes.
+/// Value types such as `std::net::IpAddr` are not I/O and stay allowed.
+const DOMAIN_IO_NAMES: &[&str] = &[
+    "std::fs",
+    "tokio::fs",
+    "File::open",
+    "File::create",
+    "std::process",
+    "tokio::process",
+    "TcpStream",
+    "TcpListener",
+    "UdpSocket",
+    "UnixStream",
+    "UnixListener",
+    "tokio::net",
+    "std::env",
+    "thread::spawn",
+    "thread::sleep",
+    "Instant::now",
+    "SystemTime::now",
+];
+
+/// The lines of `source` (a file of a domain crate) that name I/O, as `(line number, name)`.
+/// Comments are skipped, and so is every item marked `#[cfg(test)]` (a test module may
+/// measure time or read fixtures): a `mod tests;` line, or a block up to its closing brace.
+fn domain_io_uses(source: &str) -> Vec<(usize, &'static str)> {
+    let mut uses = Vec::new();
+    let mut test_item_next = false;
+    let mut test_block_depth: Option<i64> = None;
+    for (index, line) in source.lines().enumerate() {
+        let code = line.trim_start();
+        let code = if code.starts_with("//") {
+            ""
+        } else {
+            code.split(" //").next().unwrap_or(code)
+        };
+        if let Some(depth) = test_block_depth.as_mut() {
+            *depth += brace_balance(code);
+            if *depth <= 0 {
+                test_block_depth = None;
+            }
+            continue;
+        }
+        if code.starts_with("#[cfg(test)]") {
+            test_item_next = true;
+            continue;
+        }
+        if test_item_next && !code.is_empty() && !code.starts_with("#[") {
+            test_item_next = false;
+            let depth = brace_balance(code);
+            if depth > 0 {
+                test_block_depth = Some(depth);
+            }
+            continue;
+        }
+        for name in DOMAIN_IO_NAMES {
+            if code.contains(name) {
+                uses.push((index + 1, *name));
+            }
+        }
+    }
+    uses
+}
+
+/// Opening minus closing braces on a line (braces in strings are rare enough in these files
+/// not to matter).
+fn brace_balance(code: &str) -> i64 {
+    code.chars().fold(0, |depth, c| match c {
+        '{' => depth + 1,
+        '}' => depth - 1,
+        _ => depth,
+    })
+}
+
+/// The Rust files of a crate's `src/`, without its test-only files (`tests.rs`,
+/// `*_tests.rs`, anything under a `tests` folder).
+fn production_sources(folder: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut pending = vec![folder.to_path_buf()];
+    while let Some(folder) = pending.pop() {
+        let entries = std::fs::read_dir(&folder)
+            .unwrap_or_else(|error| panic!("cannot list {}: {error}", folder.display()));
+        for entry in entries {
+            let path = entry
+                .unwrap_or_else(|error| panic!("cannot list {}: {error}", folder.display()))
+                .path();
+            let name = path
+                .file_name()
+                .and_then(|name| name.to_str())
+                .unwrap_or("");
+            if path.is_dir() {
+                if name != "tests" {
+                    pending.push(path);
+                }
+            } else if name.ends_with(".rs") && name != "tests.rs" && !name.ends_with("_tests.rs") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+#[test]
+fn domain_crates_name_no_io_in_their_sources() {
+    let workspace =
+        Workspace::from_metadata(&cargo_metadata()).unwrap_or_else(|error| panic!("{error}"));
+    let mut violations = Vec::new();
+    let mut files_read = 0;
+    for package in &workspace.packages {
+        if !DOMAIN_CRATES.contains(&package.name.as_str()) {
+            continue;
+        }
+        let src = package
+            .manifest_path
+            .parent()
+            .expect("a manifest has a folder")
+            .join("src");
+        for file in production_sources(&src) {
+            let source = std::fs::read_to_string(&file)
+                .unwrap_or_else(|error| panic!("cannot read {}: {error}", file.display()));
+            files_read += 1;
+            for (line, name) in domain_io_uses(&source) {
+                violations.push(format!(
+                    "{}:{line}: `{name}` is I/O; a domain crate reaches it through a port",
+                    file.display()
+                ));
+            }
+        }
+    }
+    assert!(
+        files_read >= DOMAIN_CRATES.len(),
+        "no domain sources were read"
+    );
+    assert!(
+        violations.is_empty(),
+        "domain crates name I/O:\n  - {}",
+        violations.join("\n  - ")
+    );
+}
+
+#[test]
+fn io_in_a_domain_source_is_found_outside_comments_and_tests() {
+    let source = "\
+use std::net::IpAddr;
+#[cfg(test)]
+mod tests;
+// std::fs is only mentioned here
+fn now() -> std::time::Instant { std::time::Instant::now() }
+#[cfg(test)]
+mod inline {
+    fn t() {
+        std::thread::sleep(std::time::Duration::ZERO);
+    }
+}
+fn read() { let _ = std::fs::read(\"x\"); } // reads a file
+";
+    assert_eq!(
+        domain_io_uses(source),
+        [(5, "Instant::now"), (12, "std::fs")]
+    );
+}
+
+// --- the architecture document names every crate ---------------------------------------------
+
+/// The crate graph of `docs/ARCHITECTURE.md`: the first fenced block after its "Bird's-eye view"
+/// heading.
+fn architecture_graph(document: &str) -> Option<&str> {
+    let view = document.find("## Bird's-eye view")?;
+    let rest = &document[view..];
+    let open = rest.find("```")? + 3;
+    let close = open + rest[open..].find("```")?;
+    Some(&rest[open..close])
+}
+
+/// Whether `word` appears in `text` as a whole word (crate folder names contain `-`, which
+/// counts as part of the word).
+fn names_as_word(text: &str, word: &str) -> bool {
+    let is_word = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    text.match_indices(word).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + word.len()..].chars().next();
+        !before.is_some_and(is_word) && !after.is_some_and(is_word)
+    })
+}
+
+#[test]
+fn the_architecture_document_draws_every_crate() {
+    let workspace =
+        Workspace::from_metadata(&cargo_metadata()).unwrap_or_else(|error| panic!("{error}"));
+    let path = workspace.root.join("docs/ARCHITECTURE.md");
+    let document = std::fs::read_to_string(&path)
+        .unwrap_or_else(|error| panic!("cannot read {}: {error}", path.display()));
+    let graph = architecture_graph(&document).unwrap_or_else(|| {
+        panic!(
+            "{} has no crate graph under `## Bird's-eye view`",
+            path.display()
+        )
+    });
+    let mut missing = Vec::new();
+    for package in &workspace.packages {
+        let folder = package
+            .manifest_path
+            .parent()
+            .expect("a manifest has a folder");
+        let relative = folder.strip_prefix(&workspace.root).unwrap_or(folder);
+        // Libraries and the binary; the bench harness and the examples are not part of the design.
+        let name = match relative
+            .components()
+            .next()
+            .and_then(|c| c.as_os_str().to_str())
+        {
+            Some("crates") => relative.file_name().and_then(|name| name.to_str()),
+            Some("bins") => relative.to_str(),
+            _ => None,
+        };
+        if let Some(name) = name
+            && !names_as_word(graph, name)
+        {
+            missing.push(format!("`{name}` ({})", package.name));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "the crate graph in {} does not draw: {}",
+        path.display(),
+        missing.join(", ")
+    );
+}
+
+#[test]
+fn crate_names_count_only_as_whole_words() {
+    assert!(names_as_word("  groups (strategies)", "groups"));
+    assert!(names_as_word(
+        "bins/mcpgw  (composition root)",
+        "bins/mcpgw"
+    ));
+    assert!(!names_as_word("discovery-files only", "discovery"));
+    assert!(!names_as_word("mcp-core-extra", "mcp-core"));
 }
