@@ -487,21 +487,49 @@ fn operations(
         .flatten()
 }
 
-/// The serialized document, made once when the routes are mounted.
+/// The serialized document, made on the first request for it and shared by every worker.
+///
+/// Building it allocates about 12 MB for a moment (utoipa's objects, cloned per route). Built
+/// when the routes are mounted, as it once was, every HTTP worker paid that at start-up, and the
+/// allocator kept the freed memory in the worker's arena: about 8 MiB of resident memory per
+/// worker for a document most gateways never serve.
 #[derive(Debug, Clone)]
-pub(crate) struct OpenApiJson(pub(crate) web::Bytes);
+pub(crate) struct OpenApiJson {
+    version: String,
+}
+
+/// The one document of this process, with the version it was made for.
+static DOCUMENT: std::sync::OnceLock<(String, web::Bytes)> = std::sync::OnceLock::new();
 
 impl OpenApiJson {
     pub(crate) fn new(version: &str) -> Self {
-        let document = openapi_document(version);
-        // Serializing a document of plain maps and strings cannot fail; an empty object keeps
-        // the route answering JSON if it ever did.
-        let json = serde_json::to_vec(&document).unwrap_or_else(|error| {
-            tracing::error!(%error, "the OpenAPI document could not be serialized");
-            b"{}".to_vec()
-        });
-        Self(web::Bytes::from(json))
+        Self {
+            version: version.to_owned(),
+        }
     }
+
+    /// The serialized document, made now if no request asked for it yet.
+    pub(crate) fn bytes(&self) -> web::Bytes {
+        let (version, json) =
+            DOCUMENT.get_or_init(|| (self.version.clone(), serialize(&self.version)));
+        if *version == self.version {
+            json.clone()
+        } else {
+            // Another gateway of another version in the same process: rare enough to build.
+            serialize(&self.version)
+        }
+    }
+}
+
+fn serialize(version: &str) -> web::Bytes {
+    let document = openapi_document(version);
+    // Serializing a document of plain maps and strings cannot fail; an empty object keeps the
+    // route answering JSON if it ever did.
+    let json = serde_json::to_vec(&document).unwrap_or_else(|error| {
+        tracing::error!(%error, "the OpenAPI document could not be serialized");
+        b"{}".to_vec()
+    });
+    web::Bytes::from(json)
 }
 
 /// This document.
@@ -515,7 +543,7 @@ impl OpenApiJson {
 pub(crate) async fn openapi_json(document: web::Data<OpenApiJson>) -> HttpResponse {
     HttpResponse::Ok()
         .content_type("application/json")
-        .body(document.0.clone())
+        .body(document.bytes())
 }
 
 static SWAGGER_CONFIG: LazyLock<Arc<Config<'static>>> =
