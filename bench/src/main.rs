@@ -32,6 +32,9 @@
 //!   printing the gateway's pid first, so that a profiler can be attached to it
 //!   (`perf record -g -p PID`).
 //!
+//! - `cpu`: the gateway's own CPU time per tool call, by thread (HTTP workers, core runtime,
+//!   event-log writer), at concurrency 1 and 16, from `/proc/PID/task/*/schedstat`.
+//!
 //! - `soak [SECONDS] [RUNNING] [REGISTERED]`: REGISTERED (default 1,000) fixture servers, RUNNING
 //!   (default 200) of them started, and SECONDS (default 600) of mixed traffic (REST reads, tool
 //!   calls through `/mcp`, WebSocket subscribers, injected crashes and stop/starts); RSS, fds and
@@ -46,6 +49,7 @@
 #![allow(clippy::print_stdout)]
 
 mod auth;
+mod cpu;
 mod docker;
 mod events;
 mod groups;
@@ -75,9 +79,10 @@ fn main() -> anyhow::Result<()> {
         "ratelimit" => ratelimit::run(),
         "docker" => docker::run(),
         "load" => load(),
+        "cpu" => cpu::run(),
         "soak" => soak::run_scenario(),
         other => bail!(
-            "unknown scenario `{other}`; the scenarios are: control-plane, data-plane, groups, auth, events, ratelimit, docker, load, soak"
+            "unknown scenario `{other}`; the scenarios are: control-plane, data-plane, groups, auth, events, ratelimit, docker, load, cpu, soak"
         ),
     }
 }

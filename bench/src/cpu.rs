@@ -1,0 +1,182 @@
+//! `cpu`: the gateway's own CPU time per tool call, by thread, at concurrency 1 and 16.
+//!
+//! One gateway runs the fixture server over stdio (`fx`, rate limits off). Each phase drives
+//! `tools/call fx__echo` from this harness's minimal client, one session per client thread, and
+//! reads the CPU time of every gateway thread from `/proc/PID/task/*/schedstat` (nanoseconds on
+//! a CPU, more precise than the tick counts of `/proc/PID/stat`) just before and just after.
+//! The gateway's CPU per call is the difference over the calls made; the harness prints it in
+//! total and by kind of thread (HTTP workers, the core runtime, the event-log writer, others),
+//! for each of five rounds and as medians. CPU per call is steadier on a noisy machine than
+//! latency, because it does not count the time a thread waits for a CPU.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+
+use crate::mcp::McpClient;
+use crate::{ECHO_PARAMS, sibling_binary, start_gateway};
+
+const ROUNDS: usize = 5;
+
+/// The threads of the gateway by what they do, from their names.
+fn kind_of_thread(name: &str) -> &'static str {
+    if name.starts_with("actix-rt") || name.starts_with("actix-server") {
+        "http"
+    } else if name.starts_with("mcpgw-core") {
+        "core"
+    } else if name.starts_with("mcpgw-event-log") {
+        "event-log"
+    } else {
+        "other"
+    }
+}
+
+/// CPU nanoseconds so far of each live thread of `pid`, with its name.
+fn thread_cpu(pid: u32) -> anyhow::Result<BTreeMap<u32, (String, u64)>> {
+    let mut threads = BTreeMap::new();
+    for entry in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        let path = entry?.path();
+        let Some(tid) = path
+            .file_name()
+            .and_then(|name| name.to_str())
+            .and_then(|name| name.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        // A thread may end between listing and reading: it no longer counts.
+        let (Ok(name), Ok(schedstat)) = (
+            std::fs::read_to_string(path.join("comm")),
+            std::fs::read_to_string(path.join("schedstat")),
+        ) else {
+            continue;
+        };
+        let nanos = schedstat
+            .split_whitespace()
+            .next()
+            .and_then(|field| field.parse::<u64>().ok())
+            .context("schedstat's first field is not a number")?;
+        threads.insert(tid, (name.trim().to_owned(), nanos));
+    }
+    Ok(threads)
+}
+
+/// Microseconds of CPU per call, by kind of thread, between two readings.
+fn per_call(
+    before: &BTreeMap<u32, (String, u64)>,
+    after: &BTreeMap<u32, (String, u64)>,
+    calls: u64,
+) -> BTreeMap<&'static str, f64> {
+    let mut kinds: BTreeMap<&'static str, f64> = BTreeMap::new();
+    for (tid, (name, nanos)) in after {
+        let earlier = before.get(tid).map_or(0, |(_, nanos)| *nanos);
+        let spent = nanos.saturating_sub(earlier) as f64 / 1_000.0 / calls.max(1) as f64;
+        *kinds.entry(kind_of_thread(name)).or_default() += spent;
+    }
+    let total = kinds.values().sum();
+    kinds.insert("total", total);
+    kinds
+}
+
+/// `clients` threads, each with its own session, making `calls_each` calls.
+fn drive(url: &str, clients: usize, calls_each: u64) -> anyhow::Result<(u64, Duration)> {
+    let sessions = (0..clients)
+        .map(|_| McpClient::connect(url))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let started = Instant::now();
+    let workers: Vec<_> = sessions
+        .into_iter()
+        .map(|mut client| {
+            std::thread::spawn(move || -> anyhow::Result<u64> {
+                for _ in 0..calls_each {
+                    client.request("tools/call", ECHO_PARAMS)?;
+                }
+                Ok(calls_each)
+            })
+        })
+        .collect();
+    let mut calls = 0;
+    for worker in workers {
+        calls += worker
+            .join()
+            .map_err(|_| anyhow::anyhow!("a client thread panicked"))??;
+    }
+    Ok((calls, started.elapsed()))
+}
+
+pub fn run() -> anyhow::Result<()> {
+    let gateway_binary = sibling_binary("mcpgw")?;
+    let fixture = sibling_binary("mcpgw-fixture-server")?;
+    let work = tempfile::tempdir()?;
+    let config = work.path().join("gateway.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "mcp_servers:\n  fx:\n    mode: subprocess\n    command: [\"{}\"]\n",
+            fixture.display()
+        ),
+    )?;
+    let gateway = start_gateway(&gateway_binary, &config, &work.path().join("data"))?;
+    let pid = gateway.child.id();
+    let url = format!("http://{}/mcp", gateway.address);
+    println!("# cpu: the gateway's CPU time per tools/call, from /proc/{pid}/task/*/schedstat");
+    println!(
+        "(session era, fixture server over stdio, rate limits off; {ROUNDS} rounds per phase)"
+    );
+    // The upstream starts with the first call; the warm-up also settles the sessions' readers.
+    drive(&url, 4, 200)?;
+
+    for (clients, calls_each) in [(1_usize, 5_000_u64), (16, 1_250)] {
+        let mut rounds: Vec<BTreeMap<&'static str, f64>> = Vec::new();
+        let mut rates = Vec::new();
+        for round in 1..=ROUNDS {
+            let before = thread_cpu(pid)?;
+            let (calls, took) = drive(&url, clients, calls_each)?;
+            let after = thread_cpu(pid)?;
+            let costs = per_call(&before, &after, calls);
+            let rate = calls as f64 / took.as_secs_f64();
+            println!(
+                "c={clients} round {round}: {calls} calls, {rate:.0}/s; µs per call: {}",
+                describe(&costs)
+            );
+            rates.push(rate);
+            rounds.push(costs);
+        }
+        let mut medians = BTreeMap::new();
+        for kind in ["total", "http", "core", "event-log", "other"] {
+            let mut values: Vec<f64> = rounds
+                .iter()
+                .map(|costs| costs.get(kind).copied().unwrap_or(0.0))
+                .collect();
+            medians.insert(kind, median(&mut values));
+        }
+        println!(
+            "c={clients} median: {:.0} calls/s; µs per call: {}",
+            median(&mut rates),
+            describe(&medians)
+        );
+    }
+    Ok(())
+}
+
+fn describe(costs: &BTreeMap<&'static str, f64>) -> String {
+    ["total", "http", "core", "event-log", "other"]
+        .iter()
+        .map(|kind| format!("{kind} {:.1}", costs.get(kind).copied().unwrap_or(0.0)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The middle value (the mean of the two middle ones for an even count); 0 for none.
+fn median(values: &mut [f64]) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    values.sort_by(f64::total_cmp);
+    let middle = values.len() / 2;
+    if values.len() % 2 == 1 {
+        values[middle]
+    } else {
+        (values[middle - 1] + values[middle]) / 2.0
+    }
+}
