@@ -1,5 +1,6 @@
-//! The contract of [`GroupRepository`], as tests that every implementation must pass, and
-//! [`InMemoryGroupRepository`], the implementation for tests of the code that uses the port.
+//! What every [`GroupRepository`] must do, as tests that each implementation must pass,
+//! and [`InMemoryGroupRepository`], the implementation for tests of the code that uses the
+//! port.
 //!
 //! An adapter crate runs the whole suite against its own repository with one line in its tests:
 //!
