@@ -257,9 +257,15 @@ impl RmcpSession {
             error,
             ServiceError::TransportClosed | ServiceError::TransportSend(_)
         ) {
-            let _ = tokio::time::timeout(END_NOTICE_GRACE, self.ended()).await;
+            self.await_end_notice().await;
         }
         self.session_error(error, method)
+    }
+
+    /// Waits (briefly) for the session to report its end, which follows a broken connection
+    /// within moments, so that an error can say why.
+    async fn await_end_notice(&self) {
+        let _ = tokio::time::timeout(END_NOTICE_GRACE, self.ended()).await;
     }
 
     fn ensure_open(&self) -> Result<(), SessionError> {
@@ -296,18 +302,10 @@ impl RmcpSession {
 
     fn session_error(&self, error: ServiceError, method: &str) -> SessionError {
         match error {
-            ServiceError::McpError(data) => SessionError::new(
-                SessionErrorKind::Protocol { code: data.code.0 },
-                format!(
-                    "the server answered `{method}` with JSON-RPC error {}: {}",
-                    data.code.0, data.message
-                ),
-            )
-            .with_data(data.data),
-            ServiceError::Timeout { timeout } => SessionError::timeout(format!(
-                "the server did not answer `{method}` within {timeout:?}; the request was \
-                 cancelled"
-            )),
+            ServiceError::McpError(data) => {
+                protocol_error(method, data.code.0, &data.message, data.data)
+            }
+            ServiceError::Timeout { timeout } => timeout_error(method, timeout),
             ServiceError::Cancelled { .. } => cancelled_error(),
             _ if self.closed_by_gateway.load(Ordering::Acquire) => closed_error(),
             ServiceError::TransportClosed => SessionError::transport(format!(
@@ -317,15 +315,19 @@ impl RmcpSession {
                 self.failure_hint
             )),
             // The inner error alone: the wrapper's display names rmcp's generic transport types.
-            ServiceError::TransportSend(error) => SessionError::transport(format!(
-                "sending `{method}` to the server failed: {}; {}",
-                error.error, self.failure_hint
-            )),
+            ServiceError::TransportSend(error) => self.send_error(method, &error.error),
             ServiceError::UnexpectedResponse => SessionError::transport(format!(
                 "the server answered `{method}` with a result of the wrong type"
             )),
             other => SessionError::transport(format!("`{method}` failed: {other}")),
         }
+    }
+
+    fn send_error(&self, method: &str, error: &dyn std::fmt::Display) -> SessionError {
+        SessionError::transport(format!(
+            "sending `{method}` to the server failed: {error}; {}",
+            self.failure_hint
+        ))
     }
 
     fn end_description(&self) -> Option<String> {
@@ -376,7 +378,16 @@ impl RmcpSession {
             Some(request_id),
             Some("the caller cancelled the request".to_owned()),
         );
-        match tokio::time::timeout(CANCEL_NOTICE_GRACE, self.peer.notify_cancelled(notice)).await {
+        self.send_cancellation(self.peer.notify_cancelled(notice))
+            .await;
+    }
+
+    /// Sends a cancellation notice, waiting for it no longer than [`CANCEL_NOTICE_GRACE`].
+    async fn send_cancellation<E: std::fmt::Display>(
+        &self,
+        send: impl Future<Output = Result<(), E>>,
+    ) {
+        match tokio::time::timeout(CANCEL_NOTICE_GRACE, send).await {
             Ok(Ok(())) => {}
             Ok(Err(error)) => {
                 tracing::debug!(server = %self.server_id, %error, "could not send a cancellation");
@@ -400,7 +411,7 @@ impl RmcpSession {
         link.follow_caller().await;
         let id = link.next_id();
         let (_expected, answer) = link.expect_answer(id);
-        let _progress_registration = ctx.progress.map(|handler| {
+        let progress_registration = ctx.progress.map(|handler| {
             self.progress_routes
                 .register(ProgressToken(NumberOrString::Number(id)), handler)
         });
@@ -411,7 +422,7 @@ impl RmcpSession {
             params: LinkedCallParams {
                 name: &call.name,
                 arguments: call.arguments.as_ref(),
-                meta: _progress_registration
+                meta: progress_registration
                     .as_ref()
                     .map(|_| ProgressMeta { progress_token: id }),
             },
@@ -420,16 +431,11 @@ impl RmcpSession {
             SessionError::transport(format!("the `tools/call` request is not JSON: {error}"))
         })?;
         if let Err(error) = link.send_line(line).await {
-            if !self.has_ended() {
-                let _ = tokio::time::timeout(END_NOTICE_GRACE, self.ended()).await;
-            }
+            self.await_end_notice().await;
             if self.closed_by_gateway.load(Ordering::Acquire) {
                 return Err(closed_error());
             }
-            return Err(SessionError::transport(format!(
-                "sending `tools/call` to the server failed: {error}; {}",
-                self.failure_hint
-            )));
+            return Err(self.send_error("tools/call", &error));
         }
         let timeout = async {
             match self.request_timeout {
@@ -445,18 +451,14 @@ impl RmcpSession {
                 return Err(cancelled_error());
             }
             () = timeout => {
-                let timeout = self.request_timeout.unwrap_or_default();
                 self.cancel_linked(link, id, "the request timed out").await;
-                return Err(SessionError::timeout(format!(
-                    "the server did not answer `tools/call` within {timeout:?}; the request was \
-                     cancelled"
-                )));
+                return Err(timeout_error("tools/call", self.request_timeout.unwrap_or_default()));
             }
             () = self.ended() => return Err(self.ended_error("tools/call")),
         };
         let Ok(mut answer) = answer else {
             // The reader ended: the session is ending, and says why in a moment.
-            let _ = tokio::time::timeout(END_NOTICE_GRACE, self.ended()).await;
+            self.await_end_notice().await;
             return Err(self.ended_error("tools/call"));
         };
         if let Some(error) = answer.get_mut("error").map(Value::take) {
@@ -478,16 +480,8 @@ impl RmcpSession {
             "method": "notifications/cancelled",
             "params": {"requestId": id, "reason": reason},
         });
-        let line = notice.to_string().into_bytes();
-        match tokio::time::timeout(CANCEL_NOTICE_GRACE, link.send_line(line)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => {
-                tracing::debug!(server = %self.server_id, %error, "could not send a cancellation");
-            }
-            Err(_) => {
-                tracing::debug!(server = %self.server_id, "sending a cancellation timed out");
-            }
-        }
+        self.send_cancellation(link.send_line(notice.to_string().into_bytes()))
+            .await;
     }
 }
 
@@ -526,11 +520,7 @@ fn linked_error(error: Value) -> SessionError {
         .and_then(Value::as_str)
         .unwrap_or("(no message)");
     match code {
-        Some(code) => SessionError::new(
-            SessionErrorKind::Protocol { code },
-            format!("the server answered `tools/call` with JSON-RPC error {code}: {message}"),
-        )
-        .with_data(error.get("data").cloned()),
+        Some(code) => protocol_error("tools/call", code, message, error.get("data").cloned()),
         None => SessionError::transport(format!(
             "the server answered `tools/call` with an error that has no valid code: {error}"
         )),
@@ -571,6 +561,21 @@ fn result_json(method: &str, result: &impl serde::Serialize) -> Result<Value, Se
             "the server's `{method}` result is not JSON: {error}"
         ))
     })
+}
+
+/// The server answered `method` with a JSON-RPC error: the server is fine, the request was not.
+fn protocol_error(method: &str, code: i32, message: &str, data: Option<Value>) -> SessionError {
+    SessionError::new(
+        SessionErrorKind::Protocol { code },
+        format!("the server answered `{method}` with JSON-RPC error {code}: {message}"),
+    )
+    .with_data(data)
+}
+
+fn timeout_error(method: &str, timeout: Duration) -> SessionError {
+    SessionError::timeout(format!(
+        "the server did not answer `{method}` within {timeout:?}; the request was cancelled"
+    ))
 }
 
 fn wrong_result_type(method: &str) -> SessionError {
