@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use crate::mcp::McpClient;
-use crate::{ECHO_PARAMS, sibling_binary, start_gateway};
+use crate::{ECHO_PARAMS, start_gateway_with_fixture};
 
 const ROUNDS: usize = 5;
 
@@ -105,18 +105,8 @@ fn drive(url: &str, clients: usize, calls_each: u64) -> anyhow::Result<(u64, Dur
 }
 
 pub fn run() -> anyhow::Result<()> {
-    let gateway_binary = sibling_binary("mcpgw")?;
-    let fixture = sibling_binary("mcpgw-fixture-server")?;
     let work = tempfile::tempdir()?;
-    let config = work.path().join("gateway.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "mcp_servers:\n  fx:\n    mode: subprocess\n    command: [\"{}\"]\n",
-            fixture.display()
-        ),
-    )?;
-    let gateway = start_gateway(&gateway_binary, &config, &work.path().join("data"))?;
+    let gateway = start_gateway_with_fixture(work.path())?;
     let pid = gateway.child.id();
     let url = format!("http://{}/mcp", gateway.address);
     println!("# cpu: the gateway's CPU time per tools/call, from /proc/{pid}/task/*/schedstat");

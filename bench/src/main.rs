@@ -160,6 +160,22 @@ fn start_gateway_with_env(
     Ok(Gateway { child, address })
 }
 
+/// A gateway whose one server, `fx`, is the fixture server over stdio; `work` holds its
+/// configuration file and data directory.
+fn start_gateway_with_fixture(work: &Path) -> anyhow::Result<Gateway> {
+    let gateway_binary = sibling_binary("mcpgw")?;
+    let fixture = sibling_binary("mcpgw-fixture-server")?;
+    let config = work.join("gateway.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "mcp_servers:\n  fx:\n    mode: subprocess\n    command: [\"{}\"]\n",
+            fixture.display()
+        ),
+    )?;
+    start_gateway(&gateway_binary, &config, &work.join("data"))
+}
+
 fn rss_kib(pid: u32) -> anyhow::Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     let line = status
@@ -283,18 +299,8 @@ fn load() -> anyhow::Result<()> {
         Some(text) => text.parse().context("SECONDS must be a whole number")?,
         None => 20,
     };
-    let gateway_binary = sibling_binary("mcpgw")?;
-    let fixture = sibling_binary("mcpgw-fixture-server")?;
     let work = tempfile::tempdir()?;
-    let config = work.path().join("gateway.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "mcp_servers:\n  fx:\n    mode: subprocess\n    command: [\"{}\"]\n",
-            fixture.display()
-        ),
-    )?;
-    let gateway = start_gateway(&gateway_binary, &config, &work.path().join("data"))?;
+    let gateway = start_gateway_with_fixture(work.path())?;
     let url = format!("http://{}/mcp", gateway.address);
     // One call first, so that the upstream is running before the profiler attaches.
     mcp::McpClient::connect(&url)?.request("tools/call", ECHO_PARAMS)?;
