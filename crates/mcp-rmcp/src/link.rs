@@ -723,6 +723,17 @@ mod tests {
         }
     }
 
+    /// The next message the link passed on to rmcp.
+    async fn next_for_rmcp(transport: &mut LinkTransport) -> Option<RxJsonRpcMessage<RoleClient>> {
+        tokio::time::timeout(PATIENCE, transport.receive())
+            .await
+            .expect("the link passes a message on in time")
+    }
+
+    fn is_response_to(message: &Option<RxJsonRpcMessage<RoleClient>>, id: i64) -> bool {
+        matches!(message, Some(JsonRpcMessage::Response(response)) if response.id == NumberOrString::Number(id))
+    }
+
     /// Sends a direct request with the link's next id and waits for its answer, which the server
     /// prints after `before_answer`.
     async fn call(
@@ -798,23 +809,14 @@ mod tests {
         );
         assert_eq!(*tool_list_changes.borrow(), 1);
 
-        let first = tokio::time::timeout(PATIENCE, transport.receive())
-            .await
-            .unwrap();
-        assert!(
-            matches!(first, Some(JsonRpcMessage::Response(ref response)) if response.id == NumberOrString::Number(3)),
-            "{first:?}"
-        );
-        let second = tokio::time::timeout(PATIENCE, transport.receive())
-            .await
-            .unwrap();
+        let first = next_for_rmcp(&mut transport).await;
+        assert!(is_response_to(&first, 3), "{first:?}");
+        let second = next_for_rmcp(&mut transport).await;
         assert!(
             matches!(second, Some(JsonRpcMessage::Notification(_))),
             "the list change is passed on too: {second:?}"
         );
-        let third = tokio::time::timeout(PATIENCE, transport.receive())
-            .await
-            .unwrap();
+        let third = next_for_rmcp(&mut transport).await;
         assert!(
             matches!(third, Some(JsonRpcMessage::Request(_))),
             "{third:?}"
@@ -861,11 +863,9 @@ mod tests {
         .join()
         .unwrap();
 
-        let message = tokio::time::timeout(PATIENCE, transport.receive())
-            .await
-            .unwrap();
+        let message = next_for_rmcp(&mut transport).await;
         assert!(
-            matches!(message, Some(JsonRpcMessage::Response(ref response)) if response.id == NumberOrString::Number(7)),
+            is_response_to(&message, 7),
             "the message cut by the move arrived whole: {message:?}"
         );
         assert_eq!(
@@ -930,12 +930,7 @@ mod tests {
             outcome.is_err(),
             "the waiting call learns that the reader ended"
         );
-        assert!(
-            tokio::time::timeout(PATIENCE, transport.receive())
-                .await
-                .unwrap()
-                .is_none()
-        );
+        assert!(next_for_rmcp(&mut transport).await.is_none());
         assert_eq!(link.reader_runtime(), None);
     }
 
@@ -996,13 +991,8 @@ mod tests {
                 .unwrap();
             stdout
         });
-        let message = tokio::time::timeout(PATIENCE, transport.receive())
-            .await
-            .unwrap();
-        assert!(
-            matches!(message, Some(JsonRpcMessage::Response(ref response)) if response.id == NumberOrString::Number(9)),
-            "{message:?}"
-        );
+        let message = next_for_rmcp(&mut transport).await;
+        assert!(is_response_to(&message, 9), "{message:?}");
         drop(writer.join().unwrap());
     }
 }
