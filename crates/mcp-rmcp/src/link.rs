@@ -331,10 +331,10 @@ impl StdioLink {
         }
         match method {
             Some("notifications/progress") => {
+                // Read in place: the notification itself is not needed afterwards.
                 match message
                     .get("params")
-                    .cloned()
-                    .map(serde_json::from_value::<ProgressNotificationParam>)
+                    .map(<ProgressNotificationParam as serde::Deserialize>::deserialize)
                 {
                     Some(Ok(progress)) => self.progress.deliver(progress),
                     _ => {
