@@ -122,7 +122,10 @@ impl Mounter {
 /// which a compressor would hold back.
 pub fn configure(cfg: &mut web::ServiceConfig, state: ApiState) {
     let mounter = Mounter {
-        openapi: web::Data::new(openapi::OpenApiJson::new(&state.gateway().info().version)),
+        openapi: web::Data::new(openapi::OpenApiJson::new(
+            &state.gateway().info().version,
+            std::sync::Arc::clone(state.openapi_document()),
+        )),
         max_body_bytes: state.settings().max_body_bytes,
         state: web::Data::new(state),
     };

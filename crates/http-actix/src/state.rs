@@ -79,6 +79,8 @@ pub struct ApiState {
     allowed_hosts: AllowedHosts,
     mcp_origins: McpOrigins,
     rate_limiter: Option<Arc<dyn RateLimiter>>,
+    /// The serialized OpenAPI document, once a request asked for it; one for all workers.
+    openapi: Arc<std::sync::OnceLock<actix_web::web::Bytes>>,
 }
 
 impl std::fmt::Debug for ApiState {
@@ -110,7 +112,12 @@ impl ApiState {
             allowed_hosts: AllowedHosts::default(),
             mcp_origins: McpOrigins::default(),
             rate_limiter: None,
+            openapi: Arc::default(),
         }
+    }
+
+    pub(crate) fn openapi_document(&self) -> &Arc<std::sync::OnceLock<actix_web::web::Bytes>> {
+        &self.openapi
     }
 
     /// Serves `/mcp` with `handler` (the MCP protocol adapter's Streamable HTTP service). Without
