@@ -1,61 +1,107 @@
 //! `mcpgw`: the bundled mcpgw server.
 //!
-//! This is the composition root and nothing more: it parses the command line, reads the
-//! configuration file, opens the store, builds the adapters, hands them to the application
-//! layer as ports, and runs the HTTP server until a signal arrives. Behaviour belongs in the
-//! crates; a decision made here is a wiring decision.
+//! It parses the command line and hands over to `mcpgw-server`, whose `GatewayBuilder` owns the
+//! wiring; nothing here is needed by a service that embeds the gateway.
+
+// A command-line tool answers on stdout.
+#![allow(clippy::print_stdout)]
 
 mod cli;
-mod keys;
-mod serve;
 
 use std::process::ExitCode;
 
 use clap::Parser;
+use cli::{AuthCommand, Cli, Command, ConfigCommand};
+use mcpgw_server::{GatewayBuilder, Listen, StartError};
 
 fn main() -> ExitCode {
-    limit_allocator_arenas();
-    let cli = cli::Cli::parse();
+    mcpgw_server::limit_allocator_arenas();
+    let cli = Cli::parse();
     init_tracing();
-    match cli::run(cli) {
-        Ok(code) => code,
+    let outcome = match &cli.command {
+        Some(Command::Config(ConfigCommand::Check)) => config_check(&cli),
+        Some(Command::Auth(AuthCommand::CreateKey(request))) => create_key(&cli, request),
+        None => serve(&cli),
+    };
+    outcome.unwrap_or_else(|error| {
+        eprintln!("mcpgw: {error}");
+        ExitCode::from(1)
+    })
+}
+
+fn serve(cli: &Cli) -> Result<ExitCode, StartError> {
+    let environment = mcpgw_server::process_environment();
+    let builder = GatewayBuilder::for_config_file(cli.config.as_deref(), environment.clone())?
+        .data_dir(&cli.data_dir);
+    let listen = Listen::new(&cli.host, cli.port, cli.unsafe_no_auth);
+    let runtime = mcpgw_server::core_runtime(&environment)?;
+    if cli.http {
+        listen.refuse_unsafe(builder.configuration(), &environment)?;
+        // Before anything runs, so that the starts and events of the boot count too.
+        mcpgw_server::install_metrics()?;
+    }
+    let running = runtime.block_on(builder.build())?;
+    let outcome = if cli.http {
+        listen
+            .bind()
+            .and_then(|listener| running.serve_http(listener))
+    } else {
+        runtime.block_on(running.serve_stdio())
+    };
+    // Every managed server is stopped before the process ends, so nothing is left behind.
+    runtime.block_on(running.shutdown());
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    outcome.map(|()| ExitCode::SUCCESS)
+}
+
+fn config_check(cli: &Cli) -> Result<ExitCode, StartError> {
+    let Some(path) = &cli.config else {
+        return Err(StartError::new(
+            "config check needs --config FILE (or MCP_CONFIG)",
+        ));
+    };
+    let sources = mcpgw_server::default_discovery_sources();
+    match mcpgw_server::load_config_file(path, &mcpgw_server::process_environment(), &sources) {
+        Ok(config) => {
+            let servers = config.mcp_servers.len();
+            println!("{}: ok ({servers} mcp servers)", path.display());
+            Ok(ExitCode::SUCCESS)
+        }
         Err(error) => {
-            eprintln!("mcpgw: {error:#}");
-            ExitCode::from(1)
+            eprintln!("{error}");
+            Ok(ExitCode::from(1))
         }
     }
 }
 
-/// glibc's allocator gives each thread that allocates an arena of its own (up to eight per
-/// core), and an arena keeps the memory it once held. The gateway's threads (HTTP workers, the
-/// core runtime, the event-log writer, ...) mostly wait; two arenas serve them, and small
-/// allocations go through each thread's cache without taking an arena's lock at all. An
-/// operator can still choose otherwise with `MALLOC_ARENA_MAX`.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-#[allow(unsafe_code)]
-fn limit_allocator_arenas() {
-    if std::env::var_os("MALLOC_ARENA_MAX").is_some() {
-        return;
-    }
-    // SAFETY: `mallopt` only sets a parameter of the allocator. It is called first thing in
-    // `main`, before any other thread exists.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 2);
-    }
+/// Prints the raw key alone on stdout's first line (the only time it is shown); what was made
+/// goes to stderr. A request that is wrong exits 2.
+fn create_key(cli: &Cli, request: &cli::CreateKey) -> Result<ExitCode, StartError> {
+    let request = mcpgw_server::keys::KeyRequest {
+        principal: &request.principal,
+        name: &request.name,
+        role: request.role.as_deref(),
+        expires_in_days: request.expires_in_days,
+    };
+    let issued = match mcpgw_server::keys::create_key(&cli.data_dir, request)? {
+        Ok(issued) => issued,
+        Err(error) => {
+            eprintln!("mcpgw: {error}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    println!("{}", issued.raw_key.expose());
+    eprintln!("{}", mcpgw_server::keys::describe(&issued));
+    Ok(ExitCode::SUCCESS)
 }
 
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn limit_allocator_arenas() {}
-
 fn init_tracing() {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("MCP_LOG")
-        .or_else(|_| EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| EnvFilter::new("info,rmcp=warn"));
-    let colours = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MCP_LOG")
+        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(colours)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         // Reporting a failed write to stderr on stderr would panic once stderr is closed.
         .log_internal_errors(false)
         .with_writer(std::io::stderr)

@@ -83,6 +83,13 @@ pub trait AuthStore: Send + Sync {
     async fn put_policy(&self, policy: &ToolAccessPolicy) -> Result<(), StoreError>;
     /// `false` when no policy was set there.
     async fn delete_policy(&self, address: &PolicyAddress) -> Result<bool, StoreError>;
+    /// Reads the keys again from where they are kept, for keys that another process wrote
+    /// there (a command-line tool that made a key while the gateway runs). The gateway calls
+    /// it every few seconds while authentication is on. A store that sees every write itself
+    /// has nothing to do, which is the default.
+    async fn refresh_keys(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// What a verified bearer token says about its holder.

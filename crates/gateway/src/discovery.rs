@@ -388,6 +388,20 @@ impl DiscoveryService {
         }
     }
 
+    /// Ends the periodic scans of every source (at shutdown); [`Self::start_scanning`] starts
+    /// them again. A scan under way is abandoned.
+    pub fn stop_scanning(&self) {
+        *self
+            .scheduler
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = None;
+        for source in self.state().sources.values_mut() {
+            if let Some(task) = source.task.take() {
+                task.abort();
+            }
+        }
+    }
+
     fn spawn_scanning_task(&self, source: &mut SourceState) {
         let Some((service, runtime)) = self
             .scheduler

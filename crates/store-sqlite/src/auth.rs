@@ -639,6 +639,11 @@ impl AuthStore for SqliteStore {
             )
             .await?)
     }
+
+    /// The memory of keys is replaced by what the file holds now ([`SqliteStore::reload_api_keys`]).
+    async fn refresh_keys(&self) -> Result<(), mcpgw_authz::StoreError> {
+        Ok(self.reload_api_keys().await?)
+    }
 }
 
 fn assignment_values(assignment: &RoleAssignment) -> Vec<String> {

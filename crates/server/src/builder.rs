@@ -1,0 +1,612 @@
+//! [`GatewayBuilder`]: the one place that knows the order in which the gateway is put together.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcpgw_config::GatewayConfig;
+use mcpgw_core::{
+    Clock, EventLog, EventSink, LaunchSpec, ManagerSettings, McpFrontend, ServerLauncher,
+    ServerManager, ServerRepository, ServerSpec, ToolListStore,
+};
+use mcpgw_gateway::authz::{AuthStore, PolicyDecider, RateLimiter, TokenVerifier};
+use mcpgw_gateway::discovery_domain::{DiscoverySourceFactory, DiscoveryStore};
+use mcpgw_gateway::groups_domain::GroupRepository;
+use mcpgw_gateway::{
+    AuthService, AuthSettings, AuthorizedFrontend, CallStats, CompositeLauncher,
+    CompositeSourceFactory, ConfigService, DiscoveryService, DiscoverySettings, Environment,
+    EventBus, Gateway, GatewayInfo, GroupService, StdioLauncher, TokioClock, TokioSpawner,
+    ToolCatalog, ToolListKeeper,
+};
+use mcpgw_runner_docker::{DockerRunner, DockerRunnerSettings};
+use mcpgw_store_sqlite::{SqliteEventLog, SqliteStore};
+
+use crate::running::{Parts, RunningGateway};
+use crate::{StartError, docker, settings};
+
+/// How long a stopping server gets between SIGTERM and SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(3);
+
+/// The file names under the data directory.
+const STORE_FILE: &str = "mcpgw.db";
+const EVENT_LOG_FILE: &str = "events.db";
+
+/// Puts a gateway together: the default adapters (SQLite under the data directory, local
+/// processes, containers, remote servers, rmcp, OIDC, OPA, token buckets), each replaceable
+/// with a `with_*` method, wired in the one order that works; then loads what the
+/// configuration and the stores hold and starts the background work.
+///
+/// ```no_run
+/// # // no_run: it starts the gateway's background tasks and writes a data directory.
+/// # async fn example() -> Result<(), mcpgw_server::StartError> {
+/// use mcpgw_server::GatewayBuilder;
+///
+/// let running = GatewayBuilder::new(mcpgw_server::config::GatewayConfig::default())
+///     .data_dir("./data")
+///     .build()
+///     .await?;
+/// println!("{} servers", running.gateway().servers().list().len());
+/// running.shutdown().await;
+/// # Ok(()) }
+/// ```
+pub struct GatewayBuilder {
+    config: GatewayConfig,
+    config_file: Option<PathBuf>,
+    data_dir: PathBuf,
+    environment: Environment,
+    version: String,
+    clock: Option<Arc<dyn Clock>>,
+    server_repository: Option<Arc<dyn ServerRepository>>,
+    group_repository: Option<Arc<dyn GroupRepository>>,
+    auth_store: Option<Arc<dyn AuthStore>>,
+    discovery_store: Option<Arc<dyn DiscoveryStore>>,
+    tool_list_store: Option<Arc<dyn ToolListStore>>,
+    event_log: Option<Arc<dyn EventLog>>,
+    launcher: Option<Arc<dyn ServerLauncher>>,
+    rate_limiter: Option<Arc<dyn RateLimiter>>,
+    discovery_sources: Option<Arc<dyn DiscoverySourceFactory>>,
+    token_verifier: Option<Arc<dyn TokenVerifier>>,
+    policy_decider: Option<Arc<dyn PolicyDecider>>,
+    observers: Vec<Arc<dyn mcpgw_core::EventObserver>>,
+}
+
+impl std::fmt::Debug for GatewayBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GatewayBuilder")
+            .field("config_file", &self.config_file)
+            .field("data_dir", &self.data_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GatewayBuilder {
+    /// A gateway that runs `config`, with every default adapter, its data under `./data`,
+    /// and the process environment for `${VAR}`, rate-limit and CORS overrides.
+    pub fn new(config: GatewayConfig) -> Self {
+        Self {
+            config,
+            config_file: None,
+            data_dir: PathBuf::from("./data"),
+            environment: crate::process_environment(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            clock: None,
+            server_repository: None,
+            group_repository: None,
+            auth_store: None,
+            discovery_store: None,
+            tool_list_store: None,
+            event_log: None,
+            launcher: None,
+            rate_limiter: None,
+            discovery_sources: None,
+            token_verifier: None,
+            policy_decider: None,
+            observers: Vec::new(),
+        }
+    }
+
+    /// The configuration the gateway will run.
+    pub fn configuration(&self) -> &GatewayConfig {
+        &self.config
+    }
+
+    /// A gateway that runs the configuration file at `path` (validated as
+    /// [`crate::load_config_file`] does, `${VAR}` from `environment`), and can reload, back up
+    /// and compare it later. Without `path`, `./gateway.yaml` when it exists, else an empty
+    /// configuration, as the bundled server starts.
+    pub fn for_config_file(
+        path: Option<&std::path::Path>,
+        environment: Environment,
+    ) -> Result<Self, StartError> {
+        let Some(path) = crate::default_config_path(path) else {
+            return Ok(Self::new(GatewayConfig::default()).environment(environment));
+        };
+        let config = crate::load_config_file(&path, &environment, &default_discovery_sources())
+            .map_err(|error| StartError::new(format!("the gateway cannot start: {error}")))?;
+        Ok(Self::new(config).config_file(path).environment(environment))
+    }
+
+    /// The file the configuration came from: reload, backup, diff and the file watcher work
+    /// on it. Without it those answer that there is no file.
+    pub fn config_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.config_file = Some(path.into());
+        self
+    }
+
+    /// Where the default stores keep their files (`mcpgw.db`, `events.db`) and the gateway
+    /// its instance id; made when missing.
+    pub fn data_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.data_dir = dir.into();
+        self
+    }
+
+    /// Where variables come from: `${VAR}` in reloaded files, `MCP_RATE_LIMIT_RPS`,
+    /// `MCP_RATE_LIMIT_BURST`, `MCP_CORS_*`, `MCP_HTTP_WORKERS`. The process environment by
+    /// default.
+    pub fn environment(mut self, environment: Environment) -> Self {
+        self.environment = environment;
+        self
+    }
+
+    /// The version `/api/system` and the OpenAPI document report; this crate's by default.
+    pub fn version(mut self, version: impl Into<String>) -> Self {
+        self.version = version.into();
+        self
+    }
+
+    /// Replaces the clock (tokio's by default).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// Replaces where servers created over the API are kept (SQLite by default).
+    pub fn with_server_repository(mut self, repository: Arc<dyn ServerRepository>) -> Self {
+        self.server_repository = Some(repository);
+        self
+    }
+
+    /// Replaces where groups created over the API are kept (SQLite by default).
+    pub fn with_group_repository(mut self, repository: Arc<dyn GroupRepository>) -> Self {
+        self.group_repository = Some(repository);
+        self
+    }
+
+    /// Replaces where API keys, custom roles, assignments and tool policies are kept (SQLite by
+    /// default).
+    pub fn with_auth_store(mut self, store: Arc<dyn AuthStore>) -> Self {
+        self.auth_store = Some(store);
+        self
+    }
+
+    /// Replaces where discovery keeps approvals and rejections (SQLite by default).
+    pub fn with_discovery_store(mut self, store: Arc<dyn DiscoveryStore>) -> Self {
+        self.discovery_store = Some(store);
+        self
+    }
+
+    /// Replaces where learned tool lists are kept across restarts (SQLite by default).
+    pub fn with_tool_list_store(mut self, store: Arc<dyn ToolListStore>) -> Self {
+        self.tool_list_store = Some(store);
+        self
+    }
+
+    /// Replaces the persistent event log (SQLite in its own file by default). It observes
+    /// every event, answers the history and the event queries, and is compacted as the
+    /// `event_log` section says.
+    pub fn with_event_log(mut self, log: Arc<dyn EventLog>) -> Self {
+        self.event_log = Some(log);
+        self
+    }
+
+    /// Replaces how servers are launched. The default runs `subprocess` servers as local
+    /// processes, `docker` servers as containers, and connects to `remote` servers.
+    pub fn with_launcher(mut self, launcher: Arc<dyn ServerLauncher>) -> Self {
+        self.launcher = Some(launcher);
+        self
+    }
+
+    /// Replaces the rate limiter (token buckets, as the `rate_limit` section and the
+    /// environment say, by default).
+    pub fn with_rate_limiter(mut self, limiter: Arc<dyn RateLimiter>) -> Self {
+        self.rate_limiter = Some(limiter);
+        self
+    }
+
+    /// Replaces the discovery source types (`docker` and `filesystem` by default).
+    pub fn with_discovery_sources(mut self, sources: Arc<dyn DiscoverySourceFactory>) -> Self {
+        self.discovery_sources = Some(sources);
+        self
+    }
+
+    /// Replaces the bearer-token verifier (OIDC, when `auth.oidc.enabled`, by default).
+    pub fn with_token_verifier(mut self, verifier: Arc<dyn TokenVerifier>) -> Self {
+        self.token_verifier = Some(verifier);
+        self
+    }
+
+    /// Replaces the external policy engine (OPA, when `auth.opa.enabled`, by default).
+    pub fn with_policy_decider(mut self, decider: Arc<dyn PolicyDecider>) -> Self {
+        self.policy_decider = Some(decider);
+        self
+    }
+
+    /// Adds an observer of every domain event, after the gateway's own.
+    pub fn with_observer(mut self, observer: Arc<dyn mcpgw_core::EventObserver>) -> Self {
+        self.observers.push(observer);
+        self
+    }
+
+    /// Puts the gateway together on the current tokio runtime, loads the servers, groups,
+    /// discovery sources and auth records of the configuration and the stores, and starts the
+    /// background work (health checks, idle reaping, restarts, group recovery, discovery
+    /// scans, the file watcher, rate-limit bucket eviction, event-log compaction). Nothing
+    /// listens yet: serve it with [`RunningGateway::serve_http`] or
+    /// [`RunningGateway::serve_stdio`], or mount [`RunningGateway::http_state`] in an
+    /// application of one's own. Stop it with [`RunningGateway::shutdown`].
+    ///
+    /// The tasks run on the runtime this is called on; it should be a multi-threaded one
+    /// (the bundled server gives the gateway a runtime of its own, apart from the HTTP
+    /// workers).
+    pub async fn build(self) -> Result<RunningGateway, StartError> {
+        let parts = self.assemble().await?;
+        parts.load().await?;
+        Ok(RunningGateway::start(parts))
+    }
+
+    async fn assemble(self) -> Result<Parts, StartError> {
+        let runtime = tokio::runtime::Handle::current();
+        let config = self.config;
+        let data_dir = self.data_dir;
+        std::fs::create_dir_all(&data_dir).map_err(|error| {
+            StartError::new(format!(
+                "cannot create the data directory {}: {error}",
+                data_dir.display()
+            ))
+        })?;
+        // The SQLite store is opened only for the ports nobody replaced.
+        let needs_store = self.server_repository.is_none()
+            || self.group_repository.is_none()
+            || self.auth_store.is_none()
+            || self.discovery_store.is_none()
+            || self.tool_list_store.is_none();
+        let store = if needs_store {
+            let path = store_path(&data_dir);
+            Some(SqliteStore::open(&path).map_err(|error| {
+                StartError::new(format!("cannot open the store {}: {error}", path.display()))
+            })?)
+        } else {
+            None
+        };
+        let store_port = |kind: &str| {
+            store
+                .clone()
+                .ok_or_else(|| StartError::new(format!("internal: no store for the {kind}")))
+        };
+
+        let clock: Arc<dyn Clock> = self
+            .clock
+            .unwrap_or_else(|| Arc::new(TokioClock::default()));
+        // Every event is kept in the persistent log (its own file, so that its writes never
+        // wait on the store's), and ids continue after the last one it holds.
+        let (event_log, sqlite_event_log): (Arc<dyn EventLog>, Option<Arc<SqliteEventLog>>) =
+            match self.event_log {
+                Some(log) => (log, None),
+                None => {
+                    let path = data_dir.join(EVENT_LOG_FILE);
+                    let log = Arc::new(SqliteEventLog::open(&path).map_err(|error| {
+                        StartError::new(format!(
+                            "cannot open the event log {}: {error}",
+                            path.display()
+                        ))
+                    })?);
+                    (log.clone(), Some(log))
+                }
+            };
+        let last_event_id = event_log
+            .last_event_id()
+            .await
+            .map_err(|error| StartError::new(format!("cannot read the event log: {error}")))?;
+        let events =
+            Arc::new(EventBus::new(EventBus::DEFAULT_CAPACITY).continuing_after(last_event_id));
+        events.add_observer(event_log.clone());
+
+        let auth_store: Arc<dyn AuthStore> = match self.auth_store {
+            Some(store) => store,
+            None => Arc::new(store_port("auth store")?),
+        };
+        let auth = Arc::new(build_auth(
+            &config,
+            auth_store.clone(),
+            events.clone(),
+            clock.clone(),
+            self.token_verifier,
+            self.policy_decider,
+        )?);
+
+        let (launcher, docker_runner) = match self.launcher {
+            Some(launcher) => (launcher, None),
+            None => {
+                let runner = Arc::new(DockerRunner::new(DockerRunnerSettings::new(
+                    crate::instance_id(&data_dir)?,
+                )));
+                (default_launcher(runner.clone()), Some(runner))
+            }
+        };
+        let server_repository: Arc<dyn ServerRepository> = match self.server_repository {
+            Some(repository) => repository,
+            None => Arc::new(store_port("server repository")?),
+        };
+        let manager = ServerManager::new(
+            launcher,
+            clock.clone(),
+            events.clone() as Arc<dyn EventSink>,
+            Arc::new(TokioSpawner::new(runtime.clone())),
+            Some(server_repository),
+            ManagerSettings {
+                call_timeout: Duration::from_secs(config.tool_timeout_s),
+                ..ManagerSettings::default()
+            },
+        );
+        // No engine is looked for until a docker-mode server exists.
+        if let Some(runner) = docker_runner {
+            events.add_observer(Arc::new(docker::LeftoverSweep {
+                servers: manager.downgrade(),
+                runner,
+                runtime: runtime.clone(),
+            }));
+        }
+
+        let group_repository: Arc<dyn GroupRepository> = match self.group_repository {
+            Some(repository) => repository,
+            None => Arc::new(store_port("group repository")?),
+        };
+        let groups = Arc::new(
+            GroupService::new(manager.clone(), events.clone() as Arc<dyn EventSink>)
+                .with_repository(group_repository),
+        );
+        events.add_observer(groups.observer());
+
+        let catalog = ToolCatalog::with_groups(manager.clone(), config.tool_names, groups.clone());
+        // No probe before the kept tool lists are restored (see `Parts::load`): a server whose
+        // list is kept must not be started to learn it again.
+        catalog.set_probing(false);
+        catalog.set_probe_concurrency(
+            usize::try_from(config.probe_concurrency)
+                .unwrap_or(mcpgw_gateway::DEFAULT_PROBE_CONCURRENCY),
+        );
+        events.add_observer(catalog.observer());
+        let tool_list_store: Arc<dyn ToolListStore> = match self.tool_list_store {
+            Some(store) => store,
+            None => Arc::new(mcpgw_store_sqlite::SqliteToolListStore::new(store_port(
+                "tool lists",
+            )?)),
+        };
+        let tool_lists = ToolListKeeper::new(manager.clone(), tool_list_store);
+        events.add_observer(tool_lists.observer());
+        let call_stats = Arc::new(CallStats::new());
+        events.add_observer(call_stats.clone());
+        events.add_observer(Arc::new(mcpgw_gateway::EventMetrics::new()));
+        for observer in self.observers {
+            events.add_observer(observer);
+        }
+        let rate_limiter: Arc<dyn RateLimiter> = match self.rate_limiter {
+            Some(limiter) => limiter,
+            None => Arc::new(mcpgw_ratelimit::TokenBuckets::new(
+                settings::rate_limit_policy(&config, &self.environment)?,
+            )),
+        };
+        // Over HTTP, what a caller may list and call follows its permissions and the tool
+        // access policies (a no-op while auth is off), and tool calls count against rate
+        // limits.
+        let frontend: Arc<dyn McpFrontend> = AuthorizedFrontend::with_rate_limiter(
+            catalog.clone(),
+            auth.clone(),
+            rate_limiter.clone(),
+        );
+
+        let gateway = Gateway::new(
+            manager,
+            GatewayInfo {
+                version: self.version,
+                config_path: self
+                    .config_file
+                    .as_ref()
+                    .map(|path| path.display().to_string()),
+            },
+        )
+        .with_event_log(event_log.clone())
+        .with_call_stats(call_stats)
+        .with_frontend(frontend.clone())
+        .with_groups(groups.clone());
+        // Without a `discovery` block there is no discovery at all (its API answers 404).
+        let discovery = match &config.discovery {
+            None => None,
+            Some(section) => {
+                let sources = self
+                    .discovery_sources
+                    .unwrap_or_else(|| Arc::new(default_discovery_sources()));
+                let discovery_store: Arc<dyn DiscoveryStore> = match self.discovery_store {
+                    Some(store) => store,
+                    None => Arc::new(mcpgw_store_sqlite::SqliteDiscoveryStore::new(store_port(
+                        "discovery store",
+                    )?)),
+                };
+                Some(Arc::new(
+                    DiscoveryService::new(
+                        gateway.servers().clone(),
+                        sources,
+                        events.clone() as Arc<dyn EventSink>,
+                        DiscoverySettings {
+                            refresh_interval: Duration::from_secs(section.refresh_interval_s),
+                        },
+                    )
+                    .with_store(discovery_store)
+                    .with_groups(groups.clone()),
+                ))
+            }
+        };
+        let gateway = match &discovery {
+            Some(discovery) => gateway.with_discovery(discovery.clone()),
+            None => gateway,
+        };
+        // Configuration management: the running configuration, and reload, backup and diff
+        // against the file it came from (those answer 409 without one).
+        let mut config_service = ConfigService::new(
+            gateway.servers().clone(),
+            events.clone() as Arc<dyn EventSink>,
+            self.environment.clone(),
+            config.clone(),
+        )
+        .with_groups(groups.clone());
+        if let Some(path) = &self.config_file {
+            let text = std::fs::read_to_string(path).map_err(|error| {
+                StartError::new(format!(
+                    "cannot read the configuration file {}: {error}",
+                    path.display()
+                ))
+            })?;
+            config_service = config_service.with_file(
+                Arc::new(mcpgw_config_file::FileConfig::new(path.clone())),
+                text,
+            );
+        }
+        let config_service = Arc::new(config_service);
+        let gateway = gateway.with_config(config_service.clone());
+        Ok(Parts {
+            config,
+            environment: self.environment,
+            runtime,
+            clock,
+            gateway,
+            catalog,
+            tool_lists,
+            frontend,
+            groups,
+            events,
+            auth,
+            auth_store,
+            event_log,
+            sqlite_event_log,
+            rate_limiter,
+            discovery,
+            config_service,
+        })
+    }
+}
+
+/// The discovery source types of the bundled server: `docker` (the Docker Engine API) and
+/// `filesystem` (a directory of YAML definitions).
+pub fn default_discovery_sources() -> CompositeSourceFactory {
+    CompositeSourceFactory::new()
+        .with(Arc::new(mcpgw_runner_docker::DockerSourceFactory))
+        .with(Arc::new(
+            mcpgw_discovery_files::FilesystemSourceFactory::new(),
+        ))
+}
+
+/// The launcher of the bundled server: local processes for `subprocess`, containers on
+/// `runner` for `docker` (both speaking MCP over stdio through rmcp), and Streamable HTTP for
+/// `remote`.
+fn default_launcher(runner: Arc<DockerRunner>) -> Arc<dyn ServerLauncher> {
+    let processes = Arc::new(mcpgw_runner_process::ProcessRunner::new(
+        mcpgw_runner_process::ProcessRunnerSettings::default(),
+    ));
+    let connector = Arc::new(mcpgw_mcp_rmcp::RmcpStdioConnector::new(
+        mcpgw_mcp_rmcp::StdioConnectorSettings::default(),
+    ));
+    let stdio = Arc::new(StdioLauncher::new(processes, connector.clone(), STOP_GRACE));
+    let containers = Arc::new(StdioLauncher::new(
+        runner as Arc<dyn mcpgw_core::ProcessSpawner>,
+        connector,
+        STOP_GRACE,
+    ));
+    let remote = Arc::new(mcpgw_mcp_rmcp::RemoteLauncher::new(
+        mcpgw_mcp_rmcp::RemoteSettings::default(),
+    ));
+    fn is_subprocess(spec: &ServerSpec) -> bool {
+        matches!(spec.launch, LaunchSpec::Subprocess { .. })
+    }
+    fn is_remote(spec: &ServerSpec) -> bool {
+        matches!(spec.launch, LaunchSpec::Remote { .. })
+    }
+    fn is_docker(spec: &ServerSpec) -> bool {
+        matches!(spec.launch, LaunchSpec::Docker { .. })
+    }
+    Arc::new(
+        CompositeLauncher::new()
+            .with(is_subprocess, stdio)
+            .with(is_docker, containers)
+            .with(is_remote, remote),
+    )
+}
+
+/// Authentication and authorization as the `auth` section says: API keys and the rest in
+/// `store`, bearer tokens from an OIDC issuer, an OPA policy engine; a verifier or decider
+/// handed to the builder wins over the section's.
+fn build_auth(
+    config: &GatewayConfig,
+    store: Arc<dyn AuthStore>,
+    events: Arc<EventBus>,
+    clock: Arc<dyn Clock>,
+    verifier: Option<Arc<dyn TokenVerifier>>,
+    decider: Option<Arc<dyn PolicyDecider>>,
+) -> Result<AuthService, StartError> {
+    let section = &config.auth;
+    let settings = AuthSettings::from_config(section)
+        .map_err(|error| StartError::new(format!("the auth section is invalid: {error}")))?;
+    let mut auth = AuthService::new(
+        settings,
+        store,
+        events as Arc<dyn EventSink>,
+        clock,
+        Arc::new(mcpgw_gateway::OsSecrets),
+    );
+    let verifier = match verifier {
+        Some(verifier) => Some(verifier),
+        None if section.enabled && section.oidc.enabled => {
+            let issuer = required(&section.oidc.issuer, "auth.oidc.issuer", "auth.oidc")?;
+            let audience = required(&section.oidc.audience, "auth.oidc.audience", "auth.oidc")?;
+            let mut oidc = mcpgw_oidc::OidcSettings::new(issuer, audience);
+            oidc.jwks_uri.clone_from(&section.oidc.jwks_uri);
+            oidc.subject_claim.clone_from(&section.oidc.subject_claim);
+            oidc.groups_claim.clone_from(&section.oidc.groups_claim);
+            oidc.tenant_claim.clone_from(&section.oidc.tenant_claim);
+            let verifier = mcpgw_oidc::OidcVerifier::new(oidc)
+                .map_err(|error| StartError::new(format!("auth.oidc: {error}")))?;
+            Some(Arc::new(verifier) as Arc<dyn TokenVerifier>)
+        }
+        None => None,
+    };
+    if let Some(verifier) = verifier {
+        auth = auth.with_token_verifier(verifier);
+    }
+    let decider = match decider {
+        Some(decider) => Some(decider),
+        None if section.enabled && section.opa.enabled => {
+            let url = required(&section.opa.url, "auth.opa.url", "auth.opa")?;
+            let path = required(&section.opa.policy_path, "auth.opa.policy_path", "auth.opa")?;
+            let decider =
+                mcpgw_policy_opa::OpaDecider::new(&mcpgw_policy_opa::OpaSettings::new(url, path))
+                    .map_err(|error| StartError::new(format!("auth.opa: {error}")))?;
+            Some(Arc::new(decider) as Arc<dyn PolicyDecider>)
+        }
+        None => None,
+    };
+    if let Some(decider) = decider {
+        auth = auth.with_policy_decider(decider);
+    }
+    Ok(auth)
+}
+
+/// The value of a setting that `section` needs once enabled.
+fn required(value: &Option<String>, key: &str, section: &str) -> Result<String, StartError> {
+    value
+        .clone()
+        .ok_or_else(|| StartError::new(format!("{key} is required when {section}.enabled is true")))
+}
+
+/// The default store's file under `data_dir`.
+pub(crate) fn store_path(data_dir: &std::path::Path) -> PathBuf {
+    data_dir.join(STORE_FILE)
+}

@@ -1,0 +1,461 @@
+//! [`RunningGateway`]: a built gateway, its background tasks, and the ways to serve it.
+
+use std::future::Future;
+use std::io::Write as _;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcpgw_config::GatewayConfig;
+use mcpgw_core::{Clock, EventLog, McpFrontend};
+use mcpgw_gateway::authz::{AuthStore, RateLimiter};
+use mcpgw_gateway::{
+    AuthService, ConfigService, DiscoveryService, Environment, EventBus, Gateway, GroupService,
+    ToolCatalog, ToolListKeeper,
+};
+use mcpgw_store_sqlite::SqliteEventLog;
+use tokio::task::JoinHandle;
+
+use crate::{StartError, settings};
+
+/// How often health checks, idle reaping and restarts are considered.
+const MAINTENANCE_PERIOD: Duration = Duration::from_secs(1);
+/// How often idle rate-limit buckets are forgotten.
+const BUCKET_EVICTION_PERIOD: Duration = Duration::from_secs(5);
+/// How often API keys are read again from the auth store, for keys that another process (the
+/// `auth create-key` command) wrote while the gateway runs. Keys made over the API are in
+/// memory at once.
+const KEY_REFRESH_PERIOD: Duration = Duration::from_secs(5);
+/// How often the Prometheus histograms are trimmed.
+const METRICS_UPKEEP_PERIOD: Duration = Duration::from_secs(5);
+
+/// Everything the gateway is made of, before it loads and starts.
+pub(crate) struct Parts {
+    pub(crate) config: GatewayConfig,
+    pub(crate) environment: Environment,
+    pub(crate) runtime: tokio::runtime::Handle,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) gateway: Gateway,
+    pub(crate) catalog: Arc<ToolCatalog>,
+    pub(crate) tool_lists: Arc<ToolListKeeper>,
+    pub(crate) frontend: Arc<dyn McpFrontend>,
+    pub(crate) groups: Arc<GroupService>,
+    pub(crate) events: Arc<EventBus>,
+    pub(crate) auth: Arc<AuthService>,
+    pub(crate) auth_store: Arc<dyn AuthStore>,
+    pub(crate) event_log: Arc<dyn EventLog>,
+    /// The default event log, which is closed (its writer thread ended) at shutdown.
+    pub(crate) sqlite_event_log: Option<Arc<SqliteEventLog>>,
+    pub(crate) rate_limiter: Arc<dyn RateLimiter>,
+    pub(crate) discovery: Option<Arc<DiscoveryService>>,
+    pub(crate) config_service: Arc<ConfigService>,
+}
+
+impl Parts {
+    /// Loads the servers and groups of the configuration and the stores, the discovery
+    /// sources, the auth records and the kept tool lists.
+    pub(crate) async fn load(&self) -> Result<(), StartError> {
+        let manager = self.gateway.servers();
+        for spec in self.config.server_specs() {
+            manager.register(spec).await.map_err(|error| {
+                StartError::new(format!("cannot register a configured mcp server: {error}"))
+            })?;
+        }
+        let restored = manager.restore_from_repository().await.map_err(|error| {
+            StartError::new(format!(
+                "cannot load the mcp servers saved in the store: {error}"
+            ))
+        })?;
+        tracing::info!(
+            configured = self.config.mcp_servers.len(),
+            restored,
+            "mcp servers registered"
+        );
+        // After the servers, since groups name servers as members.
+        for definition in self.config.groups() {
+            let cannot = |error: &dyn std::fmt::Display| {
+                StartError::new(format!(
+                    "cannot register the configured group `{}`: {error}",
+                    definition.id
+                ))
+            };
+            let spec =
+                mcpgw_gateway::group_spec_from_config(&definition).map_err(|e| cannot(&e))?;
+            self.groups
+                .create(spec, mcpgw_core::ServerOrigin::Config)
+                .await
+                .map_err(|e| cannot(&e))?;
+        }
+        let restored = self
+            .groups
+            .restore_from_repository()
+            .await
+            .map_err(|error| {
+                StartError::new(format!(
+                    "cannot load the groups saved in the store: {error}"
+                ))
+            })?;
+        tracing::info!(
+            configured = self.config.groups().len(),
+            restored,
+            "groups registered"
+        );
+        // After the servers: those approved from discovery before are among them.
+        if let (Some(discovery), Some(section)) = (&self.discovery, &self.config.discovery) {
+            discovery
+                .load(mcpgw_gateway::discovery_sources_from_config(section))
+                .await
+                .map_err(|error| StartError::new(format!("discovery: {error}")))?;
+        }
+        self.auth
+            .load()
+            .await
+            .map_err(|error| StartError::new(format!("cannot load the auth store: {error}")))?;
+        // Tool lists learned before the restart are served again where the server's
+        // definition is unchanged; the others are probed. A store that cannot be read only
+        // costs probes.
+        match self.tool_lists.restore().await {
+            Ok(report) => tracing::info!(
+                restored = report.restored,
+                not_served = report.not_served,
+                forgotten = report.forgotten,
+                "kept tool lists loaded"
+            ),
+            Err(error) => {
+                tracing::warn!(%error, "the kept tool lists could not be read; servers are probed instead");
+            }
+        }
+        // Servers whose tools are still unknown are started once, in the background, to
+        // learn them.
+        self.catalog.set_probing(self.config.probe_tools);
+        self.catalog.probe_unknown_tools();
+        Ok(())
+    }
+}
+
+/// A built gateway: its servers registered, its background work running, nothing listening
+/// yet. Serve it over HTTP ([`serve_http`](Self::serve_http)) or stdio
+/// ([`serve_stdio`](Self::serve_stdio)), or mount [`http_state`](Self::http_state) in an
+/// actix-web application of one's own; end it with [`shutdown`](Self::shutdown), which stops
+/// every managed server.
+pub struct RunningGateway {
+    parts: Parts,
+    /// Ended first at shutdown: nothing new may start while servers stop.
+    tasks: Vec<JoinHandle<()>>,
+    /// Ended last: they write what the shutdown itself changes.
+    late_tasks: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for RunningGateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunningGateway")
+            .field("tasks", &self.tasks.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RunningGateway {
+    pub(crate) fn start(parts: Parts) -> Self {
+        let _entered = parts.runtime.enter();
+        let mut tasks = Vec::new();
+        if let Some(discovery) = &parts.discovery {
+            discovery.start_scanning();
+        }
+        if let Some(watch) = parts.config_service.spawn_watch() {
+            tasks.push(watch);
+        }
+        tasks.push(spawn_reload_on_hangup(parts.config_service.clone()));
+        tasks.push(mcpgw_gateway::spawn_maintenance(
+            parts.gateway.servers().clone(),
+            MAINTENANCE_PERIOD,
+        ));
+        tasks.push(parts.groups.spawn_recovery(MAINTENANCE_PERIOD));
+        if parts.config.auth.enabled {
+            tasks.push(spawn_key_refresh(parts.auth_store.clone()));
+        }
+        tasks.push(mcpgw_gateway::spawn_rate_limit_eviction(
+            parts.rate_limiter.clone(),
+            BUCKET_EVICTION_PERIOD,
+        ));
+        tasks.push(tokio::spawn(mcpgw_gateway::run_event_log_compaction(
+            parts.event_log.clone(),
+            parts.config.event_log.retention(),
+            parts.clock.clone(),
+            parts.config.event_log.compaction_interval(),
+        )));
+        let late_tasks = vec![
+            tokio::spawn(parts.catalog.clone().run_change_notifier()),
+            tokio::spawn(parts.tool_lists.clone().run()),
+        ];
+        Self {
+            parts,
+            tasks,
+            late_tasks,
+        }
+    }
+
+    /// The application facade: servers, groups, history, configuration, discovery.
+    pub fn gateway(&self) -> &Gateway {
+        &self.parts.gateway
+    }
+
+    /// The configuration the gateway started with.
+    pub fn config(&self) -> &GatewayConfig {
+        &self.parts.config
+    }
+
+    /// Every server's and group's tools as one MCP server, filtered by the caller's
+    /// permissions and counted against rate limits: what `/mcp` serves.
+    pub fn frontend(&self) -> Arc<dyn McpFrontend> {
+        self.parts.frontend.clone()
+    }
+
+    /// The same tools without authorization: what stdio serves to the process that launched
+    /// the gateway.
+    pub fn catalog(&self) -> Arc<ToolCatalog> {
+        self.parts.catalog.clone()
+    }
+
+    /// The domain events, to observe or stream.
+    pub fn events(&self) -> Arc<EventBus> {
+        self.parts.events.clone()
+    }
+
+    /// Authentication, authorization and their management.
+    pub fn auth(&self) -> Arc<AuthService> {
+        self.parts.auth.clone()
+    }
+
+    /// The state of the HTTP adapter for a listener bound to `address`: the REST API, `/mcp`,
+    /// the event stream, authentication, rate limits, CORS from the environment, and the
+    /// `Host` names that reach it. Mount it with [`mcpgw_http_actix::app`] or
+    /// [`mcpgw_http_actix::configure`], or let [`serve_http`](Self::serve_http) do it.
+    pub fn http_state(
+        &self,
+        address: SocketAddr,
+    ) -> Result<mcpgw_http_actix::ApiState, StartError> {
+        let parts = &self.parts;
+        let config = &parts.config;
+        let metrics = mcpgw_http_actix::install_metrics_recorder().map_err(crate::metrics_error)?;
+        let http_settings = self.http_settings();
+        let state = mcpgw_http_actix::ApiState::new(parts.gateway.clone(), metrics, http_settings)
+            .with_mcp_handler(mcp_http_handler(config, parts.frontend.clone()))
+            .with_auth(parts.auth.clone())
+            .with_trusted_proxies(
+                mcpgw_http_actix::TrustedProxies::parse(&config.auth.trusted_proxies)
+                    .map_err(|error| StartError::new(format!("auth.trusted_proxies: {error}")))?,
+            );
+        let state = match settings::cors_settings(&parts.environment)? {
+            Some(cors) => state.with_cors(cors),
+            None => state,
+        };
+        Ok(state
+            .with_allowed_hosts(
+                mcpgw_http_actix::AllowedHosts::new(address.ip(), &config.allowed_hosts())
+                    .map_err(|error| StartError::new(error.to_string()))?,
+            )
+            .with_mcp_origins(
+                mcpgw_http_actix::McpOrigins::parse(&config.mcp_endpoint.allowed_origins)
+                    .map_err(|error| StartError::new(error.to_string()))?,
+            )
+            .with_events(mcpgw_http_actix::EventStreams::new(parts.events.clone()))
+            .with_rate_limiter(parts.rate_limiter.clone()))
+    }
+
+    /// The HTTP server's settings: the defaults, with `MCP_HTTP_WORKERS` workers.
+    fn http_settings(&self) -> mcpgw_http_actix::HttpSettings {
+        mcpgw_http_actix::HttpSettings {
+            workers: settings::thread_count(
+                &self.parts.environment,
+                "MCP_HTTP_WORKERS",
+                mcpgw_http_actix::HttpSettings::DEFAULT_WORKERS,
+            ),
+            ..mcpgw_http_actix::HttpSettings::default()
+        }
+    }
+
+    /// Serves HTTP on `listener` from the calling thread until SIGTERM or SIGINT, then drains
+    /// the requests in flight. Prints `listening on http://ADDRESS` on stderr once it
+    /// accepts. The HTTP server ending on its own is an error.
+    pub fn serve_http(&self, listener: TcpListener) -> Result<(), StartError> {
+        self.serve_http_until(listener, async {
+            let signal = wait_for_shutdown_signal().await;
+            tracing::info!(signal, "shutting down");
+        })
+    }
+
+    /// As [`serve_http`](Self::serve_http), until `stop` completes instead of a signal.
+    pub fn serve_http_until(
+        &self,
+        listener: TcpListener,
+        stop: impl Future<Output = ()>,
+    ) -> Result<(), StartError> {
+        let address = listener
+            .local_addr()
+            .map_err(|error| StartError::new(format!("cannot read the bound address: {error}")))?;
+        let state = self.http_state(address)?;
+        let metrics = state.metrics().clone();
+        let event_streams = state.event_streams().cloned();
+        let http_settings = state.settings().clone();
+        let gateway = &self.parts.gateway;
+        actix_web::rt::System::new().block_on(async {
+            let server = mcpgw_http_actix::build_server(state, listener, &http_settings).map_err(
+                |error| StartError::new(format!("cannot start the HTTP server: {error}")),
+            )?;
+            let handle = server.handle();
+            let upkeep = actix_web::rt::spawn(mcpgw_http_actix::run_metrics_upkeep(
+                metrics,
+                METRICS_UPKEEP_PERIOD,
+            ));
+            gateway.mark_startup_complete();
+            // A closed stderr must not stop the gateway, so the write's error is ignored.
+            let _ = writeln!(std::io::stderr(), "listening on http://{address}");
+            let mut served = actix_web::rt::spawn(server);
+            let outcome = tokio::select! {
+                () = stop => {
+                    gateway.mark_shutting_down();
+                    if let Some(streams) = &event_streams {
+                        streams.close_all();
+                    }
+                    handle.stop(true).await;
+                    let _ = served.await;
+                    Ok(())
+                }
+                // The HTTP server ending on its own is a failure: the gateway stops rather
+                // than linger without a listener.
+                ended = &mut served => {
+                    gateway.mark_shutting_down();
+                    Err(StartError::new(match ended {
+                        Ok(Ok(())) => "the HTTP server stopped unexpectedly".to_owned(),
+                        Ok(Err(error)) => format!("the HTTP server failed: {error}"),
+                        Err(error) => format!("the HTTP server task failed: {error}"),
+                    }))
+                }
+            };
+            upkeep.abort();
+            outcome
+        })
+    }
+
+    /// Serves MCP over stdin and stdout until the client closes stdin or a signal arrives.
+    /// Stdio has no credentials: the process that launched the gateway is trusted with every
+    /// tool, as with any local MCP server.
+    pub async fn serve_stdio(&self) -> Result<(), StartError> {
+        self.parts.gateway.mark_startup_complete();
+        let served = mcpgw_mcp_rmcp::serve_stdio(
+            self.parts.catalog.clone(),
+            mcpgw_mcp_rmcp::McpServerSettings::default(),
+        );
+        tokio::select! {
+            result = served => {
+                result.map_err(|error| StartError::new(format!("serving MCP over stdio failed: {error}")))?;
+                tracing::info!("the MCP client closed stdin; shutting down");
+            }
+            signal = wait_for_shutdown_signal() => {
+                tracing::info!(signal, "shutting down");
+            }
+        }
+        self.parts.gateway.mark_shutting_down();
+        Ok(())
+    }
+
+    /// Ends the background work, stops every managed server (their processes and containers
+    /// included), keeps the tool lists learned since the last write, and writes out the event
+    /// log, whose last entries are the stops.
+    pub async fn shutdown(self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+        let parts = &self.parts;
+        if let Some(discovery) = &parts.discovery {
+            discovery.stop_scanning();
+        }
+        parts.gateway.shutdown().await;
+        parts.tool_lists.flush().await;
+        let written = match &parts.sqlite_event_log {
+            Some(log) => log.close().await,
+            None => parts.event_log.flush().await,
+        };
+        if let Err(error) = written {
+            tracing::error!(%error, "the event log could not be written out at shutdown");
+        }
+        for task in &self.late_tasks {
+            task.abort();
+        }
+    }
+}
+
+/// The MCP endpoint's handler from the rmcp adapter, in the HTTP adapter's types.
+fn mcp_http_handler(
+    config: &GatewayConfig,
+    frontend: Arc<dyn McpFrontend>,
+) -> mcpgw_http_actix::McpHttpHandler {
+    use http_body_util::BodyExt as _;
+    let endpoint = &config.mcp_endpoint;
+    // `Host` and `Origin` are checked by the HTTP adapter, for `/mcp` as for every route.
+    let settings = mcpgw_mcp_rmcp::McpHttpSettings::default().with_sse_keep_alive(
+        Some(Duration::from_secs(endpoint.sse_keep_alive_s)).filter(|d| !d.is_zero()),
+    );
+    let handler = mcpgw_mcp_rmcp::streamable_http_handler(frontend, settings);
+    Arc::new(move |request| {
+        let answer = handler(request);
+        Box::pin(async move { answer.await.map(|body| body.boxed_unsync()) })
+    })
+}
+
+fn spawn_key_refresh(store: Arc<dyn AuthStore>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(KEY_REFRESH_PERIOD);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticker.tick().await;
+        loop {
+            ticker.tick().await;
+            if let Err(error) = store.refresh_keys().await {
+                tracing::warn!(%error, "could not read the API keys again from the store");
+            }
+        }
+    })
+}
+
+/// Reloads the configuration file on SIGHUP, as daemons do; the outcome is logged and
+/// published as an event like any reload. Without a file, the signal only says so in the log.
+fn spawn_reload_on_hangup(config: Arc<ConfigService>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut hangups =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+                Ok(hangups) => hangups,
+                Err(error) => {
+                    tracing::warn!(%error, "cannot listen for SIGHUP; reload over the API instead");
+                    return;
+                }
+            };
+        while hangups.recv().await.is_some() {
+            match config.reload(mcpgw_gateway::ReloadTrigger::Signal).await {
+                Ok(report) => tracing::info!(
+                    added = ?report.added,
+                    removed = ?report.removed,
+                    updated = ?report.updated,
+                    "configuration reloaded on SIGHUP"
+                ),
+                Err(error) => tracing::warn!(%error, "configuration reload on SIGHUP refused"),
+            }
+        }
+    })
+}
+
+/// SIGTERM or SIGINT, by name.
+pub async fn wait_for_shutdown_signal() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = match signal(SignalKind::terminate()) {
+        Ok(stream) => stream,
+        Err(error) => {
+            tracing::error!(%error, "cannot listen for SIGTERM");
+            let _ = tokio::signal::ctrl_c().await;
+            return "SIGINT";
+        }
+    };
+    tokio::select! {
+        _ = terminate.recv() => "SIGTERM",
+        _ = tokio::signal::ctrl_c() => "SIGINT",
+    }
+}
