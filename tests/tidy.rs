@@ -10,6 +10,8 @@
 //! - adapters never depend on each other; only the HTTP adapter may drive the application crate;
 //! - the application crate depends on no adapter;
 //! - library crates never depend on the test kit except as a dev-dependency;
+//! - the composition crate (`mcpgw-server`) wires the domain, the application and the
+//!   adapters, and only the binary, the bench and examples build on it;
 //! - every package is in the layer table below, lives in the folder of its layer, shares the
 //!   workspace lints, and starts each library and binary with a `//!` paragraph;
 //! - the repository stands on its own: no tracked text file (code, comments, docs, scripts,
@@ -50,6 +52,9 @@ const ADAPTER_CRATES: &[&str] = &[
     "mcpgw-ratelimit",
 ];
 const TEST_SUPPORT_CRATES: &[&str] = &["mcpgw-testkit"];
+/// The composition root as a library: the default adapters wired into a gateway, which the
+/// binary, the bench and embedders build on.
+const COMPOSITION_CRATES: &[&str] = &["mcpgw-server"];
 const BINARY_PACKAGE: &str = "mcpgw";
 const BENCH_PACKAGE: &str = "mcpgw-bench";
 const EXAMPLE_PACKAGE_PREFIX: &str = "mcpgw-example-";
@@ -104,6 +109,7 @@ enum Layer {
     Application,
     Adapter,
     TestSupport,
+    Composition,
     Binary,
     Bench,
     Example,
@@ -119,6 +125,8 @@ impl Layer {
             Layer::Adapter
         } else if TEST_SUPPORT_CRATES.contains(&package) {
             Layer::TestSupport
+        } else if COMPOSITION_CRATES.contains(&package) {
+            Layer::Composition
         } else if package == BINARY_PACKAGE {
             Layer::Binary
         } else if package == BENCH_PACKAGE {
@@ -134,7 +142,11 @@ impl Layer {
     /// The top-level folder of the workspace that packages of this layer live in.
     fn folder(self) -> &'static str {
         match self {
-            Layer::Domain | Layer::Application | Layer::Adapter | Layer::TestSupport => "crates",
+            Layer::Domain
+            | Layer::Application
+            | Layer::Adapter
+            | Layer::TestSupport
+            | Layer::Composition => "crates",
             Layer::Binary => "bins",
             Layer::Bench => "bench",
             Layer::Example => "examples",
@@ -157,6 +169,9 @@ impl Layer {
             (Layer::Adapter, _) => false,
             (Layer::TestSupport, Layer::Domain) => true,
             (Layer::TestSupport, _) => false,
+            // It wires the domain, the application and the adapters, and nothing above it.
+            (Layer::Composition, Layer::Domain | Layer::Application | Layer::Adapter) => true,
+            (Layer::Composition, _) => false,
             // The composition roots wire everything together.
             (Layer::Binary | Layer::Bench | Layer::Example, _) => true,
         }

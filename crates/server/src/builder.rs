@@ -36,18 +36,21 @@ const EVENT_LOG_FILE: &str = "events.db";
 /// with a `with_*` method, wired in the one order that works; then loads what the
 /// configuration and the stores hold and starts the background work.
 ///
-/// ```no_run
-/// # // no_run: it starts the gateway's background tasks and writes a data directory.
-/// # async fn example() -> Result<(), mcpgw_server::StartError> {
+/// ```
 /// use mcpgw_server::GatewayBuilder;
 ///
-/// let running = GatewayBuilder::new(mcpgw_server::config::GatewayConfig::default())
-///     .data_dir("./data")
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let data = tempfile::tempdir()?;
+/// let running = GatewayBuilder::new(Default::default())
+///     .data_dir(data.path())
 ///     .build()
 ///     .await?;
-/// println!("{} servers", running.gateway().servers().list().len());
+/// assert!(running.gateway().servers().list(None).is_empty());
+/// // Every managed server is stopped, the event log written out.
 /// running.shutdown().await;
-/// # Ok(()) }
+/// # Ok(())
+/// # }
 /// ```
 pub struct GatewayBuilder {
     config: GatewayConfig,

@@ -1,0 +1,252 @@
+//! `GatewayBuilder` as an embedder uses it: the whole gateway with some ports replaced, its
+//! HTTP state mounted in a test application, and one shutdown.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use actix_web::http::StatusCode;
+use actix_web::test as actix_test;
+use async_trait::async_trait;
+use mcpgw_core::{ServerRepository, ServerSpec};
+use mcpgw_server::gateway::Environment;
+use mcpgw_server::gateway::authz::{
+    ApiKeyRecord, AuthStore, KeyHash, KeyId, PolicyAddress, Role, RoleAssignment, RoleName,
+    StoreError, ToolAccessPolicy,
+};
+use mcpgw_server::{GatewayBuilder, RunningGateway};
+use mcpgw_testkit::auth_store::InMemoryAuthStore;
+use mcpgw_testkit::discovery_fakes::InMemoryDiscoveryStore;
+use mcpgw_testkit::event_log::InMemoryEventLog;
+use mcpgw_testkit::group_repository_suite::InMemoryGroupRepository;
+use mcpgw_testkit::repository_suite::InMemoryServerRepository;
+use mcpgw_testkit::tool_list_store_suite::InMemoryToolListStore;
+
+fn environment(pairs: &[(&str, &str)]) -> Environment {
+    let map: HashMap<String, String> = pairs
+        .iter()
+        .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+        .collect();
+    Arc::new(move |name| map.get(name).cloned())
+}
+
+/// A builder whose every store is in memory, with rate limits off.
+fn in_memory(data_dir: &Path, servers: Arc<InMemoryServerRepository>) -> GatewayBuilder {
+    GatewayBuilder::new(Default::default())
+        .data_dir(data_dir)
+        .environment(environment(&[("MCP_RATE_LIMIT_RPS", "0")]))
+        .with_server_repository(servers)
+        .with_group_repository(Arc::new(InMemoryGroupRepository::default()))
+        .with_auth_store(Arc::new(InMemoryAuthStore::new()))
+        .with_discovery_store(Arc::new(InMemoryDiscoveryStore::new()))
+        .with_tool_list_store(Arc::new(InMemoryToolListStore::new()))
+        .with_event_log(Arc::new(InMemoryEventLog::new()))
+}
+
+/// `POST /api/mcp_servers` with `body` through the gateway's whole HTTP stack.
+async fn create_server(running: &RunningGateway, body: serde_json::Value) -> StatusCode {
+    let state = running
+        .http_state("127.0.0.1:8000".parse().unwrap())
+        .unwrap();
+    let app = actix_test::init_service(mcpgw_server::http::app(state)).await;
+    let request = actix_test::TestRequest::post()
+        .uri("/api/mcp_servers")
+        .insert_header(("Host", "127.0.0.1:8000"))
+        .set_json(body)
+        .to_request();
+    actix_test::call_service(&app, request).await.status()
+}
+
+#[actix_web::test]
+async fn with_every_store_replaced_the_gateway_keeps_its_servers_there_and_makes_no_database() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let servers = Arc::new(InMemoryServerRepository::new());
+    let running = in_memory(data_dir.path(), servers.clone())
+        .build()
+        .await
+        .unwrap();
+    let status = create_server(
+        &running,
+        serde_json::json!({"mcp_server_id": "kept", "mode": "subprocess", "command": ["true"]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    running.shutdown().await;
+
+    let saved: Vec<String> = servers
+        .load_all()
+        .await
+        .unwrap()
+        .iter()
+        .map(|spec: &ServerSpec| spec.id.to_string())
+        .collect();
+    assert_eq!(saved, ["kept"]);
+    for file in ["mcpgw.db", "events.db"] {
+        assert!(
+            !data_dir.path().join(file).exists(),
+            "{file} was made although its port was replaced"
+        );
+    }
+
+    // A second gateway on the same repository finds the server again.
+    let again = in_memory(data_dir.path(), servers).build().await.unwrap();
+    let listed: Vec<String> = again
+        .gateway()
+        .servers()
+        .list(None)
+        .iter()
+        .map(|server| server.spec.id.to_string())
+        .collect();
+    assert_eq!(listed, ["kept"]);
+    again.shutdown().await;
+}
+
+#[actix_web::test]
+async fn by_default_the_state_lives_in_sqlite_under_the_data_directory() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let build = || {
+        GatewayBuilder::new(Default::default())
+            .data_dir(data_dir.path())
+            .environment(environment(&[]))
+            .build()
+    };
+    let running = build().await.unwrap();
+    let status = create_server(
+        &running,
+        serde_json::json!({"mcp_server_id": "durable", "mode": "subprocess", "command": ["true"]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    running.shutdown().await;
+    for file in ["mcpgw.db", "events.db", "instance_id"] {
+        assert!(data_dir.path().join(file).is_file(), "{file} is missing");
+    }
+    let again = build().await.unwrap();
+    assert!(
+        again
+            .gateway()
+            .servers()
+            .snapshot(&mcpgw_core::ServerId::parse("durable").unwrap())
+            .is_ok()
+    );
+    again.shutdown().await;
+}
+
+/// An auth store that counts how often the gateway asks it to read keys again.
+struct CountingRefreshes {
+    inner: InMemoryAuthStore,
+    refreshes: AtomicUsize,
+}
+
+#[async_trait]
+impl AuthStore for CountingRefreshes {
+    async fn insert_key(&self, record: &ApiKeyRecord) -> Result<(), StoreError> {
+        self.inner.insert_key(record).await
+    }
+    async fn key_by_hash(&self, hash: &KeyHash) -> Result<Option<ApiKeyRecord>, StoreError> {
+        self.inner.key_by_hash(hash).await
+    }
+    async fn key_by_id(&self, id: &KeyId) -> Result<Option<ApiKeyRecord>, StoreError> {
+        self.inner.key_by_id(id).await
+    }
+    async fn keys(&self) -> Result<Vec<ApiKeyRecord>, StoreError> {
+        self.inner.keys().await
+    }
+    async fn revoke_key(
+        &self,
+        id: &KeyId,
+        at: mcpgw_core::Timestamp,
+    ) -> Result<Option<ApiKeyRecord>, StoreError> {
+        self.inner.revoke_key(id, at).await
+    }
+    async fn custom_roles(&self) -> Result<Vec<Role>, StoreError> {
+        self.inner.custom_roles().await
+    }
+    async fn insert_custom_role(&self, role: &Role) -> Result<bool, StoreError> {
+        self.inner.insert_custom_role(role).await
+    }
+    async fn replace_custom_role(&self, role: &Role) -> Result<bool, StoreError> {
+        self.inner.replace_custom_role(role).await
+    }
+    async fn delete_custom_role(&self, name: &RoleName) -> Result<bool, StoreError> {
+        self.inner.delete_custom_role(name).await
+    }
+    async fn assignments(&self) -> Result<Vec<RoleAssignment>, StoreError> {
+        self.inner.assignments().await
+    }
+    async fn insert_assignment(&self, assignment: &RoleAssignment) -> Result<bool, StoreError> {
+        self.inner.insert_assignment(assignment).await
+    }
+    async fn delete_assignment(&self, assignment: &RoleAssignment) -> Result<bool, StoreError> {
+        self.inner.delete_assignment(assignment).await
+    }
+    async fn policies(&self) -> Result<Vec<ToolAccessPolicy>, StoreError> {
+        self.inner.policies().await
+    }
+    async fn policy(
+        &self,
+        address: &PolicyAddress,
+    ) -> Result<Option<ToolAccessPolicy>, StoreError> {
+        self.inner.policy(address).await
+    }
+    async fn put_policy(&self, policy: &ToolAccessPolicy) -> Result<(), StoreError> {
+        self.inner.put_policy(policy).await
+    }
+    async fn delete_policy(&self, address: &PolicyAddress) -> Result<bool, StoreError> {
+        self.inner.delete_policy(address).await
+    }
+    async fn refresh_keys(&self) -> Result<(), StoreError> {
+        self.refreshes.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_auth_on_the_keys_are_read_again_through_the_port_and_no_longer_after_shutdown() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let mut config = mcpgw_server::config::GatewayConfig::default();
+    config.auth.enabled = true;
+    let store = Arc::new(CountingRefreshes {
+        inner: InMemoryAuthStore::new(),
+        refreshes: AtomicUsize::new(0),
+    });
+    let running = GatewayBuilder::new(config)
+        .data_dir(data_dir.path())
+        .environment(environment(&[]))
+        .with_auth_store(store.clone())
+        .build()
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while store.refreshes.load(Ordering::SeqCst) == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the gateway never asked its auth store to read the keys again"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    running.shutdown().await;
+    let after_shutdown = store.refreshes.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(
+        store.refreshes.load(Ordering::SeqCst),
+        after_shutdown,
+        "a background task outlived the shutdown"
+    );
+}
+
+#[tokio::test]
+async fn a_bad_environment_value_stops_the_build_with_its_name() {
+    let data_dir = tempfile::tempdir().unwrap();
+    // Bad input: a rate that is not a number.
+    let error = GatewayBuilder::new(Default::default())
+        .data_dir(data_dir.path())
+        .environment(environment(&[("MCP_RATE_LIMIT_RPS", "lots")]))
+        .build()
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("MCP_RATE_LIMIT_RPS"), "{error}");
+    assert!(error.to_string().contains("lots"), "{error}");
+}
