@@ -20,7 +20,9 @@
 //! caller input.
 //!
 //! Use [`build_server`] to run the bundled server, [`app`] for an in-process `App` (tests), or
-//! [`configure`] to mount the routes in an embedder's own actix application.
+//! [`service`] to mount the whole gateway, its checks included, in an embedder's own actix
+//! application. [`configure`] mounts the bare routes, without any check: only for an embedder
+//! who puts equivalent middleware in front of them.
 
 mod auth_api;
 mod authn;
@@ -115,6 +117,10 @@ impl Mounter {
 
 /// Mounts every route of the API on `cfg`, and sets the envelope 404 as the application's
 /// default service (an embedder that wants its own calls `App::default_service` afterwards).
+///
+/// The routes come bare: no `Host`, `Origin` or content-type check, no authentication, no
+/// rate limit. [`service`] mounts them with all of those; use this only behind equivalent
+/// middleware of one's own.
 ///
 /// Routes are mounted as plain resources, not in an `/api` scope, so an embedder can add its
 /// own routes under `/api/` next to these. Wrap the whole `App` with [`RequestMetrics`] to count
@@ -263,13 +269,30 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: ApiState) {
         .default_service(web::to(route_not_found));
 }
 
-/// The whole application: every route, the envelope 404, rate limits inside authentication,
-/// the Origin and content-type checks outside authentication (nothing a foreign page sends
-/// reaches a handler or costs a credential check), CORS outside those (so that a 401, 403 or
-/// 415 carries CORS headers too and preflights need no credentials), the Host check outside
-/// CORS (a preflight under a foreign name is refused too), the request limits outside
-/// everything (header size, body timeout, WebSocket frame size: see [`HttpSettings`]), and
-/// request metrics around all of it. Which hosts and origins pass is set on the state
+/// Wraps `$target` (an `App` or a `Scope`) in the gateway's middleware, innermost first: rate
+/// limits inside authentication, the Origin and content-type checks outside authentication
+/// (nothing a foreign page sends reaches a handler or costs a credential check), CORS outside
+/// those (so that a 401, 403 or 415 carries CORS headers too and preflights need no
+/// credentials), the Host check outside CORS (a preflight under a foreign name is refused too),
+/// the request limits outside everything (header size, body timeout, WebSocket frame size: see
+/// [`HttpSettings`]), and request metrics around all of it.
+macro_rules! wrap_in_guards {
+    ($target:expr) => {
+        $target
+            // Inside authentication: the REST bucket is the authenticated caller's.
+            .wrap(actix_web::middleware::from_fn(rate_limit::limit_rate))
+            .wrap(actix_web::middleware::from_fn(authn::authenticate))
+            .wrap(actix_web::middleware::from_fn(guard::check_request))
+            .wrap(actix_web::middleware::from_fn(cors::cors))
+            .wrap(actix_web::middleware::from_fn(guard::check_host))
+            // Outside everything: nothing reads a header or a body before the limits.
+            .wrap(actix_web::middleware::from_fn(limits::limit_request))
+            .wrap(RequestMetrics)
+    };
+}
+
+/// The whole application: every route, the envelope 404, and the gateway's middleware (see
+/// [`service`] for what it checks). Which hosts and origins pass is set on the state
 /// ([`ApiState::with_allowed_hosts`], [`ApiState::with_cors`], [`ApiState::with_mcp_origins`]).
 pub fn app(
     state: ApiState,
@@ -282,19 +305,84 @@ pub fn app(
         InitError = (),
     >,
 > {
-    App::new()
-        // The authentication middleware reads the state before routing.
-        .app_data(web::Data::new(state.clone()))
-        .configure(|cfg| configure(cfg, state))
-        // Inside authentication: the REST bucket is the authenticated caller's.
-        .wrap(actix_web::middleware::from_fn(rate_limit::limit_rate))
-        .wrap(actix_web::middleware::from_fn(authn::authenticate))
-        .wrap(actix_web::middleware::from_fn(guard::check_request))
-        .wrap(actix_web::middleware::from_fn(cors::cors))
-        .wrap(actix_web::middleware::from_fn(guard::check_host))
-        // Outside everything: nothing reads a header or a body before the limits.
-        .wrap(actix_web::middleware::from_fn(limits::limit_request))
-        .wrap(RequestMetrics)
+    wrap_in_guards!(
+        App::new()
+            // The authentication middleware reads the state before routing.
+            .app_data(web::Data::new(state.clone()))
+            .configure(|cfg| configure(cfg, state))
+    )
+}
+
+/// The whole gateway as one service to mount in an actix-web application of one's own, next
+/// to its own routes: every route of [`app`], with the same checks in front of them (the
+/// `Host` names the gateway, a foreign `Origin` changes nothing, `/api/` bodies are JSON,
+/// authentication and permissions, rate limits, request limits, request metrics).
+///
+/// The service answers every path the application's earlier services did not (unknown ones
+/// with the envelope 404), so register the application's own routes first. The checks apply
+/// to the gateway's routes only; the application's own routes are its business.
+pub fn service(state: ApiState) -> impl actix_web::dev::HttpServiceFactory {
+    let provided = ProvideState::new(web::Data::new(state.clone()));
+    wrap_in_guards!(web::scope("").configure(|cfg| configure(cfg, state))).wrap(provided)
+}
+
+/// Makes the state visible to the middleware of [`service`], which reads it before the scope's
+/// own data is attached.
+struct ProvideState(std::rc::Rc<actix_web::dev::Extensions>);
+
+impl ProvideState {
+    fn new(state: web::Data<ApiState>) -> Self {
+        let mut container = actix_web::dev::Extensions::new();
+        container.insert(state);
+        Self(std::rc::Rc::new(container))
+    }
+}
+
+impl<S, B> actix_web::dev::Transform<S, ServiceRequest> for ProvideState
+where
+    S: actix_web::dev::Service<
+            ServiceRequest,
+            Response = ServiceResponse<B>,
+            Error = actix_web::Error,
+        >,
+{
+    type Response = ServiceResponse<B>;
+    type Error = actix_web::Error;
+    type Transform = ProvideStateService<S>;
+    type InitError = ();
+    type Future = std::future::Ready<Result<Self::Transform, ()>>;
+
+    fn new_transform(&self, service: S) -> Self::Future {
+        std::future::ready(Ok(ProvideStateService {
+            service,
+            container: std::rc::Rc::clone(&self.0),
+        }))
+    }
+}
+
+struct ProvideStateService<S> {
+    service: S,
+    container: std::rc::Rc<actix_web::dev::Extensions>,
+}
+
+impl<S, B> actix_web::dev::Service<ServiceRequest> for ProvideStateService<S>
+where
+    S: actix_web::dev::Service<
+            ServiceRequest,
+            Response = ServiceResponse<B>,
+            Error = actix_web::Error,
+        >,
+{
+    type Response = ServiceResponse<B>;
+    type Error = actix_web::Error;
+    type Future = S::Future;
+
+    actix_web::dev::forward_ready!(service);
+
+    fn call(&self, mut request: ServiceRequest) -> Self::Future {
+        request.add_data_container(std::rc::Rc::clone(&self.container));
+        self.service.call(request)
+    }
 }
 
 /// The bundled HTTP server on `listener`. It does not handle signals: the host stops it with
