@@ -3,37 +3,51 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
 use crate::id::ServerId;
 use crate::tool::Tool;
 
 /// How a server is reached.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Its serde form is an object tagged by `mode`, with the fields of the variant beside it:
+/// `{"mode": "subprocess", "command": [...], "env": {...}, "cwd": null}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "snake_case", deny_unknown_fields)]
 #[non_exhaustive]
 pub enum LaunchSpec {
     /// A local process speaking MCP over stdin/stdout.
     Subprocess {
         command: Vec<String>,
+        #[serde(default)]
         env: BTreeMap<String, String>,
+        #[serde(default)]
         cwd: Option<String>,
     },
     /// A container speaking MCP over its stdin/stdout.
     Docker {
         image: String,
+        #[serde(default)]
         args: Vec<String>,
+        #[serde(default)]
         env: BTreeMap<String, String>,
         network: String,
+        #[serde(default)]
         memory: Option<String>,
+        #[serde(default)]
         cpus: Option<String>,
         read_only: bool,
+        #[serde(default)]
         volumes: Vec<String>,
         /// Which container engine runs it.
+        #[serde(default)]
         engine: ContainerEngine,
     },
     /// A server reached over MCP Streamable HTTP.
     Remote {
         endpoint: String,
+        #[serde(default)]
         headers: BTreeMap<String, String>,
     },
 }
@@ -55,7 +69,10 @@ impl LaunchSpec {
 }
 
 /// Which container engine runs a docker-mode server.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+///
+/// Serde form: `"default"`, `{"host": "unix:///run/docker.sock"}` or `{"cli": "podman"}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ContainerEngine {
     /// The gateway's default engine: the Engine API that `DOCKER_HOST` names (or
@@ -70,7 +87,8 @@ pub enum ContainerEngine {
 }
 
 /// The container command-line clients the gateway knows how to drive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ContainerCli {
     Docker,
     Podman,
@@ -87,7 +105,11 @@ impl ContainerCli {
 }
 
 /// Where a server's definition came from; it decides who may change it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Serde form: `{"kind": "config"}`, `{"kind": "api"}`, or
+/// `{"kind": "discovery", "source_id": "docker-0"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ServerOrigin {
     /// Declared in the configuration file: changed by editing the file, not over REST.
     Config,
@@ -108,17 +130,57 @@ impl ServerOrigin {
 }
 
 /// The full definition of one managed MCP server.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// Its serde form is the one form of a definition that stores and other adapters keep and
+/// exchange: every field round-trips exactly. Durations are whole seconds (`idle_ttl_s`,
+/// `health_check_interval_s`); the launch is a [`LaunchSpec`] object under `launch`.
+///
+/// ```
+/// use mcpgw_core::{ServerId, ServerSpec};
+///
+/// let spec = ServerSpec::subprocess(ServerId::parse("math").unwrap(), vec!["math-server".into()]);
+/// let json = serde_json::to_value(&spec).unwrap();
+/// assert_eq!(json["launch"]["mode"], "subprocess");
+/// assert_eq!(json["idle_ttl_s"], 300);
+/// assert_eq!(serde_json::from_value::<ServerSpec>(json).unwrap(), spec);
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ServerSpec {
     pub id: ServerId,
+    #[serde(default)]
     pub description: Option<String>,
     pub launch: LaunchSpec,
+    #[serde(rename = "idle_ttl_s", with = "whole_seconds")]
     pub idle_ttl: Duration,
+    #[serde(rename = "health_check_interval_s", with = "whole_seconds")]
     pub health_check_interval: Duration,
     pub max_consecutive_failures: u32,
     /// Tools listed before the first start, so clients see them without starting the server.
+    #[serde(default)]
     pub predefined_tools: Vec<Tool>,
     pub origin: ServerOrigin,
+}
+
+/// Durations as whole seconds in the serde form of a definition; a fraction of a second is
+/// not a setting any definition has.
+mod whole_seconds {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(
+        duration: &Duration,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        serializer.serialize_u64(duration.as_secs())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Duration, D::Error> {
+        u64::deserialize(deserializer).map(Duration::from_secs)
+    }
 }
 
 impl ServerSpec {
@@ -283,6 +345,126 @@ const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One definition of each launch, engine and origin, with every optional field set.
+    fn every_kind_of_definition() -> Vec<ServerSpec> {
+        let env: BTreeMap<String, String> = [("KEY".to_owned(), "value".to_owned())].into();
+        let mut tool = Tool::new("add");
+        tool.description = Some("adds".to_owned());
+        tool.output_schema = Some(serde_json::json!({"type": "object"}));
+        let base = |name: &str, launch: LaunchSpec, origin: ServerOrigin| ServerSpec {
+            id: id(name),
+            description: Some(format!("the {name} server")),
+            launch,
+            idle_ttl: Duration::from_secs(7),
+            health_check_interval: Duration::from_secs(11),
+            max_consecutive_failures: 5,
+            predefined_tools: vec![tool.clone()],
+            origin,
+        };
+        let docker = |engine: ContainerEngine| LaunchSpec::Docker {
+            image: "repo/image:tag".to_owned(),
+            args: vec!["--flag".to_owned()],
+            env: env.clone(),
+            network: "none".to_owned(),
+            memory: Some("512m".to_owned()),
+            cpus: Some("1.5".to_owned()),
+            read_only: false,
+            volumes: vec!["/a:/b:ro".to_owned()],
+            engine,
+        };
+        vec![
+            base(
+                "local",
+                subprocess(&["python3", "-m", "x"], &[("KEY", "value")], Some("/srv")),
+                ServerOrigin::Config,
+            ),
+            base("boxed", docker(ContainerEngine::Default), ServerOrigin::Api),
+            base(
+                "hosted",
+                docker(ContainerEngine::Host("unix:///run/docker.sock".to_owned())),
+                ServerOrigin::Discovery {
+                    source_id: "docker-0".to_owned(),
+                },
+            ),
+            base(
+                "podded",
+                docker(ContainerEngine::Cli(ContainerCli::Podman)),
+                ServerOrigin::Api,
+            ),
+            base(
+                "far",
+                LaunchSpec::Remote {
+                    endpoint: "https://example.com/mcp".to_owned(),
+                    headers: env.clone(),
+                },
+                ServerOrigin::Api,
+            ),
+        ]
+    }
+
+    #[test]
+    fn the_serde_form_of_a_definition_round_trips_every_field() {
+        for spec in every_kind_of_definition() {
+            let json = serde_json::to_string(&spec).unwrap();
+            let back: ServerSpec = serde_json::from_str(&json).unwrap();
+            assert_eq!(back, spec, "{json}");
+            assert_eq!(back.tool_list_digest(), spec.tool_list_digest());
+        }
+    }
+
+    #[test]
+    fn the_serde_form_names_the_mode_engine_origin_and_seconds() {
+        let forms: Vec<serde_json::Value> = every_kind_of_definition()
+            .iter()
+            .map(|spec| serde_json::to_value(spec).unwrap())
+            .collect();
+        assert_eq!(forms[0]["launch"]["mode"], "subprocess");
+        assert_eq!(forms[0]["origin"], serde_json::json!({"kind": "config"}));
+        assert_eq!(forms[0]["idle_ttl_s"], 7);
+        assert_eq!(forms[0]["health_check_interval_s"], 11);
+        assert_eq!(forms[1]["launch"]["engine"], "default");
+        assert_eq!(
+            forms[2]["launch"]["engine"],
+            serde_json::json!({"host": "unix:///run/docker.sock"})
+        );
+        assert_eq!(
+            forms[2]["origin"],
+            serde_json::json!({"kind": "discovery", "source_id": "docker-0"})
+        );
+        assert_eq!(forms[3]["launch"]["engine"], serde_json::json!({"cli": "podman"}));
+        assert_eq!(forms[4]["launch"]["mode"], "remote");
+    }
+
+    #[test]
+    fn a_malformed_serde_form_is_refused_with_the_reason() {
+        let good = serde_json::to_value(&every_kind_of_definition()[0]).unwrap();
+        let with = |path: &[&str], value: serde_json::Value| {
+            let mut form = good.clone();
+            let mut place = &mut form;
+            for key in &path[..path.len() - 1] {
+                place = &mut place[*key];
+            }
+            place[path[path.len() - 1]] = value;
+            form
+        };
+        // Bad input: an unknown mode, an unknown field, an id with `__`, negative seconds, a
+        // command that is not a list, an unknown origin.
+        let cases = [
+            (with(&["launch", "mode"], "teleport".into()), "teleport"),
+            (with(&["launch", "colour"], "red".into()), "colour"),
+            (with(&["id"], "a__b".into()), "__"),
+            (with(&["idle_ttl_s"], (-1).into()), "-1"),
+            (with(&["launch", "command"], "python3".into()), "sequence"),
+            (with(&["origin", "kind"], "elsewhere".into()), "elsewhere"),
+        ];
+        for (form, named) in cases {
+            let error = serde_json::from_value::<ServerSpec>(form.clone())
+                .expect_err(&form.to_string())
+                .to_string();
+            assert!(error.contains(named), "{error} does not name {named}");
+        }
+    }
 
     fn id(raw: &str) -> ServerId {
         ServerId::parse(raw).unwrap()
