@@ -14,7 +14,7 @@ use crate::tool::Tool;
 /// Its serde form is an object tagged by `mode`, with the fields of the variant beside it:
 /// `{"mode": "subprocess", "command": [...], "env": {...}, "cwd": null}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "mode", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(tag = "mode", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum LaunchSpec {
     /// A local process speaking MCP over stdin/stdout.
@@ -40,8 +40,8 @@ pub enum LaunchSpec {
         read_only: bool,
         #[serde(default)]
         volumes: Vec<String>,
-        /// Which container engine runs it.
-        #[serde(default)]
+        /// Which container engine runs it; absent in the serde form for the default engine.
+        #[serde(default, skip_serializing_if = "ContainerEngine::is_default")]
         engine: ContainerEngine,
     },
     /// A server reached over MCP Streamable HTTP.
@@ -70,9 +70,10 @@ impl LaunchSpec {
 
 /// Which container engine runs a docker-mode server.
 ///
-/// Serde form: `"default"`, `{"host": "unix:///run/docker.sock"}` or `{"cli": "podman"}`.
+/// Serde form: `"default"`, `{"host": "unix:///run/docker.sock"}`, `"docker_cli"` or
+/// `"podman_cli"`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(from = "EngineForm", into = "EngineForm")]
 #[non_exhaustive]
 pub enum ContainerEngine {
     /// The gateway's default engine: the Engine API that `DOCKER_HOST` names (or
@@ -86,9 +87,47 @@ pub enum ContainerEngine {
     Cli(ContainerCli),
 }
 
-/// The container command-line clients the gateway knows how to drive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+impl ContainerEngine {
+    /// Whether this is the gateway's default engine.
+    pub fn is_default(&self) -> bool {
+        matches!(self, ContainerEngine::Default)
+    }
+}
+
+/// The serde form of [`ContainerEngine`]: one flat name per client.
+#[derive(Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+enum EngineForm {
+    Default,
+    Host(String),
+    DockerCli,
+    PodmanCli,
+}
+
+impl From<EngineForm> for ContainerEngine {
+    fn from(form: EngineForm) -> Self {
+        match form {
+            EngineForm::Default => ContainerEngine::Default,
+            EngineForm::Host(host) => ContainerEngine::Host(host),
+            EngineForm::DockerCli => ContainerEngine::Cli(ContainerCli::Docker),
+            EngineForm::PodmanCli => ContainerEngine::Cli(ContainerCli::Podman),
+        }
+    }
+}
+
+impl From<ContainerEngine> for EngineForm {
+    fn from(engine: ContainerEngine) -> Self {
+        match engine {
+            ContainerEngine::Default => EngineForm::Default,
+            ContainerEngine::Host(host) => EngineForm::Host(host),
+            ContainerEngine::Cli(ContainerCli::Docker) => EngineForm::DockerCli,
+            ContainerEngine::Cli(ContainerCli::Podman) => EngineForm::PodmanCli,
+        }
+    }
+}
+
+/// The container command-line clients the gateway knows how to drive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ContainerCli {
     Docker,
     Podman,
@@ -109,7 +148,7 @@ impl ContainerCli {
 /// Serde form: `{"kind": "config"}`, `{"kind": "api"}`, or
 /// `{"kind": "discovery", "source_id": "docker-0"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ServerOrigin {
     /// Declared in the configuration file: changed by editing the file, not over REST.
     Config,
@@ -132,8 +171,10 @@ impl ServerOrigin {
 /// The full definition of one managed MCP server.
 ///
 /// Its serde form is the one form of a definition that stores and other adapters keep and
-/// exchange: every field round-trips exactly. Durations are whole seconds (`idle_ttl_s`,
-/// `health_check_interval_s`); the launch is a [`LaunchSpec`] object under `launch`.
+/// exchange, and every field round-trips exactly: the launch is a [`LaunchSpec`] object under
+/// `launch`, durations are serde's `{"secs", "nanos"}`. It is a file format: fields may be
+/// added with a default, never renamed or removed, and unknown fields are ignored, so that
+/// definitions kept by another version of the gateway still load.
 ///
 /// ```
 /// use mcpgw_core::{ServerId, ServerSpec};
@@ -141,46 +182,22 @@ impl ServerOrigin {
 /// let spec = ServerSpec::subprocess(ServerId::parse("math").unwrap(), vec!["math-server".into()]);
 /// let json = serde_json::to_value(&spec).unwrap();
 /// assert_eq!(json["launch"]["mode"], "subprocess");
-/// assert_eq!(json["idle_ttl_s"], 300);
+/// assert_eq!(json["idle_ttl"]["secs"], 300);
 /// assert_eq!(serde_json::from_value::<ServerSpec>(json).unwrap(), spec);
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ServerSpec {
     pub id: ServerId,
     #[serde(default)]
     pub description: Option<String>,
     pub launch: LaunchSpec,
-    #[serde(rename = "idle_ttl_s", with = "whole_seconds")]
     pub idle_ttl: Duration,
-    #[serde(rename = "health_check_interval_s", with = "whole_seconds")]
     pub health_check_interval: Duration,
     pub max_consecutive_failures: u32,
     /// Tools listed before the first start, so clients see them without starting the server.
     #[serde(default)]
     pub predefined_tools: Vec<Tool>,
     pub origin: ServerOrigin,
-}
-
-/// Durations as whole seconds in the serde form of a definition; a fraction of a second is
-/// not a setting any definition has.
-mod whole_seconds {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub(super) fn serialize<S: Serializer>(
-        duration: &Duration,
-        serializer: S,
-    ) -> Result<S::Ok, S::Error> {
-        serializer.serialize_u64(duration.as_secs())
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
-        deserializer: D,
-    ) -> Result<Duration, D::Error> {
-        u64::deserialize(deserializer).map(Duration::from_secs)
-    }
 }
 
 impl ServerSpec {
@@ -421,9 +438,16 @@ mod tests {
             .collect();
         assert_eq!(forms[0]["launch"]["mode"], "subprocess");
         assert_eq!(forms[0]["origin"], serde_json::json!({"kind": "config"}));
-        assert_eq!(forms[0]["idle_ttl_s"], 7);
-        assert_eq!(forms[0]["health_check_interval_s"], 11);
-        assert_eq!(forms[1]["launch"]["engine"], "default");
+        assert_eq!(
+            forms[0]["idle_ttl"],
+            serde_json::json!({"secs": 7, "nanos": 0})
+        );
+        assert_eq!(
+            forms[0]["health_check_interval"],
+            serde_json::json!({"secs": 11, "nanos": 0})
+        );
+        // The default engine is left out.
+        assert!(forms[1]["launch"].get("engine").is_none());
         assert_eq!(
             forms[2]["launch"]["engine"],
             serde_json::json!({"host": "unix:///run/docker.sock"})
@@ -432,7 +456,7 @@ mod tests {
             forms[2]["origin"],
             serde_json::json!({"kind": "discovery", "source_id": "docker-0"})
         );
-        assert_eq!(forms[3]["launch"]["engine"], serde_json::json!({"cli": "podman"}));
+        assert_eq!(forms[3]["launch"]["engine"], "podman_cli");
         assert_eq!(forms[4]["launch"]["mode"], "remote");
     }
 
@@ -448,13 +472,12 @@ mod tests {
             place[path[path.len() - 1]] = value;
             form
         };
-        // Bad input: an unknown mode, an unknown field, an id with `__`, negative seconds, a
-        // command that is not a list, an unknown origin.
+        // Bad input: an unknown mode, an id with `__`, negative seconds, a command that is not
+        // a list, an unknown origin, an unknown engine.
         let cases = [
             (with(&["launch", "mode"], "teleport".into()), "teleport"),
-            (with(&["launch", "colour"], "red".into()), "colour"),
             (with(&["id"], "a__b".into()), "__"),
-            (with(&["idle_ttl_s"], (-1).into()), "-1"),
+            (with(&["idle_ttl", "secs"], (-1).into()), "-1"),
             (with(&["launch", "command"], "python3".into()), "sequence"),
             (with(&["origin", "kind"], "elsewhere".into()), "elsewhere"),
         ];
@@ -464,6 +487,12 @@ mod tests {
                 .to_string();
             assert!(error.contains(named), "{error} does not name {named}");
         }
+        let mut docker = serde_json::to_value(&every_kind_of_definition()[1]).unwrap();
+        docker["launch"]["engine"] = "kubernetes".into();
+        let error = serde_json::from_value::<ServerSpec>(docker)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("kubernetes"), "{error}");
     }
 
     fn id(raw: &str) -> ServerId {

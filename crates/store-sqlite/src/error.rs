@@ -70,8 +70,6 @@ pub enum StoreError {
         key: String,
         reason: String,
     },
-    #[error("mode `{mode}` cannot be stored by this version of the sqlite store; upgrade it")]
-    UnsupportedMode { mode: &'static str },
     #[error("the database task did not finish: {0}")]
     Background(String),
 }
@@ -81,7 +79,6 @@ impl StoreError {
         match self {
             StoreError::CreateDirectory { .. } | StoreError::Open { .. } => ErrorKind::Unavailable,
             StoreError::Sqlite { source, .. } if is_contention(source) => ErrorKind::Unavailable,
-            StoreError::UnsupportedMode { .. } => ErrorKind::Invalid,
             StoreError::NotADatabase { .. }
             | StoreError::Damaged { .. }
             | StoreError::SchemaTooNew { .. }

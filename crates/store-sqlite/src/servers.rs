@@ -1,18 +1,11 @@
 //! [`ServerRepository`] on the `mcp_servers` table.
 //!
-//! The core types are deliberately not `Serialize`, so the stored JSON has its own shape here
-//! ([`StoredServer`]). That shape is a file format: fields may be added with a serde default,
-//! never renamed or removed, or databases written by older gateways stop loading.
-
-use std::collections::BTreeMap;
-use std::time::Duration;
+//! A row's `definition` is the serde form of [`ServerSpec`] (the core's one form of a
+//! definition, a file format that only grows) without the id, which is the row's key. Rows
+//! written by earlier gateways have exactly that shape: the unit tests below pin it.
 
 use async_trait::async_trait;
-use mcpgw_core::{
-    ContainerCli, ContainerEngine, LaunchSpec, RepositoryError, ServerId, ServerOrigin,
-    ServerRepository, ServerSpec, Tool,
-};
-use serde::{Deserialize, Serialize};
+use mcpgw_core::{RepositoryError, ServerId, ServerRepository, ServerSpec};
 
 use crate::definitions::DefinitionTable;
 use crate::error::StoreError;
@@ -35,190 +28,18 @@ static SERVERS: DefinitionTable = DefinitionTable {
     read_operation: "read an mcp server row",
 };
 
-#[derive(Serialize, Deserialize)]
-struct StoredServer {
-    #[serde(default)]
-    description: Option<String>,
-    launch: StoredLaunch,
-    /// serde's `Duration` shape (`{"secs", "nanos"}`) keeps any duration exactly.
-    idle_ttl: Duration,
-    health_check_interval: Duration,
-    max_consecutive_failures: u32,
-    #[serde(default)]
-    predefined_tools: Vec<Tool>,
-    origin: StoredOrigin,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(tag = "mode", rename_all = "snake_case")]
-enum StoredLaunch {
-    Subprocess {
-        command: Vec<String>,
-        #[serde(default)]
-        env: BTreeMap<String, String>,
-        #[serde(default)]
-        cwd: Option<String>,
-    },
-    Docker {
-        image: String,
-        #[serde(default)]
-        args: Vec<String>,
-        #[serde(default)]
-        env: BTreeMap<String, String>,
-        network: String,
-        #[serde(default)]
-        memory: Option<String>,
-        #[serde(default)]
-        cpus: Option<String>,
-        read_only: bool,
-        #[serde(default)]
-        volumes: Vec<String>,
-        /// Absent in rows written before engines could be chosen: the default engine.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        engine: Option<StoredEngine>,
-    },
-    Remote {
-        endpoint: String,
-        #[serde(default)]
-        headers: BTreeMap<String, String>,
-    },
-}
-
-/// Which engine runs a stored docker-mode server.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum StoredEngine {
-    Host(String),
-    DockerCli,
-    PodmanCli,
-}
-
-fn engine_kind(_engine: &ContainerEngine) -> &'static str {
-    "docker (with an engine this store does not know)"
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-enum StoredOrigin {
-    Config,
-    Api,
-    Discovery { source_id: String },
-}
-
-impl StoredServer {
-    fn from_spec(spec: &ServerSpec) -> Result<Self, StoreError> {
-        let launch = match &spec.launch {
-            LaunchSpec::Subprocess { command, env, cwd } => StoredLaunch::Subprocess {
-                command: command.clone(),
-                env: env.clone(),
-                cwd: cwd.clone(),
-            },
-            LaunchSpec::Docker {
-                image,
-                args,
-                env,
-                network,
-                memory,
-                cpus,
-                read_only,
-                volumes,
-                engine,
-            } => StoredLaunch::Docker {
-                image: image.clone(),
-                args: args.clone(),
-                env: env.clone(),
-                network: network.clone(),
-                memory: memory.clone(),
-                cpus: cpus.clone(),
-                read_only: *read_only,
-                volumes: volumes.clone(),
-                engine: match engine {
-                    ContainerEngine::Default => None,
-                    ContainerEngine::Host(host) => Some(StoredEngine::Host(host.clone())),
-                    ContainerEngine::Cli(ContainerCli::Docker) => Some(StoredEngine::DockerCli),
-                    ContainerEngine::Cli(ContainerCli::Podman) => Some(StoredEngine::PodmanCli),
-                    other => {
-                        return Err(StoreError::UnsupportedMode {
-                            mode: engine_kind(other),
-                        });
-                    }
-                },
-            },
-            LaunchSpec::Remote { endpoint, headers } => StoredLaunch::Remote {
-                endpoint: endpoint.clone(),
-                headers: headers.clone(),
-            },
-            // A mode added to the core after this store was written: refusing is better than
-            // storing something that would load as a different server.
-            other => return Err(StoreError::UnsupportedMode { mode: other.mode() }),
-        };
-        let origin = match &spec.origin {
-            ServerOrigin::Config => StoredOrigin::Config,
-            ServerOrigin::Api => StoredOrigin::Api,
-            ServerOrigin::Discovery { source_id } => StoredOrigin::Discovery {
-                source_id: source_id.clone(),
-            },
-        };
-        Ok(Self {
-            description: spec.description.clone(),
-            launch,
-            idle_ttl: spec.idle_ttl,
-            health_check_interval: spec.health_check_interval,
-            max_consecutive_failures: spec.max_consecutive_failures,
-            predefined_tools: spec.predefined_tools.clone(),
-            origin,
-        })
+/// The row's JSON: the serde form of [`ServerSpec`] without the id, which is the row's key.
+fn encode(spec: &ServerSpec) -> Result<String, StoreError> {
+    let corrupt = |reason: String| StoreError::CorruptRecord {
+        table: TABLE,
+        key: spec.id.to_string(),
+        reason,
+    };
+    let mut definition = serde_json::to_value(spec).map_err(|error| corrupt(error.to_string()))?;
+    if let Some(fields) = definition.as_object_mut() {
+        fields.remove("id");
     }
-
-    fn into_spec(self, id: ServerId) -> ServerSpec {
-        let launch = match self.launch {
-            StoredLaunch::Subprocess { command, env, cwd } => {
-                LaunchSpec::Subprocess { command, env, cwd }
-            }
-            StoredLaunch::Docker {
-                image,
-                args,
-                env,
-                network,
-                memory,
-                cpus,
-                read_only,
-                volumes,
-                engine,
-            } => LaunchSpec::Docker {
-                image,
-                args,
-                env,
-                network,
-                memory,
-                cpus,
-                read_only,
-                volumes,
-                engine: match engine {
-                    None => ContainerEngine::Default,
-                    Some(StoredEngine::Host(host)) => ContainerEngine::Host(host),
-                    Some(StoredEngine::DockerCli) => ContainerEngine::Cli(ContainerCli::Docker),
-                    Some(StoredEngine::PodmanCli) => ContainerEngine::Cli(ContainerCli::Podman),
-                },
-            },
-            StoredLaunch::Remote { endpoint, headers } => LaunchSpec::Remote { endpoint, headers },
-        };
-        let origin = match self.origin {
-            StoredOrigin::Config => ServerOrigin::Config,
-            StoredOrigin::Api => ServerOrigin::Api,
-            StoredOrigin::Discovery { source_id } => ServerOrigin::Discovery { source_id },
-        };
-        ServerSpec {
-            id,
-            description: self.description,
-            launch,
-            idle_ttl: self.idle_ttl,
-            health_check_interval: self.health_check_interval,
-            max_consecutive_failures: self.max_consecutive_failures,
-            predefined_tools: self.predefined_tools,
-            origin,
-        }
-    }
+    serde_json::to_string(&definition).map_err(|error| corrupt(error.to_string()))
 }
 
 fn decode_row(id: String, definition: &str) -> Result<ServerSpec, StoreError> {
@@ -227,22 +48,22 @@ fn decode_row(id: String, definition: &str) -> Result<ServerSpec, StoreError> {
         key: key.to_owned(),
         reason,
     };
-    let server_id = ServerId::parse(&id).map_err(|error| corrupt(error.to_string(), &id))?;
-    let stored: StoredServer =
+    ServerId::parse(&id).map_err(|error| corrupt(error.to_string(), &id))?;
+    let mut definition: serde_json::Value =
         serde_json::from_str(definition).map_err(|error| corrupt(error.to_string(), &id))?;
-    Ok(stored.into_spec(server_id))
+    let Some(fields) = definition.as_object_mut() else {
+        return Err(corrupt(
+            "the definition is not a JSON object".to_owned(),
+            &id,
+        ));
+    };
+    fields.insert("id".to_owned(), serde_json::Value::String(id.clone()));
+    serde_json::from_value(definition).map_err(|error| corrupt(error.to_string(), &id))
 }
 
 impl SqliteStore {
     async fn save_server(&self, spec: &ServerSpec) -> Result<(), StoreError> {
-        let definition =
-            serde_json::to_string(&StoredServer::from_spec(spec)?).map_err(|error| {
-                StoreError::CorruptRecord {
-                    table: TABLE,
-                    key: spec.id.to_string(),
-                    reason: error.to_string(),
-                }
-            })?;
+        let definition = encode(spec)?;
         self.upsert_definition(
             &SERVERS,
             spec.id.as_str().to_owned(),
@@ -279,6 +100,8 @@ impl ServerRepository for SqliteStore {
 
 #[cfg(test)]
 mod tests {
+    use mcpgw_core::ServerOrigin;
+
     use super::*;
 
     #[test]
@@ -287,7 +110,7 @@ mod tests {
         spec.origin = ServerOrigin::Discovery {
             source_id: "docker-0".into(),
         };
-        let json = serde_json::to_value(StoredServer::from_spec(&spec).unwrap()).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&encode(&spec).unwrap()).unwrap();
         assert_eq!(
             json,
             serde_json::json!({
@@ -306,13 +129,10 @@ mod tests {
     fn a_row_with_broken_json_or_id_is_reported_with_its_key() {
         let error = decode_row("math".into(), "{not json").unwrap_err();
         assert!(matches!(&error, StoreError::CorruptRecord { key, .. } if key == "math"));
-        let valid = serde_json::to_string(
-            &StoredServer::from_spec(&ServerSpec::subprocess(
-                ServerId::parse("ok").unwrap(),
-                vec!["x".into()],
-            ))
-            .unwrap(),
-        )
+        let valid = encode(&ServerSpec::subprocess(
+            ServerId::parse("ok").unwrap(),
+            vec!["x".into()],
+        ))
         .unwrap();
         let error = decode_row("bad id".into(), &valid).unwrap_err();
         assert!(matches!(&error, StoreError::CorruptRecord { key, .. } if key == "bad id"));

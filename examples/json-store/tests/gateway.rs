@@ -62,7 +62,7 @@ async fn servers_created_over_the_api_live_in_the_json_file_across_restarts() {
         json!(["notes-server", "--quiet"])
     );
     assert_eq!(kept[0]["launch"]["env"], json!({"NOTES_DIR": "/srv/notes"}));
-    assert_eq!(kept[0]["idle_ttl_s"], 120);
+    assert_eq!(kept[0]["idle_ttl"], json!({"secs": 120, "nanos": 0}));
     // The SQLite store still keeps what this example did not replace, but not the servers.
     assert!(data.path().join("data/mcpgw.db").is_file());
 
