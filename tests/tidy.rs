@@ -7,6 +7,9 @@
 //!   workspace's own crates only other domain crates; and their own sources (tests aside) name
 //!   no files, processes, sockets, environment, threads or system clock (`DOMAIN_IO_NAMES`);
 //! - the crate graph of docs/ARCHITECTURE.md draws every crate under `crates/` and the binary;
+//! - its port table lists every `pub trait` of the domain crates with its contract suite (a
+//!   macro of the testkit that some adapter's tests run), or the port is on
+//!   `PORTS_WITHOUT_A_SUITE`, the written-down debt that only shrinks;
 //! - adapters never depend on each other; only the HTTP adapter may drive the application crate;
 //! - the application crate depends on no adapter;
 //! - library crates never depend on the test kit except as a dev-dependency;
@@ -1110,4 +1113,239 @@ fn crate_names_count_only_as_whole_words() {
     ));
     assert!(!names_as_word("discovery-files only", "discovery"));
     assert!(!names_as_word("mcp-core-extra", "mcp-core"));
+}
+
+/// Ports that have no contract suite yet. Each entry is a debt: its suite, run against every
+/// in-tree adapter of the port, replaces the entry. A port added to a domain crate must come
+/// with its suite; it cannot be added here to pass.
+const PORTS_WITHOUT_A_SUITE: &[&str] = &[
+    "InvocationHistory",
+    "ServerLauncher",
+    "McpSession",
+    "ProcessSpawner",
+    "ProcessControl",
+    "StdioConnector",
+    "TaskSpawner",
+    "Clock",
+    "EventSink",
+    "EventObserver",
+    "McpFrontend",
+    "RandomSource",
+    "DiscoverySource",
+    "DiscoverySourceFactory",
+    "TokenVerifier",
+    "PolicyDecider",
+    "SecretSource",
+    "RateLimiter",
+    "ConfigFile",
+];
+
+/// The names of the `pub trait`s declared in `source`.
+fn public_traits(source: &str) -> Vec<String> {
+    source
+        .lines()
+        .filter_map(|line| line.trim_start().strip_prefix("pub trait "))
+        .filter_map(|rest| {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            (!name.is_empty()).then_some(name)
+        })
+        .collect()
+}
+
+/// The rows of the port table in `document` (between `<!-- ports -->` and `<!-- /ports -->`):
+/// each port's name and its suite column, unquoted.
+fn port_table(document: &str) -> Option<Vec<(String, String)>> {
+    let start = document.find("<!-- ports -->")?;
+    let end = document[start..].find("<!-- /ports -->")? + start;
+    let rows = document[start..end]
+        .lines()
+        .filter(|line| line.starts_with("| `"))
+        .filter_map(|line| {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let port = cells.get(1)?.trim_matches('`').to_owned();
+            let suite = cells.get(4)?.trim_matches('`').to_owned();
+            Some((port, suite))
+        })
+        .collect();
+    Some(rows)
+}
+
+/// What is wrong with the port table, given the domain's traits, the suite macros the testkit
+/// defines, and the suite macros invoked outside the testkit.
+fn port_table_problems(
+    traits: &[String],
+    table: &[(String, String)],
+    defined_suites: &[String],
+    invoked_suites: &[String],
+    without_a_suite: &[&str],
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for port in traits {
+        if !table.iter().any(|(name, _)| name == port) {
+            problems.push(format!("the port `{port}` is missing from the table"));
+        }
+    }
+    for (port, suite) in table {
+        if !traits.contains(port) {
+            problems.push(format!(
+                "the table lists `{port}`, which no domain crate declares"
+            ));
+        }
+        let waiting = without_a_suite.contains(&port.as_str());
+        match suite.strip_suffix('!') {
+            None if waiting => {}
+            None => problems.push(format!(
+                "the port `{port}` has no contract suite: write one in mcpgw-testkit and run it \
+                 against its adapters"
+            )),
+            Some(_) if waiting => problems.push(format!(
+                "`{port}` has a suite now: take it off PORTS_WITHOUT_A_SUITE"
+            )),
+            Some(name) => {
+                if !defined_suites.iter().any(|defined| defined == name) {
+                    problems.push(format!(
+                        "the suite `{name}!` of `{port}` is not a macro of mcpgw-testkit"
+                    ));
+                } else if !invoked_suites.iter().any(|invoked| invoked == name) {
+                    problems.push(format!(
+                        "the suite `{name}!` of `{port}` runs against no adapter"
+                    ));
+                }
+            }
+        }
+    }
+    problems
+}
+
+/// Every Rust file under `folder`, tests included.
+fn rust_files(folder: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut pending = vec![folder.to_path_buf()];
+    while let Some(folder) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&folder) else {
+            continue;
+        };
+        for path in entries.flatten().map(|entry| entry.path()) {
+            let name = path
+                .file_name()
+                .and_then(|name| name.to_str())
+                .unwrap_or("");
+            if path.is_dir() && name != "target" && !name.starts_with('.') {
+                pending.push(path);
+            } else if name.ends_with(".rs") {
+                files.push(path);
+            }
+        }
+    }
+    files
+}
+
+#[test]
+fn every_port_is_in_the_architecture_table_with_its_contract_suite() {
+    let workspace =
+        Workspace::from_metadata(&cargo_metadata()).unwrap_or_else(|error| panic!("{error}"));
+    let root = &workspace.root;
+    let mut traits = Vec::new();
+    for package in &workspace.packages {
+        if !DOMAIN_CRATES.contains(&package.name.as_str()) {
+            continue;
+        }
+        let folder = package
+            .manifest_path
+            .parent()
+            .expect("a manifest has a folder")
+            .join("src");
+        for file in production_sources(&folder) {
+            let source = std::fs::read_to_string(&file)
+                .unwrap_or_else(|error| panic!("cannot read {}: {error}", file.display()));
+            traits.extend(public_traits(&source));
+        }
+    }
+    let testkit = root.join("crates/testkit");
+    let mut defined = Vec::new();
+    let mut invoked = Vec::new();
+    for file in rust_files(root) {
+        let source = std::fs::read_to_string(&file).unwrap_or_default();
+        if file.starts_with(&testkit) {
+            defined.extend(
+                source
+                    .lines()
+                    .filter_map(|line| line.trim_start().strip_prefix("macro_rules! "))
+                    .filter_map(|rest| rest.split_whitespace().next())
+                    .filter(|name| name.ends_with("_contract_suite"))
+                    .map(str::to_owned),
+            );
+        } else {
+            for line in source.lines() {
+                if let Some(at) = line.find("_contract_suite!") {
+                    let start = line[..at]
+                        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                        .map_or(0, |i| i + 1);
+                    invoked.push(line[start..at + "_contract_suite".len()].to_owned());
+                }
+            }
+        }
+    }
+    let path = root.join("docs/ARCHITECTURE.md");
+    let document = std::fs::read_to_string(&path)
+        .unwrap_or_else(|error| panic!("cannot read {}: {error}", path.display()));
+    let table = port_table(&document)
+        .unwrap_or_else(|| panic!("{} has no port table (`<!-- ports -->`)", path.display()));
+    let problems = port_table_problems(&traits, &table, &defined, &invoked, PORTS_WITHOUT_A_SUITE);
+    assert!(
+        problems.is_empty(),
+        "the port table of {} is out of date:\n  - {}",
+        path.display(),
+        problems.join("\n  - ")
+    );
+}
+
+#[test]
+fn a_port_without_a_row_or_a_suite_is_reported() {
+    let names = |names: &[&str]| {
+        names
+            .iter()
+            .map(|name| (*name).to_owned())
+            .collect::<Vec<_>>()
+    };
+    let row = |port: &str, suite: &str| (port.to_owned(), suite.to_owned());
+    let traits = names(&["Kept", "Waiting", "New"]);
+    let table = vec![
+        row("Kept", "kept_contract_suite!"),
+        row("Waiting", "none yet"),
+        row("Gone", "none yet"),
+    ];
+    let suites = names(&["kept_contract_suite"]);
+    let problems = port_table_problems(&traits, &table, &suites, &suites, &["Waiting", "Gone"]);
+    assert_eq!(
+        problems,
+        [
+            "the port `New` is missing from the table",
+            "the table lists `Gone`, which no domain crate declares",
+        ]
+    );
+    // A port neither with a suite nor on the list of debts, a listed suite that does not
+    // exist, one that runs nowhere, and a debt that was paid but is still listed.
+    let table = vec![
+        row("Kept", "missing_contract_suite!"),
+        row("Waiting", "none yet"),
+        row("New", "kept_contract_suite!"),
+    ];
+    let problems = port_table_problems(&traits, &table, &suites, &[], &["New"]);
+    assert_eq!(
+        problems,
+        [
+            "the suite `missing_contract_suite!` of `Kept` is not a macro of mcpgw-testkit",
+            "the port `Waiting` has no contract suite: write one in mcpgw-testkit and run it \
+             against its adapters",
+            "`New` has a suite now: take it off PORTS_WITHOUT_A_SUITE",
+        ]
+    );
+    assert_eq!(
+        public_traits("pub trait Clock: Send {\n    pub trait Inner<T> {}\nfn x() {}"),
+        ["Clock", "Inner"]
+    );
 }
