@@ -4,18 +4,12 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use actix_web::http::StatusCode;
 use actix_web::test as actix_test;
-use async_trait::async_trait;
 use mcpgw_core::{ServerRepository, ServerSpec};
 use mcpgw_server::gateway::Environment;
-use mcpgw_server::gateway::authz::{
-    ApiKeyRecord, AuthStore, KeyHash, KeyId, PolicyAddress, Role, RoleAssignment, RoleName,
-    StoreError, ToolAccessPolicy,
-};
 use mcpgw_server::{GatewayBuilder, RunningGateway};
 use mcpgw_testkit::auth_store::InMemoryAuthStore;
 use mcpgw_testkit::discovery_fakes::InMemoryDiscoveryStore;
@@ -134,84 +128,12 @@ async fn by_default_the_state_lives_in_sqlite_under_the_data_directory() {
     again.shutdown().await;
 }
 
-/// An auth store that counts how often the gateway asks it to read keys again.
-struct CountingRefreshes {
-    inner: InMemoryAuthStore,
-    refreshes: AtomicUsize,
-}
-
-#[async_trait]
-impl AuthStore for CountingRefreshes {
-    async fn insert_key(&self, record: &ApiKeyRecord) -> Result<(), StoreError> {
-        self.inner.insert_key(record).await
-    }
-    async fn key_by_hash(&self, hash: &KeyHash) -> Result<Option<ApiKeyRecord>, StoreError> {
-        self.inner.key_by_hash(hash).await
-    }
-    async fn key_by_id(&self, id: &KeyId) -> Result<Option<ApiKeyRecord>, StoreError> {
-        self.inner.key_by_id(id).await
-    }
-    async fn keys(&self) -> Result<Vec<ApiKeyRecord>, StoreError> {
-        self.inner.keys().await
-    }
-    async fn revoke_key(
-        &self,
-        id: &KeyId,
-        at: mcpgw_core::Timestamp,
-    ) -> Result<Option<ApiKeyRecord>, StoreError> {
-        self.inner.revoke_key(id, at).await
-    }
-    async fn custom_roles(&self) -> Result<Vec<Role>, StoreError> {
-        self.inner.custom_roles().await
-    }
-    async fn insert_custom_role(&self, role: &Role) -> Result<bool, StoreError> {
-        self.inner.insert_custom_role(role).await
-    }
-    async fn replace_custom_role(&self, role: &Role) -> Result<bool, StoreError> {
-        self.inner.replace_custom_role(role).await
-    }
-    async fn delete_custom_role(&self, name: &RoleName) -> Result<bool, StoreError> {
-        self.inner.delete_custom_role(name).await
-    }
-    async fn assignments(&self) -> Result<Vec<RoleAssignment>, StoreError> {
-        self.inner.assignments().await
-    }
-    async fn insert_assignment(&self, assignment: &RoleAssignment) -> Result<bool, StoreError> {
-        self.inner.insert_assignment(assignment).await
-    }
-    async fn delete_assignment(&self, assignment: &RoleAssignment) -> Result<bool, StoreError> {
-        self.inner.delete_assignment(assignment).await
-    }
-    async fn policies(&self) -> Result<Vec<ToolAccessPolicy>, StoreError> {
-        self.inner.policies().await
-    }
-    async fn policy(
-        &self,
-        address: &PolicyAddress,
-    ) -> Result<Option<ToolAccessPolicy>, StoreError> {
-        self.inner.policy(address).await
-    }
-    async fn put_policy(&self, policy: &ToolAccessPolicy) -> Result<(), StoreError> {
-        self.inner.put_policy(policy).await
-    }
-    async fn delete_policy(&self, address: &PolicyAddress) -> Result<bool, StoreError> {
-        self.inner.delete_policy(address).await
-    }
-    async fn refresh_keys(&self) -> Result<(), StoreError> {
-        self.refreshes.fetch_add(1, Ordering::SeqCst);
-        Ok(())
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_auth_on_the_keys_are_read_again_through_the_port_and_no_longer_after_shutdown() {
     let data_dir = tempfile::tempdir().unwrap();
     let mut config = mcpgw_server::config::GatewayConfig::default();
     config.auth.enabled = true;
-    let store = Arc::new(CountingRefreshes {
-        inner: InMemoryAuthStore::new(),
-        refreshes: AtomicUsize::new(0),
-    });
+    let store = Arc::new(InMemoryAuthStore::new());
     let running = GatewayBuilder::new(config)
         .data_dir(data_dir.path())
         .environment(environment(&[]))
@@ -220,7 +142,7 @@ async fn with_auth_on_the_keys_are_read_again_through_the_port_and_no_longer_aft
         .await
         .unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    while store.refreshes.load(Ordering::SeqCst) == 0 {
+    while store.refreshes() == 0 {
         assert!(
             tokio::time::Instant::now() < deadline,
             "the gateway never asked its auth store to read the keys again"
@@ -228,10 +150,10 @@ async fn with_auth_on_the_keys_are_read_again_through_the_port_and_no_longer_aft
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     running.shutdown().await;
-    let after_shutdown = store.refreshes.load(Ordering::SeqCst);
+    let after_shutdown = store.refreshes();
     tokio::time::sleep(Duration::from_secs(6)).await;
     assert_eq!(
-        store.refreshes.load(Ordering::SeqCst),
+        store.refreshes(),
         after_shutdown,
         "a background task outlived the shutdown"
     );

@@ -126,6 +126,9 @@ impl<S: AuthStore, G: Send + Sync> AuthStore for RepositoryWithGuard<S, G> {
     async fn delete_policy(&self, address: &PolicyAddress) -> Result<bool, StoreError> {
         self.repository.delete_policy(address).await
     }
+    async fn refresh_keys(&self) -> Result<(), StoreError> {
+        self.repository.refresh_keys().await
+    }
 }
 
 // ----- the in-memory store ------------------------------------------------------------------
@@ -139,6 +142,7 @@ impl<S: AuthStore, G: Send + Sync> AuthStore for RepositoryWithGuard<S, G> {
 pub struct InMemoryAuthStore {
     state: Mutex<State>,
     next_write_failure: Mutex<Option<String>>,
+    refreshes: std::sync::atomic::AtomicUsize,
 }
 
 #[derive(Default)]
@@ -159,6 +163,12 @@ impl InMemoryAuthStore {
     /// [`StoreError`] with `message` and change nothing; the writes after it succeed again.
     pub fn fail_next_write(&self, message: impl Into<String>) {
         *lock(&self.next_write_failure) = Some(message.into());
+    }
+
+    /// How often [`AuthStore::refresh_keys`] was called: what the gateway does to see keys that
+    /// another process wrote.
+    pub fn refreshes(&self) -> usize {
+        self.refreshes.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     fn write(&self) -> Result<MutexGuard<'_, State>, StoreError> {
@@ -287,6 +297,13 @@ impl AuthStore for InMemoryAuthStore {
 
     async fn delete_policy(&self, address: &PolicyAddress) -> Result<bool, StoreError> {
         Ok(self.write()?.policies.remove(address).is_some())
+    }
+
+    /// Nothing to read again: every write is this store's own. The call is counted.
+    async fn refresh_keys(&self) -> Result<(), StoreError> {
+        self.refreshes
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
     }
 }
 
