@@ -28,7 +28,7 @@ echo "== test image: building the static fixture server"
 # With an explicit --target the flags apply to the target's crates only, so build scripts and
 # proc macros stay shared with the normal build.
 RUSTFLAGS="-C target-feature=+crt-static" cargo build --locked --quiet \
-  -p mcpgw-testkit --bin mcpgw-fixture-server --target "$target" ||
+  -p mcpgw-fixtures --bin mcpgw-fixture-server --target "$target" ||
   fail "the static build of the fixture server failed: read cargo's error above"
 binary="$target_dir/$target/debug/mcpgw-fixture-server"
 [ -x "$binary" ] || fail "the static build produced no $binary"

@@ -46,7 +46,7 @@ fn baseline(requirements: &str) -> BTreeMap<String, String> {
 }
 
 fn conformance_gateway() -> support::RunningGateway {
-    let binary = mcpgw_testkit::conformance::conformance_server_binary();
+    let binary = mcpgw_fixtures::conformance::conformance_server_binary();
     let yaml = format!(
         "tool_names: bare\nmcp_servers:\n  conformance:\n    mode: subprocess\n    command: \
          [\"{}\"]\n",

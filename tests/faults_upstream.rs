@@ -146,7 +146,7 @@ fn assert_memory_bounded(gw: &RunningGateway, bound_mib: u64) -> u64 {
 
 /// Children of `pid` that exited and were never reaped.
 fn zombie_children(pid: i32) -> Vec<i32> {
-    mcpgw_testkit::processes::process_table()
+    mcpgw_fixtures::processes::process_table()
         .into_iter()
         .filter(|entry| entry.state == 'Z' && i32::try_from(entry.parent) == Ok(pid))
         .filter_map(|entry| i32::try_from(entry.pid).ok())

@@ -1,14 +1,14 @@
 //! The short form of the load-and-soak run (`mcpgw-bench soak` is the long one): the real
 //! gateway binary with 200 registered fixture servers, 40 of them running, under 40 s of mixed
 //! REST, MCP and WebSocket traffic with injected crashes and stop/starts. It proves the
-//! resource bounds of `mcpgw_testkit::soak` (no leaked or zombie processes, fds back near their
+//! resource bounds of `mcpgw_fixtures::soak` (no leaked or zombie processes, fds back near their
 //! baseline, bounded RSS growth, a clean exit on SIGTERM with no fixture left) and that every
 //! failed call is one the injected chaos explains.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use mcpgw_testkit::soak::{SoakOptions, SoakReport, run};
+use mcpgw_fixtures::soak::{SoakOptions, SoakReport, run};
 
 /// The failures a crash or a stop of an upstream may cause: the gateway answers a call whose
 /// server died under it, or is restarting after a crash, with JSON-RPC -32603 (server
@@ -18,7 +18,7 @@ const CHAOS_ERROR_KINDS: &[&str] = &["mcp jsonrpc -32603"];
 fn short_soak() -> SoakReport {
     let options = SoakOptions::new(
         PathBuf::from(env!("CARGO_BIN_EXE_mcpgw")),
-        mcpgw_testkit::fixture::fixture_server_binary(),
+        mcpgw_fixtures::fixture::fixture_server_binary(),
         Duration::from_secs(40),
         40,
         200,

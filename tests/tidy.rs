@@ -54,7 +54,7 @@ const ADAPTER_CRATES: &[&str] = &[
     "mcpgw-policy-opa",
     "mcpgw-ratelimit",
 ];
-const TEST_SUPPORT_CRATES: &[&str] = &["mcpgw-testkit"];
+const TEST_SUPPORT_CRATES: &[&str] = &["mcpgw-testkit", "mcpgw-fixtures"];
 /// The composition root as a library: the default adapters wired into a gateway, which the
 /// binary, the bench and embedders build on.
 const COMPOSITION_CRATES: &[&str] = &["mcpgw-server"];

@@ -39,7 +39,7 @@
 //!   (default 200) of them started, and SECONDS (default 600) of mixed traffic (REST reads, tool
 //!   calls through `/mcp`, WebSocket subscribers, injected crashes and stop/starts); RSS, fds and
 //!   child processes before and after, calls served and errors by kind. The one scenario that
-//!   asserts: it fails when a resource bound is broken (see `mcpgw_testkit::soak`).
+//!   asserts: it fails when a resource bound is broken (see `mcpgw_fixtures::soak`).
 //!
 //! Apart from `soak`, it measures and never asserts: targets live in the issues and the
 //! figures go in the notes.
@@ -93,7 +93,7 @@ fn sibling_binary(name: &str) -> anyhow::Result<PathBuf> {
     let path = current.with_file_name(name);
     if !path.is_file() {
         bail!(
-            "{} is missing; build it first: cargo build --release -p mcpgw -p mcpgw-testkit",
+            "{} is missing; build it first: cargo build --release -p mcpgw -p mcpgw-fixtures",
             path.display()
         );
     }

@@ -1,5 +1,5 @@
 //! The `soak [SECONDS] [RUNNING] [REGISTERED]` scenario: the command line around the testkit's
-//! soak driver ([`mcpgw_testkit::soak`]), run against the release binaries beside the harness.
+//! soak driver ([`mcpgw_fixtures::soak`]), run against the release binaries beside the harness.
 //!
 //! Unlike the other scenarios it asserts: the driver checks its resource bounds (no leaked
 //! processes, fds back near their baseline, bounded RSS growth, a clean exit on SIGTERM) and the
@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use mcpgw_testkit::soak::{SoakOptions, run};
+use mcpgw_fixtures::soak::{SoakOptions, run};
 
 pub fn run_scenario() -> anyhow::Result<()> {
     let argument = |index: usize, default: u64, name: &str| -> anyhow::Result<u64> {

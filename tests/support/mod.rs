@@ -21,7 +21,7 @@ pub fn gateway_binary() -> PathBuf {
 
 /// The fixture MCP server of the testkit, built on first use when it is missing or stale.
 pub fn fixture_binary() -> PathBuf {
-    mcpgw_testkit::fixture::fixture_server_binary()
+    mcpgw_fixtures::fixture::fixture_server_binary()
 }
 
 /// A running gateway process. Dropping it kills the process.
@@ -508,7 +508,7 @@ pub fn descendants(pid: i32) -> Vec<i32> {
     let Ok(pid) = u32::try_from(pid) else {
         return Vec::new();
     };
-    mcpgw_testkit::processes::descendants(pid)
+    mcpgw_fixtures::processes::descendants(pid)
         .into_iter()
         .filter_map(|entry| i32::try_from(entry.pid).ok())
         .filter(|pid| process_alive(*pid))

@@ -11,9 +11,9 @@ use mcpgw_core::{
     CallContext, LaunchError, LaunchSpec, McpSession, ProgressUpdate, ServerId, ServerLauncher,
     ServerSpec, SessionError, SessionErrorKind, ToolCall, ToolCallOutcome,
 };
+use mcpgw_fixtures::fixture::{FIXTURE_LISTENING_PREFIX, fixture_server_binary};
 use mcpgw_mcp_rmcp::{RemoteLauncher, RemoteSettings, RmcpSession};
 use mcpgw_testkit::clock::FakeClock;
-use mcpgw_testkit::fixture::{FIXTURE_LISTENING_PREFIX, fixture_server_binary};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpListener;
@@ -159,7 +159,7 @@ async fn lists_calls_and_pings_over_streamable_http() {
     let session = connect(&fixture).await;
     assert_eq!(
         session.server_info().unwrap()["name"],
-        mcpgw_testkit::fixture::FIXTURE_SERVER_NAME
+        mcpgw_fixtures::fixture::FIXTURE_SERVER_NAME
     );
 
     let tools = within(session.list_tools()).await.unwrap();

@@ -8,8 +8,8 @@ use mcpgw_core::{
     ByteStreams, CallContext, LaunchError, McpSession, ProgressUpdate, ServerId, ServerOutput,
     SessionErrorKind, StdioConnector, ToolCall, ToolCallOutcome,
 };
+use mcpgw_fixtures::fixture::fixture_server_binary;
 use mcpgw_mcp_rmcp::{RmcpStdioConnector, StdioConnectorSettings};
-use mcpgw_testkit::fixture::fixture_server_binary;
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt as _;
 use tokio::process::{Child, Command};

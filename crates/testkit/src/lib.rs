@@ -5,27 +5,17 @@
 //! - Contract suites ([`repository_suite`], [`auth_store`], [`event_log`],
 //!   [`discovery_store_suite`], [`tool_list_store_suite`]): one set of tests per port that every
 //!   implementation, fake or real, must pass. A downstream adapter author runs the same suite.
-//! - A fixture MCP server (the `mcpgw-fixture-server` binary, built from [`fixture`]): tools
-//!   that echo, add, fail, sleep, crash and write to stderr on demand, for end-to-end tests and
-//!   the README's demo.
-//! - The server side of the official MCP conformance suite (the `mcpgw-conformance-server`
-//!   binary, built from [`conformance`]), which the gateway fronts in the conformance test.
-//! - A load-and-soak driver of the real gateway binary ([`soak`]), shared by the benchmark
-//!   harness and the end-to-end soak test.
 //!
-//! Nothing here is meant for production use.
+//! It is light on purpose: an adapter's tests that run a suite pull in nothing but the domain
+//! crates and tokio. The real MCP servers and drivers of the end-to-end tests live in
+//! `mcpgw-fixtures`. Nothing here is meant for production use.
 
 pub mod auth_store;
-mod binaries;
 pub mod clock;
-pub mod conformance;
 pub mod discovery_fakes;
 pub mod discovery_store_suite;
 pub mod event_log;
 pub mod fakes;
-pub mod fixture;
 pub mod group_repository_suite;
-pub mod processes;
 pub mod repository_suite;
-pub mod soak;
 pub mod tool_list_store_suite;
