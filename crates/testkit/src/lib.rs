@@ -4,9 +4,9 @@
 //!   knobs to make them fail. The domain crates' tests run on these.
 //! - Contract suites ([`repository_suite`], [`auth_store`], [`event_log`],
 //!   [`discovery_store_suite`], [`tool_list_store_suite`], [`group_repository_suite`],
-//!   [`rate_limiter_suite`], [`config_file_suite`], [`discovery_source_suite`]): one set of
-//!   tests per port that every implementation, fake or real, must pass. A downstream adapter
-//!   author runs the same suite.
+//!   [`rate_limiter_suite`], [`config_file_suite`], [`discovery_source_suite`],
+//!   [`process_spawner_suite`]): one set of tests per port that every implementation, fake or
+//!   real, must pass. A downstream adapter author runs the same suite.
 //! - A fixture MCP server (the `mcpgw-fixture-server` binary, built from [`fixture`]): tools
 //!   that echo, add, fail, sleep, crash and write to stderr on demand, for end-to-end tests and
 //!   the README's demo.
@@ -29,6 +29,7 @@ pub mod event_log;
 pub mod fakes;
 pub mod fixture;
 pub mod group_repository_suite;
+pub mod process_spawner_suite;
 pub mod processes;
 pub mod rate_limiter_suite;
 pub mod repository_suite;
