@@ -1122,8 +1122,6 @@ const PORTS_WITHOUT_A_SUITE: &[&str] = &[
     "InvocationHistory",
     "ServerLauncher",
     "McpSession",
-    "ProcessSpawner",
-    "ProcessControl",
     "StdioConnector",
     "TaskSpawner",
     "Clock",
@@ -1131,13 +1129,9 @@ const PORTS_WITHOUT_A_SUITE: &[&str] = &[
     "EventObserver",
     "McpFrontend",
     "RandomSource",
-    "DiscoverySource",
-    "DiscoverySourceFactory",
     "TokenVerifier",
     "PolicyDecider",
     "SecretSource",
-    "RateLimiter",
-    "ConfigFile",
 ];
 
 /// The names of the `pub trait`s declared in `source`.
