@@ -17,6 +17,11 @@
 //!   adapters, and only the binary, the bench and examples build on it;
 //! - every package is in the layer table below, lives in the folder of its layer, shares the
 //!   workspace lints, and starts each library and binary with a `//!` paragraph;
+//! - every library crate can be published: it is not `publish = false`, it has a description,
+//!   a license and a readme, each of its path dependencies names a version, and a
+//!   dev-dependency on a crate that depends on it has none (cargo then leaves it out of the
+//!   published manifest, so neither crate waits for the other); the packages outside `crates/`
+//!   (the binary, the benchmark harness, the examples) are `publish = false`;
 //! - the repository stands on its own: no tracked text file (code, comments, docs, scripts,
 //!   manifests, tests) cites a document outside it, such as an outside specification or a guide
 //!   kept next to the repository. A comment states the fact itself, in the project's words, and
@@ -187,6 +192,10 @@ struct Dependency {
     /// `None` for a normal dependency, `Some("dev")` or `Some("build")` otherwise.
     kind: Option<String>,
     features: Vec<String>,
+    /// The version requirement; `*` when the manifest names none.
+    req: String,
+    /// Whether the dependency is found by path (a workspace crate).
+    by_path: bool,
 }
 
 impl Dependency {
@@ -199,6 +208,11 @@ impl Dependency {
 struct Package {
     name: String,
     manifest_path: PathBuf,
+    /// `Some(vec![])` for `publish = false`, `None` when any registry may have it.
+    publish: Option<Vec<String>>,
+    description: Option<String>,
+    license: Option<String>,
+    readme: Option<String>,
     dependencies: Vec<Dependency>,
     /// Source files of the library and binary targets.
     crate_roots: Vec<PathBuf>,
@@ -243,6 +257,8 @@ impl Workspace {
                                 .collect()
                         })
                         .unwrap_or_default(),
+                    req: dependency["req"].as_str().unwrap_or("*").to_owned(),
+                    by_path: dependency["path"].is_string(),
                 });
             }
             let mut crate_roots = Vec::new();
@@ -258,9 +274,20 @@ impl Workspace {
                     crate_roots.push(PathBuf::from(string_at(target, "src_path")?));
                 }
             }
+            let optional = |key: &str| package[key].as_str().map(str::to_owned);
             packages.push(Package {
                 name: string_at(package, "name")?.to_owned(),
                 manifest_path: PathBuf::from(string_at(package, "manifest_path")?),
+                publish: package["publish"].as_array().map(|registries| {
+                    registries
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                }),
+                description: optional("description"),
+                license: optional("license"),
+                readme: optional("readme"),
                 dependencies,
                 crate_roots,
             });
@@ -367,6 +394,102 @@ fn dependency_violations(workspace: &Workspace) -> Vec<String> {
     violations
 }
 
+impl Layer {
+    /// Whether packages of this layer are published: the crates under `crates/`.
+    fn is_library(self) -> bool {
+        matches!(
+            self,
+            Layer::Domain
+                | Layer::Application
+                | Layer::Adapter
+                | Layer::TestSupport
+                | Layer::Composition
+        )
+    }
+}
+
+/// Whether `from` reaches `to` through normal dependencies on workspace packages.
+fn depends_on(workspace: &Workspace, from: &str, to: &str) -> bool {
+    let mut pending = vec![from];
+    let mut seen = vec![from];
+    while let Some(name) = pending.pop() {
+        let Some(package) = workspace.packages.iter().find(|p| p.name == name) else {
+            continue;
+        };
+        for dependency in package.dependencies.iter().filter(|d| !d.is_dev()) {
+            if dependency.name == to {
+                return true;
+            }
+            if !seen.contains(&dependency.name.as_str()) {
+                seen.push(&dependency.name);
+                pending.push(&dependency.name);
+            }
+        }
+    }
+    false
+}
+
+/// What `cargo publish` needs of a library crate, and that nothing else is published. The
+/// packaging itself is checked by CI's dry run; these are the rules a new crate could break
+/// without that run failing.
+fn publishing_violations(workspace: &Workspace) -> Vec<String> {
+    let mut violations = Vec::new();
+    for package in &workspace.packages {
+        let Some(layer) = Layer::of(&package.name) else {
+            continue;
+        };
+        let name = &package.name;
+        if !layer.is_library() {
+            if package.publish.as_deref() != Some(&[]) {
+                violations.push(format!(
+                    "`{name}` is not a library crate: give it `publish = false` (only the crates \
+                     under `crates/` are published)"
+                ));
+            }
+            continue;
+        }
+        if package.publish.as_deref() == Some(&[]) {
+            violations.push(format!(
+                "`{name}` is a library crate: it must be publishable, not `publish = false`"
+            ));
+        }
+        for (field, value) in [
+            ("description", &package.description),
+            ("license", &package.license),
+            ("readme", &package.readme),
+        ] {
+            if value.as_deref().is_none_or(|value| value.trim().is_empty()) {
+                violations.push(format!(
+                    "`{name}` has no `{field}`: a published crate needs one (`readme` names the \
+                     crate's own README.md)"
+                ));
+            }
+        }
+        for dependency in package.dependencies.iter().filter(|d| d.by_path) {
+            let versioned = dependency.req != "*";
+            if dependency.is_dev() {
+                // crates.io takes a crate only once every dependency it names is published,
+                // dev-dependencies included; a versionless one is left out of the package.
+                if versioned && depends_on(workspace, &dependency.name, name) {
+                    violations.push(format!(
+                        "`{name}` -> `{}` (dev): `{}` depends on `{name}`, so this \
+                         dev-dependency must be a path without a version, or neither crate \
+                         could be published first",
+                        dependency.name, dependency.name
+                    ));
+                }
+            } else if !versioned {
+                violations.push(format!(
+                    "`{name}` -> `{}`: a path dependency without a version cannot be published; \
+                     give its `[workspace.dependencies]` entry `version = ...`",
+                    dependency.name
+                ));
+            }
+        }
+    }
+    violations
+}
+
 /// The rules that need the files themselves: shared lints and the crate's opening paragraph.
 fn source_violations(
     workspace: &Workspace,
@@ -436,6 +559,7 @@ fn all_violations(
     read: &dyn Fn(&Path) -> std::io::Result<String>,
 ) -> Vec<String> {
     let mut violations = dependency_violations(workspace);
+    violations.extend(publishing_violations(workspace));
     violations.extend(source_violations(workspace, read));
     if !workspace
         .packages
@@ -495,10 +619,21 @@ fn the_workspace_follows_the_architecture_rules() {
 // The checker's own tests, on synthetic metadata: each proves that one kind of violation is
 // caught, so that a passing workspace check means something.
 
+/// A package with the metadata the publishing rules ask for: published under `crates/`,
+/// `publish = false` elsewhere.
 fn synthetic_package(name: &str, folder: &str, dependencies: Value) -> Value {
+    let publish = if folder.starts_with("crates/") {
+        Value::Null
+    } else {
+        serde_json::json!([])
+    };
     serde_json::json!({
         "name": name,
         "manifest_path": format!("/ws/{folder}/Cargo.toml"),
+        "publish": publish,
+        "description": "a crate",
+        "license": "Apache-2.0",
+        "readme": "README.md",
         "dependencies": dependencies,
         "targets": [{"kind": ["lib"], "src_path": format!("/ws/{folder}/src/lib.rs")}],
     })
@@ -506,6 +641,13 @@ fn synthetic_package(name: &str, folder: &str, dependencies: Value) -> Value {
 
 fn normal(name: &str) -> Value {
     serde_json::json!({"name": name, "kind": null, "features": []})
+}
+
+/// A dependency on the workspace crate `name` by path, of `kind` (`None`: normal), with the
+/// version requirement `req` (`*`: none).
+fn path_dependency(name: &str, kind: Option<&str>, req: &str) -> Value {
+    serde_json::json!({"name": name, "kind": kind, "features": [], "req": req,
+                       "path": format!("/ws/crates/{name}")})
 }
 
 fn synthetic_workspace(packages: Vec<Value>) -> Workspace {
@@ -728,6 +870,69 @@ fn missing_lints_and_missing_crate_docs_are_reported() {
     assert_eq!(violations.len(), 2, "{violations:#?}");
     assert!(violations[0].contains("`mcpgw-groups` does not share the workspace lints"));
     assert!(violations[1].contains("crates/groups/src/lib.rs must start with a `//!`"));
+}
+
+#[test]
+fn publishing_needs_metadata_and_versions_on_path_dependencies() {
+    let mut groups = synthetic_package(
+        "mcpgw-groups",
+        "crates/groups",
+        serde_json::json!([path_dependency("mcpgw-core", None, "*")]),
+    );
+    groups["readme"] = Value::Null;
+    groups["publish"] = serde_json::json!([]);
+    let mut bench = synthetic_package("mcpgw-bench", "bench", serde_json::json!([]));
+    bench["publish"] = Value::Null;
+    let workspace = synthetic_workspace(vec![
+        groups,
+        bench,
+        synthetic_package("mcpgw-core", "crates/mcp-core", serde_json::json!([])),
+    ]);
+    let violations = publishing_violations(&workspace);
+    assert_eq!(violations.len(), 4, "{violations:#?}");
+    assert!(violations[0].contains("`mcpgw-groups` is a library crate"));
+    assert!(violations[1].contains("`mcpgw-groups` has no `readme`"));
+    assert!(violations[2].contains("`mcpgw-groups` -> `mcpgw-core`: a path dependency"));
+    assert!(violations[3].contains("`mcpgw-bench` is not a library crate"));
+}
+
+#[test]
+fn a_versioned_dev_dependency_back_onto_a_dependent_is_reported() {
+    let workspace = |core_to_testkit: &str| {
+        synthetic_workspace(vec![
+            synthetic_package(
+                "mcpgw-core",
+                "crates/mcp-core",
+                serde_json::json!([path_dependency(
+                    "mcpgw-testkit",
+                    Some("dev"),
+                    core_to_testkit
+                )]),
+            ),
+            synthetic_package(
+                "mcpgw-testkit",
+                "crates/testkit",
+                serde_json::json!([path_dependency("mcpgw-groups", None, "^0.1.0")]),
+            ),
+            synthetic_package(
+                "mcpgw-groups",
+                "crates/groups",
+                serde_json::json!([
+                    path_dependency("mcpgw-core", None, "^0.1.0"),
+                    // A dev-dependency that does not lead back needs no special treatment.
+                    path_dependency("mcpgw-authz", Some("dev"), "^0.1.0"),
+                ]),
+            ),
+            synthetic_package("mcpgw-authz", "crates/authz", serde_json::json!([])),
+        ])
+    };
+    assert_eq!(publishing_violations(&workspace("*")), Vec::<String>::new());
+    let violations = publishing_violations(&workspace("^0.1.0"));
+    assert_eq!(violations.len(), 1, "{violations:#?}");
+    assert!(
+        violations[0].contains("`mcpgw-core` -> `mcpgw-testkit` (dev)"),
+        "{violations:#?}"
+    );
 }
 
 // ----- citations of documents outside the repository -------------------------------------------

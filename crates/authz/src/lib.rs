@@ -40,6 +40,44 @@
 //! is `GET /api/system` (uptime, version, metrics summary); `/metrics` itself is open. An
 //! operator who should also see servers is given `viewer` as well: `operator` grants only start,
 //! stop, reload and group management.
+//!
+//! # Example
+//!
+//! Roles decide first, then every tool access policy on the way to the tool:
+//!
+//! ```rust
+//! use mcpgw_authz::{
+//!     AccessPath, Authorizer, Decision, DenyReason, Identity, Permission, PolicyAddress,
+//!     Principal, RoleAssignment, RoleBook, ToolAccessPolicy,
+//! };
+//! use mcpgw_core::ServerId;
+//!
+//! let math = ServerId::parse("math").expect("a valid id");
+//! let authorizer = Authorizer::new(
+//!     RoleBook::default(), // the six built-in roles and no custom one
+//!     [RoleAssignment::parse("group:dev", "developer", None)?],
+//!     [ToolAccessPolicy::parse(
+//!         PolicyAddress::provider(&math),
+//!         &[],
+//!         &["user:mallory".to_owned()],
+//!     )?],
+//! );
+//! let member_of_dev = |user: &str| -> Result<Identity, mcpgw_authz::AuthError> {
+//!     Ok(Identity::new(Principal::parse(user)?).with_groups(vec![Principal::parse("group:dev")?]))
+//! };
+//! let add = AccessPath::server_tool(&math, "add")?;
+//!
+//! // `developer`, held through the group, grants `tool:invoke`.
+//! let decision = authorizer.decide(&member_of_dev("user:alice")?, Permission::ToolInvoke, Some(&add));
+//! assert_eq!(decision.into_result()?.as_str(), "developer");
+//!
+//! // The same role, but the server's policy denies this user.
+//! assert!(matches!(
+//!     authorizer.decide(&member_of_dev("user:mallory")?, Permission::ToolInvoke, Some(&add)),
+//!     Decision::Deny { reason: DenyReason::DeniedByPolicy { .. } }
+//! ));
+//! # Ok::<(), mcpgw_authz::AuthError>(())
+//! ```
 
 mod api_key;
 mod assignment;

@@ -9,6 +9,37 @@
 //! This adapter must never write, rename or delete the configuration file itself: it only
 //! creates and rotates the backups next to it. It never parses or validates what it reads (the
 //! `mcpgw-config` domain crate does), and never blocks the async runtime.
+//!
+//! # Example
+//!
+//! Read the file, keep a backup next to it, and wait for the next change (a real file in a
+//! temporary directory):
+//!
+//! ```rust
+//! use std::time::Duration;
+//!
+//! use mcpgw_config::ConfigFile as _;
+//! use mcpgw_config_file::FileConfig;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let directory = tempfile::tempdir()?;
+//! let path = directory.path().join("gateway.yaml");
+//! std::fs::write(&path, "mcp_servers: {}\n")?;
+//!
+//! let file = FileConfig::new(&path).with_watch_interval(Duration::from_millis(100));
+//! let text = file.read().await?;
+//! let config = mcpgw_config::parse(&file.display_name(), &text, &|_| None)?;
+//! assert!(config.mcp_servers.is_empty());
+//!
+//! let backup = file.backup(3).await?; // keeps gateway.yaml.bak1 ..= .bak3
+//! assert!(backup.ends_with("gateway.yaml.bak1"));
+//!
+//! std::fs::write(&path, "mcp_servers: {}\ntool_timeout_s: 30\n")?;
+//! file.changed().await; // noticed at the next poll
+//! # Ok(())
+//! # }
+//! ```
 
 mod backup;
 mod state;

@@ -9,6 +9,32 @@
 //!
 //! This crate must never do I/O: it reads no files and no environment variables (the caller
 //! passes the text and a lookup function), so it can be used and tested anywhere.
+//!
+//! # Example
+//!
+//! ```rust
+//! let text = "\
+//! mcp_servers:
+//!   math:
+//!     mode: subprocess
+//!     command: [python3, -m, math_server]
+//!     env: {API_TOKEN: \"${MATH_TOKEN}\"}
+//! ";
+//! // The caller decides where `${VAR}` values come from; here, a fixed table.
+//! let env = |name: &str| (name == "MATH_TOKEN").then(|| "s3cret".to_owned());
+//! let config = mcpgw_config::parse("gateway.yaml", text, &env)?;
+//! let math = &config.mcp_servers["math"];
+//! assert_eq!(math.env.as_ref().expect("env is set")["API_TOKEN"], "s3cret");
+//!
+//! // A misspelt key is refused with its place and the nearest valid key.
+//! let misspelt = "mcp_servers:\n  math:\n    mode: subprocess\n    comand: [python3]\n";
+//! let errors = mcpgw_config::parse("gateway.yaml", misspelt, &env).unwrap_err();
+//! assert_eq!(
+//!     errors.to_string(),
+//!     "gateway.yaml:4:5: mcp_servers.math.comand: unknown key `comand`; did you mean `command`?"
+//! );
+//! # Ok::<(), mcpgw_config::ConfigErrors>(())
+//! ```
 
 mod changes;
 mod convert;

@@ -13,6 +13,35 @@
 //! not read the gateway's environment), never validate a definition (the registry does, with
 //! the configuration file's rules), and never block the async runtime (file access runs on
 //! the blocking pool).
+//!
+//! # Example
+//!
+//! A file with one definition is a candidate named after the file (a real directory under a
+//! temporary one):
+//!
+//! ```rust
+//! use std::time::Duration;
+//!
+//! use mcpgw_discovery::DiscoverySource as _;
+//! use mcpgw_discovery_files::FilesystemSource;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let directory = tempfile::tempdir()?;
+//! std::fs::write(
+//!     directory.path().join("time.yaml"),
+//!     "mode: subprocess\ncommand: [uvx, mcp-server-time]\n",
+//! )?;
+//!
+//! let source = FilesystemSource::new(directory.path(), Duration::from_secs(1));
+//! let found = source.scan().await?;
+//! assert_eq!(found.len(), 1);
+//! assert_eq!(found[0].name, "time");
+//! let definition = found[0].definition.as_ref().expect("a readable definition");
+//! assert_eq!(definition["mode"], "subprocess");
+//! # Ok(())
+//! # }
+//! ```
 
 mod factory;
 mod source;

@@ -18,6 +18,55 @@
 //! This is a domain crate: it must never talk to a container engine, read a file or look at a
 //! clock itself. Sources and stores are ports that adapters implement; time comes in as
 //! arguments.
+//!
+//! # Example
+//!
+//! One scan of a source: a valid candidate waits for approval, a broken one is quarantined. The
+//! caller carries out an approval (it registers the server) and then confirms it.
+//!
+//! ```rust
+//! use mcpgw_core::{ServerId, Timestamp};
+//! use mcpgw_discovery::{
+//!     DiscoveredCandidate, DiscoveryMode, DiscoveryRegistry, SourceDefinition, SourceOrigin,
+//! };
+//! use serde_json::{Map, Value, json};
+//!
+//! let source = SourceDefinition {
+//!     source_id: "dock".into(),
+//!     source_type: "docker".into(),
+//!     mode: DiscoveryMode::Additive,
+//!     enabled: true,
+//!     config: Map::new(),
+//!     origin: SourceOrigin::Config,
+//! };
+//! let candidate = |name: &str, definition: Value| DiscoveredCandidate {
+//!     name: name.into(),
+//!     location: format!("container {name}"),
+//!     definition: Ok(definition.as_object().cloned().expect("an object")),
+//! };
+//! let now = Timestamp::from_unix_micros(1_700_000_000_000_000);
+//! let nothing_taken = |_: &ServerId| false;
+//!
+//! let mut registry = DiscoveryRegistry::new();
+//! let outcome = registry.apply_scan(
+//!     &source,
+//!     vec![
+//!         candidate("web", json!({"mode": "docker", "image": "mcp/web:1"})),
+//!         candidate("broken", json!({"mode": "docker"})), // no image
+//!     ],
+//!     now,
+//!     &nothing_taken,
+//! );
+//! assert_eq!(outcome.newly_pending, ["web"]);
+//! assert_eq!(registry.quarantined()[0].name, "broken");
+//!
+//! let approval = registry.approval("web")?;
+//! // ... register `approval.spec` with the server manager, then:
+//! registry.confirm_approval(&approval);
+//! assert!(registry.is_approved(&approval.spec.id));
+//! assert!(registry.pending().is_empty());
+//! # Ok::<(), mcpgw_discovery::DiscoveryError>(())
+//! ```
 
 mod error;
 pub mod files;

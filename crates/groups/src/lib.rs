@@ -13,6 +13,43 @@
 //! more on another. The group does not know server states or run health checks: the
 //! application layer feeds it results through [`Group::member_health`], [`Group::call_finished`]
 //! and [`Group::rebalance`].
+//!
+//! # Example
+//!
+//! Weights 3:1 give three of every four calls to the first member, interleaved; a member that
+//! fails its health check leaves rotation, and the group says so.
+//!
+//! ```rust
+//! use mcpgw_core::ServerId;
+//! use mcpgw_groups::{Group, GroupState, GroupStrategy, MemberSpec, RandomSource};
+//!
+//! /// Only the `random` strategy draws numbers; an adapter wraps a real generator.
+//! struct NoDraws;
+//! impl RandomSource for NoDraws {
+//!     fn next_u64(&mut self) -> u64 {
+//!         unreachable!("weighted round robin draws nothing")
+//!     }
+//! }
+//!
+//! let id = |raw: &str| ServerId::parse(raw).expect("a valid id");
+//! let mut group = Group::with_members(
+//!     id("search"),
+//!     GroupStrategy::WeightedRoundRobin,
+//!     2, // healthy with at least two members in rotation
+//!     [MemberSpec::new(id("big")).with_weight(3), MemberSpec::new(id("small"))],
+//! )?;
+//! let picks: Vec<String> = (0..4)
+//!     .filter_map(|_| group.select(&[], &mut NoDraws))
+//!     .map(|member| member.to_string())
+//!     .collect();
+//! assert_eq!(picks, ["big", "big", "small", "big"]);
+//!
+//! let events = group.member_health(&id("small"), false)?;
+//! assert!(!events.is_empty(), "the application layer publishes these");
+//! assert_eq!(group.state(), GroupState::Partial);
+//! assert_eq!(group.select(&[], &mut NoDraws), Some(id("big")));
+//! # Ok::<(), mcpgw_groups::GroupError>(())
+//! ```
 
 mod call;
 mod error;

@@ -23,6 +23,51 @@
 //! [`service`] to mount the whole gateway, its checks included, in an embedder's own actix
 //! application. [`configure`] mounts the bare routes, without any check: only for an embedder
 //! who puts equivalent middleware in front of them.
+//!
+//! # Example
+//!
+//! The whole API in process, over a gateway whose servers are fakes (from `mcpgw-testkit`):
+//!
+//! ```rust
+//! use std::sync::Arc;
+//!
+//! use actix_web::test;
+//! use mcpgw_core::{ManagerSettings, NullEventSink, ServerManager};
+//! use mcpgw_gateway::{Gateway, GatewayInfo, TokioClock, TokioSpawner};
+//! use mcpgw_http_actix::{ApiState, HttpSettings, app, install_metrics_recorder};
+//! use mcpgw_testkit::fakes::FakeLauncher;
+//! use serde_json::json;
+//!
+//! # #[actix_web::main]
+//! # async fn main() {
+//! let manager = ServerManager::new(
+//!     Arc::new(FakeLauncher::new()),
+//!     Arc::new(TokioClock::default()),
+//!     Arc::new(NullEventSink),
+//!     Arc::new(TokioSpawner::current()),
+//!     None,
+//!     ManagerSettings::default(),
+//! );
+//! let gateway = Gateway::new(
+//!     manager,
+//!     GatewayInfo { version: "1.0.0".into(), config_path: None },
+//! );
+//! gateway.mark_startup_complete();
+//! let metrics = install_metrics_recorder().expect("no other metrics recorder");
+//! let api = test::init_service(app(ApiState::new(gateway, metrics, HttpSettings::default()))).await;
+//!
+//! let create = test::TestRequest::post()
+//!     .uri("/api/mcp_servers")
+//!     .set_json(json!({"mcp_server_id": "math", "mode": "subprocess", "command": ["math-server"]}))
+//!     .to_request();
+//! let created: serde_json::Value = test::call_and_read_body_json(&api, create).await;
+//! assert_eq!(created, json!({"mcp_server_id": "math", "created": true}));
+//!
+//! let missing = test::TestRequest::get().uri("/api/mcp_servers/nope").to_request();
+//! let response = test::call_service(&api, missing).await;
+//! assert_eq!(response.status(), 404);
+//! # }
+//! ```
 
 mod auth_api;
 mod authn;

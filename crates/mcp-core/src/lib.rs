@@ -12,6 +12,50 @@
 //! It must never do I/O itself: no sockets, files, processes, runtimes or databases. Time comes
 //! from the [`Clock`] port and everything that touches the outside world comes through a port,
 //! so the whole lifecycle can be tested with fakes and a fake clock, without sleeping.
+//!
+//! # Example
+//!
+//! A manager over in-memory fakes of its ports (from `mcpgw-testkit`): registering a server
+//! starts nothing, and the first tool call starts it.
+//!
+//! ```rust
+//! use std::sync::Arc;
+//!
+//! use mcpgw_core::{
+//!     CallContext, ManagerSettings, NullEventSink, ServerId, ServerManager, ServerSpec,
+//!     ServerState, ToolCall,
+//! };
+//! use mcpgw_testkit::clock::FakeClock;
+//! use mcpgw_testkit::fakes::{FakeLauncher, TokioSpawner};
+//! use serde_json::json;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), mcpgw_core::CoreError> {
+//! let manager = ServerManager::new(
+//!     Arc::new(FakeLauncher::new()), // the bundled server launches processes and containers
+//!     Arc::new(FakeClock::new()),
+//!     Arc::new(NullEventSink),
+//!     Arc::new(TokioSpawner),
+//!     None, // no repository: servers created at run time are not kept
+//!     ManagerSettings::default(),
+//! );
+//! let id = ServerId::parse("demo").expect("a valid id");
+//! manager
+//!     .register(ServerSpec::subprocess(id.clone(), vec!["demo-server".into()]))
+//!     .await?;
+//! assert_eq!(manager.snapshot(&id)?.state, ServerState::Cold);
+//!
+//! let call = ToolCall {
+//!     name: "echo".into(),
+//!     arguments: json!({"text": "hi"}).as_object().cloned(),
+//! };
+//! let outcome = manager.call_tool(&id, call, CallContext::default()).await?;
+//! assert_eq!(outcome.result["content"][0]["text"], "hi");
+//! assert_eq!(manager.snapshot(&id)?.state, ServerState::Ready);
+//! manager.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod error;
 pub mod event_log;

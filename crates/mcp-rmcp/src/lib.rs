@@ -10,6 +10,37 @@
 //! processes or containers (the runners do that), and it must never depend on another adapter
 //! crate.
 //!
+//! # Example
+//!
+//! Connecting to a server that a process spawner started. Not run as a test: it starts a
+//! process (`uvx mcp-server-time`), which a test machine may not have.
+//!
+//! ```rust,no_run
+//! use std::process::Stdio;
+//!
+//! use mcpgw_core::{ByteStreams, ServerId, ServerOutput, StdioConnector as _};
+//! use mcpgw_mcp_rmcp::{RmcpStdioConnector, StdioConnectorSettings};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! // In the gateway a runner starts the process; here, tokio does.
+//! let mut child = tokio::process::Command::new("uvx")
+//!     .arg("mcp-server-time")
+//!     .stdin(Stdio::piped())
+//!     .stdout(Stdio::piped())
+//!     .spawn()?;
+//! let streams = ByteStreams {
+//!     to_server: Box::pin(child.stdin.take().expect("piped stdin")),
+//!     from_server: ServerOutput::stream(child.stdout.take().expect("piped stdout")),
+//! };
+//! let connector = RmcpStdioConnector::new(StdioConnectorSettings::default());
+//! let session = connector.connect(&ServerId::parse("time")?, streams).await?;
+//! let tools = session.list_tools().await?;
+//! assert!(tools.iter().any(|tool| tool.name == "get_current_time"));
+//! session.close().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! [`StdioConnector`]: mcpgw_core::StdioConnector
 //! [`ProcessSpawner`]: mcpgw_core::ProcessSpawner
 //! [`McpSession`]: mcpgw_core::McpSession

@@ -16,6 +16,31 @@
 //! claims of a token whose signature did not verify; blame a token when the issuer could not
 //! be reached (that is [`TokenError::Unavailable`], a 503, not a 401); put a token or a key in
 //! a log line or an error message; wait on the issuer without a time limit.
+//!
+//! # Example
+//!
+//! Making a verifier contacts nobody, and an unsigned token is refused before any key is
+//! fetched, so this runs without an issuer:
+//!
+//! ```rust
+//! use mcpgw_authz::{TokenError, TokenRejection, TokenVerifier as _};
+//! use mcpgw_core::Timestamp;
+//! use mcpgw_oidc::{OidcSettings, OidcVerifier};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), mcpgw_oidc::OidcSetupError> {
+//! let verifier = OidcVerifier::new(OidcSettings::new("https://issuer.example.com", "mcpgw"))?;
+//!
+//! // {"alg":"none"} . {"sub":"alice"} . no signature
+//! let unsigned = "eyJhbGciOiJub25lIn0.eyJzdWIiOiJhbGljZSJ9.";
+//! let now = Timestamp::from_unix_micros(1_700_000_000_000_000);
+//! match verifier.verify(unsigned, now).await {
+//!     Err(TokenError::Rejected(TokenRejection::UnsupportedAlgorithm(alg))) => assert_eq!(alg, "none"),
+//!     other => panic!("an unsigned token must be refused, not {other:?}"),
+//! }
+//! # Ok(())
+//! # }
+//! ```
 
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;

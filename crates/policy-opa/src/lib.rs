@@ -23,6 +23,30 @@
 //!
 //! What it must never do: allow on anything but an explicit `true`; wait on OPA beyond its
 //! timeout; follow redirects (a redirect is not a decision).
+//!
+//! # Example
+//!
+//! Making a decider contacts nobody; each decision is one POST of the body below. Only the
+//! construction and the body run here, since a decision needs a running OPA.
+//!
+//! ```rust
+//! use mcpgw_authz::{Identity, Permission, PolicyDecider as _, PolicyInput, Principal};
+//! use mcpgw_policy_opa::{OpaDecider, OpaSettings, request_body};
+//! use serde_json::json;
+//!
+//! let decider = OpaDecider::new(&OpaSettings::new("http://opa:8181/", "/v1/data/mcpgw/allow"))?;
+//! assert_eq!(decider.endpoint(), "http://opa:8181/v1/data/mcpgw/allow");
+//!
+//! let alice = Identity::new(Principal::parse("user:alice").expect("a principal"));
+//! let input = PolicyInput::new(&alice, Permission::ToolInvoke, Some("tool/math__add".into()));
+//! assert_eq!(request_body(&input)["input"]["action"], json!("tool:invoke"));
+//!
+//! /// What the gateway does with the answer: only an explicit `true` allows.
+//! async fn allowed(decider: &OpaDecider, input: &PolicyInput) -> bool {
+//!     decider.decide(input).await.unwrap_or(false)
+//! }
+//! # Ok::<(), mcpgw_policy_opa::OpaSetupError>(())
+//! ```
 
 use std::time::Duration;
 

@@ -7,6 +7,33 @@
 //!
 //! It must never block on I/O, never hold a shard's lock for longer than one map operation, and
 //! never keep a bucket for a key it was not asked about.
+//!
+//! # Example
+//!
+//! With a clock that moves only when told to:
+//!
+//! ```rust
+//! use std::time::Duration;
+//!
+//! use mcpgw_authz::{RateLimitCaller, RateLimitKey, RateLimitPolicy, RateLimitScope, RateLimiter as _};
+//! use mcpgw_ratelimit::{ManualClock, TokenBuckets};
+//!
+//! let clock = ManualClock::new();
+//! let policy = RateLimitPolicy { requests_per_second: 1.0, burst: 2 };
+//! let buckets = TokenBuckets::with_clock(policy, clock.clone());
+//! let alice = RateLimitCaller::Principal("user:alice".into());
+//! let key = RateLimitKey { scope: RateLimitScope::Rest, caller: &alice, tool: None };
+//!
+//! // A burst of two, then a refusal that says when to come back.
+//! assert!(buckets.check(&key).allowed);
+//! assert!(buckets.check(&key).allowed);
+//! let refused = buckets.check(&key);
+//! assert!(!refused.allowed);
+//! assert_eq!(refused.retry_after_seconds(), 1);
+//!
+//! clock.advance(Duration::from_secs(1));
+//! assert!(buckets.check(&key).allowed);
+//! ```
 
 use std::collections::HashMap;
 use std::collections::hash_map::RandomState;

@@ -16,6 +16,40 @@
 //! This crate must never decide when a server starts or stops, never speak MCP, and never touch
 //! a container it did not start (no `mcp.gateway.owner` label of this instance) except to read
 //! its labels for discovery.
+//!
+//! # Example
+//!
+//! Not run as a test: it needs a container engine and an image. The log buffer comes from the
+//! caller, which owns the server's clock.
+//!
+//! ```rust,no_run
+//! use std::collections::BTreeMap;
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! use mcpgw_core::{ContainerEngine, LaunchSpec, LogBuffer, ProcessSpawner as _, ServerId};
+//! use mcpgw_runner_docker::{DockerRunner, DockerRunnerSettings};
+//!
+//! async fn start_and_stop(logs: Arc<LogBuffer>) -> Result<(), Box<dyn std::error::Error>> {
+//!     // Every container it runs is labelled `mcp.gateway.owner=gateway-1`.
+//!     let runner = DockerRunner::new(DockerRunnerSettings::new("gateway-1"));
+//!     let launch = LaunchSpec::Docker {
+//!         image: "mcp/time".into(),
+//!         args: Vec::new(),
+//!         env: BTreeMap::new(),
+//!         network: "none".into(),
+//!         memory: Some("256m".into()),
+//!         cpus: None,
+//!         read_only: true,
+//!         volumes: Vec::new(),
+//!         engine: ContainerEngine::Default, // found on first use: the Engine API, docker or podman
+//!     };
+//!     let container = runner.spawn(&ServerId::parse("time")?, &launch, logs).await?;
+//!     // `container.streams` are its stdin and stdout, for an MCP connector.
+//!     container.control.terminate(Duration::from_secs(3)).await; // stops and removes it
+//!     Ok(())
+//! }
+//! ```
 
 mod api;
 mod cleanup;

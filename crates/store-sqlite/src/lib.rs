@@ -21,6 +21,27 @@
 //! waits on the database, and a revocation is seen by the next lookup. Keys written by another
 //! process on the same file (`mcpgw auth create-key` while a gateway runs) are seen after
 //! [`SqliteStore::reload_api_keys`] or the next open. The database never holds a raw key.
+//!
+//! # Example
+//!
+//! ```rust
+//! use mcpgw_core::{ServerId, ServerRepository as _, ServerSpec};
+//! use mcpgw_store_sqlite::SqliteStore;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let directory = tempfile::tempdir()?;
+//! let path = directory.path().join("mcpgw.sqlite3");
+//! let math = ServerSpec::subprocess(ServerId::parse("math")?, vec!["math-server".into()]);
+//! {
+//!     let store = SqliteStore::open(&path)?; // creates the file and runs the migrations
+//!     store.save(&math).await?;
+//! }
+//! let reopened = SqliteStore::open(&path)?;
+//! assert_eq!(reopened.load_all().await?, [math]);
+//! # Ok(())
+//! # }
+//! ```
 
 mod auth;
 mod definitions;

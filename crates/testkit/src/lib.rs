@@ -11,6 +11,28 @@
 //! It is light on purpose: an adapter's tests that run a suite pull in nothing but the domain
 //! crates and tokio. The real MCP servers and drivers of the end-to-end tests live in
 //! `mcpgw-fixtures`. Nothing here is meant for production use.
+//!
+//! # Example
+//!
+//! An adapter's tests run a port's whole contract with one line, such as
+//! `mcpgw_testkit::server_repository_contract_suite!(open_my_repository());`. Each case is also a
+//! function, here run against the in-memory fake:
+//!
+//! ```rust
+//! use mcpgw_core::ServerRepository as _;
+//! use mcpgw_testkit::repository_suite::{self, InMemoryServerRepository, sample_docker_spec};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! repository_suite::saving_twice_is_an_upsert(&InMemoryServerRepository::new()).await;
+//!
+//! // The fake can be told to fail, for tests of what a caller does then.
+//! let repository = InMemoryServerRepository::new();
+//! repository.fail_next_save("disk full");
+//! assert!(repository.save(&sample_docker_spec("box")).await.is_err());
+//! assert!(repository.save(&sample_docker_spec("box")).await.is_ok());
+//! # }
+//! ```
 
 pub mod auth_store;
 pub mod clock;
