@@ -18,7 +18,41 @@
 //! instead of starting every server that declares no tools.
 //!
 //! It must never know a concrete adapter: no HTTP framework, no database, no process or
-//! protocol library. Adapters are handed in as `Arc<dyn Port>` by whoever composes the gateway.
+//! protocol library. Adapters are handed in as `Arc<dyn Port>` by whoever composes the gateway
+//! (`mcpgw-server`'s `GatewayBuilder` does it with the default adapters).
+//!
+//! # Example
+//!
+//! The facade over a server manager whose launcher is a fake (from `mcpgw-testkit`):
+//!
+//! ```rust
+//! use std::sync::Arc;
+//!
+//! use mcpgw_core::{ManagerSettings, NullEventSink, ServerId, ServerManager, ServerSpec};
+//! use mcpgw_gateway::{Gateway, GatewayInfo, TokioClock, TokioSpawner};
+//! use mcpgw_testkit::fakes::FakeLauncher;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let manager = ServerManager::new(
+//!     Arc::new(FakeLauncher::new()),
+//!     Arc::new(TokioClock::default()),
+//!     Arc::new(NullEventSink),
+//!     Arc::new(TokioSpawner::current()),
+//!     None,
+//!     ManagerSettings::default(),
+//! );
+//! let gateway = Gateway::new(
+//!     manager,
+//!     GatewayInfo { version: "1.0.0".into(), config_path: None },
+//! );
+//! let math = ServerSpec::subprocess(ServerId::parse("math").unwrap(), vec!["math-server".into()]);
+//! gateway.servers().register(math).await.unwrap();
+//! assert_eq!(gateway.servers().list(None).len(), 1);
+//! // Stops every server it started.
+//! gateway.shutdown().await;
+//! # }
+//! ```
 
 mod auth;
 mod authorizing;
