@@ -30,6 +30,10 @@ mod contract {
     mcpgw_testkit::event_log_contract_suite!(super::open_temporary_log());
 }
 
+mod history_contract {
+    mcpgw_testkit::invocation_history_contract_suite!(super::open_temporary_log());
+}
+
 fn math() -> ServerId {
     ServerId::parse("math").unwrap()
 }
