@@ -1327,7 +1327,6 @@ const PORTS_WITHOUT_A_SUITE: &[&str] = &[
     "ServerLauncher",
     "McpSession",
     "StdioConnector",
-    "Clock",
     "EventSink",
     "EventObserver",
     "McpFrontend",

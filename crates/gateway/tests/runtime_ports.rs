@@ -1,5 +1,12 @@
-//! The gateway's runtime adapters pass the contracts of their ports: tokio's task spawner, the
-//! operating system's secure random bytes, and the seeded generator of the `random` strategy.
+//! The gateway's runtime adapters pass the contracts of their ports: tokio's clock and task
+//! spawner, the operating system's secure random bytes, and the seeded generator of the
+//! `random` strategy.
+
+mod clock {
+    mcpgw_testkit::clock_contract_suite!(mcpgw_testkit::runtime_suites::RealTime::new(
+        mcpgw_gateway::TokioClock::default()
+    ));
+}
 
 mod task_spawner {
     mcpgw_testkit::task_spawner_contract_suite!(mcpgw_gateway::TokioSpawner::current());

@@ -1,8 +1,10 @@
 //! The contracts of the small runtime ports, as tests that every implementation must pass:
-//! [`TaskSpawner`] (background work), [`SecretSource`] (secure random bytes) and
-//! [`RandomSource`] (the `random` group strategy's numbers).
+//! [`Clock`] (monotonic and wall time, sleeping), [`TaskSpawner`] (background work),
+//! [`SecretSource`] (secure random bytes) and [`RandomSource`] (the `random` group strategy's
+//! numbers).
 //!
 //! ```text
+//! mcpgw_testkit::clock_contract_suite!(RealTime::new(MyClock::new()));
 //! mcpgw_testkit::task_spawner_contract_suite!(MySpawner::new());
 //! mcpgw_testkit::secret_source_contract_suite!(MySecrets);
 //! mcpgw_testkit::random_source_contract_suite!(MyRandom::new());
@@ -13,9 +15,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use async_trait::async_trait;
 use mcpgw_authz::SecretSource;
-use mcpgw_core::TaskSpawner;
+use mcpgw_core::{Clock, TaskSpawner};
 use mcpgw_groups::RandomSource;
+
+use crate::clock::FakeClock;
 
 /// How long a spawned task may take to run before the case fails.
 const TASK_DEADLINE: Duration = Duration::from_secs(10);
@@ -93,6 +98,134 @@ macro_rules! __random_source_contract_case {
             $crate::runtime_suites::$case(&mut source);
         }
     };
+}
+
+/// Expands to one `#[tokio::test]` per case of the [`Clock`] contract: `now` never goes back,
+/// `wall` moves with it, a `sleep` ends once its time has passed on this clock and not before,
+/// and a zero sleep ends at once. `$make_driver` is a [`ClockDriver`]: [`RealTime`] for a clock
+/// that follows real time, [`FakeTime`] for one that a test moves.
+#[macro_export]
+macro_rules! clock_contract_suite {
+    ($make_driver:expr $(,)?) => {
+        $crate::__clock_contract_case!($make_driver, now_never_goes_back);
+        $crate::__clock_contract_case!($make_driver, wall_time_moves_with_the_clock);
+        $crate::__clock_contract_case!($make_driver, a_sleep_ends_once_its_time_has_passed);
+        $crate::__clock_contract_case!($make_driver, a_zero_sleep_ends_at_once);
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __clock_contract_case {
+    ($make_driver:expr, $case:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $case() {
+            let driver = $make_driver;
+            $crate::runtime_suites::$case(&driver).await;
+        }
+    };
+}
+
+/// What the clock suite needs besides the clock: a way to let time pass on it.
+#[async_trait]
+pub trait ClockDriver: Send + Sync {
+    fn clock(&self) -> Arc<dyn Clock>;
+    /// Lets `duration` pass on the clock: a real clock is waited for, a fake one moved.
+    async fn pass(&self, duration: Duration);
+}
+
+/// A clock that follows real time: time passes by waiting.
+pub struct RealTime(Arc<dyn Clock>);
+
+impl RealTime {
+    pub fn new(clock: impl Clock) -> Self {
+        Self(Arc::new(clock))
+    }
+}
+
+#[async_trait]
+impl ClockDriver for RealTime {
+    fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.0)
+    }
+
+    async fn pass(&self, duration: Duration) {
+        tokio::time::sleep(duration).await;
+    }
+}
+
+/// A [`FakeClock`], moved by the suite.
+#[derive(Default)]
+pub struct FakeTime(Arc<FakeClock>);
+
+#[async_trait]
+impl ClockDriver for FakeTime {
+    fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.0) as Arc<dyn Clock>
+    }
+
+    async fn pass(&self, duration: Duration) {
+        // Sleepers spawned just before get to register first.
+        tokio::task::yield_now().await;
+        self.0.advance(duration);
+    }
+}
+
+// ----- clock ----------------------------------------------------------------------------------
+
+pub async fn now_never_goes_back(driver: &dyn ClockDriver) {
+    let clock = driver.clock();
+    let start = clock.now();
+    let mut last = start;
+    for _ in 0..1_000 {
+        let now = clock.now();
+        assert!(now >= last, "now went back from {last:?} to {now:?}");
+        last = now;
+    }
+    driver.pass(Duration::from_millis(20)).await;
+    let moved = clock.now().saturating_since(start);
+    assert!(
+        moved >= Duration::from_millis(20),
+        "20 ms passed, now moved {moved:?}"
+    );
+}
+
+pub async fn wall_time_moves_with_the_clock(driver: &dyn ClockDriver) {
+    let clock = driver.clock();
+    let before = clock.wall();
+    driver.pass(Duration::from_millis(50)).await;
+    let after = clock.wall();
+    let moved = after.unix_micros() - before.unix_micros();
+    // A real wall clock may be stepped a little by time synchronization.
+    assert!(
+        (45_000..5_000_000).contains(&moved),
+        "50 ms passed, wall time moved {moved} µs"
+    );
+}
+
+pub async fn a_sleep_ends_once_its_time_has_passed(driver: &dyn ClockDriver) {
+    let clock = driver.clock();
+    let mut sleep = clock.sleep(Duration::from_millis(200));
+    // The first poll starts the sleep.
+    assert!(
+        futures::poll!(&mut sleep).is_pending(),
+        "a 200 ms sleep ended at once"
+    );
+    driver.pass(Duration::from_millis(20)).await;
+    assert!(
+        futures::poll!(&mut sleep).is_pending(),
+        "a 200 ms sleep ended after 20 ms"
+    );
+    driver.pass(Duration::from_millis(400)).await;
+    tokio::time::timeout(TASK_DEADLINE, sleep)
+        .await
+        .expect("a 200 ms sleep had not ended after 420 ms");
+}
+
+pub async fn a_zero_sleep_ends_at_once(driver: &dyn ClockDriver) {
+    tokio::time::timeout(Duration::from_secs(1), driver.clock().sleep(Duration::ZERO))
+        .await
+        .expect("a zero sleep waited for time to pass");
 }
 
 // ----- task spawner ---------------------------------------------------------------------------
@@ -263,6 +396,11 @@ pub fn below_spreads_evenly(source: &mut dyn RandomSource) {
         counts.iter().all(|count| (9_000..11_000).contains(count)),
         "below(4) is uneven: {counts:?}"
     );
+}
+
+#[cfg(test)]
+mod fake_clock {
+    crate::clock_contract_suite!(super::FakeTime::default());
 }
 
 #[cfg(test)]
