@@ -87,6 +87,44 @@ pub fn parse(
     text: &str,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<GatewayConfig, ConfigErrors> {
+    parse_with(source_name, text, env, &ParseOptions::default())
+}
+
+/// What a configuration may name beyond the schema's own words: the types of discovery source
+/// the gateway can build. The defaults are the bundled gateway's (`docker`, `filesystem`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseOptions {
+    /// The `type`s a discovery source may have; another is an error that suggests the nearest.
+    pub discovery_source_types: Vec<String>,
+}
+
+impl Default for ParseOptions {
+    fn default() -> Self {
+        Self {
+            discovery_source_types: DiscoverySourceConfig::KNOWN_TYPES
+                .iter()
+                .map(|name| (*name).to_owned())
+                .collect(),
+        }
+    }
+}
+
+impl ParseOptions {
+    /// Options whose discovery source types are `types` (a factory's `source_types`).
+    pub fn with_discovery_source_types<'a>(types: impl IntoIterator<Item = &'a str>) -> Self {
+        Self {
+            discovery_source_types: types.into_iter().map(str::to_owned).collect(),
+        }
+    }
+}
+
+/// [`parse`], with what `options` allows beyond the schema.
+pub fn parse_with(
+    source_name: &str,
+    text: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    options: &ParseOptions,
+) -> Result<GatewayConfig, ConfigErrors> {
     let expanded = match expand::expand(text, env) {
         Ok(expanded) => expanded,
         Err(problems) => {
@@ -117,7 +155,7 @@ pub fn parse(
         .map_err(|error| ConfigErrors::new(vec![yaml_error(source_name, error, &locator)]))?;
     let mut config = parsed.unwrap_or_default();
 
-    let findings = validate::validate_config(&config);
+    let findings = validate::validate_config(&config, options);
     let located = |finding: Finding| {
         let position = locator.locate(&finding.path);
         ConfigError {

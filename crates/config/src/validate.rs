@@ -10,8 +10,8 @@ use mcpgw_core::ServerId;
 use crate::error::ConfigErrorKind;
 use crate::path::KeyPath;
 use crate::schema::{
-    AuthConfig, DiscoveryConfig, DiscoverySourceConfig, EventLogConfig, GatewayConfig,
-    RateLimitConfig, ServerDefinition, ServerMode,
+    AuthConfig, DiscoveryConfig, EventLogConfig, GatewayConfig, RateLimitConfig, ServerDefinition,
+    ServerMode,
 };
 use crate::suggest::{nearest, quoted_list};
 
@@ -147,7 +147,7 @@ fn belongs(key: &str, mode: Option<ServerMode>) -> bool {
     mode.is_none_or(|mode| modes_of(key).contains(&mode))
 }
 
-pub(crate) fn validate_config(config: &GatewayConfig) -> Findings {
+pub(crate) fn validate_config(config: &GatewayConfig, options: &crate::ParseOptions) -> Findings {
     let mut findings = Findings::default();
     let servers_path = KeyPath::root().key("mcp_servers");
     for (id, definition) in &config.mcp_servers {
@@ -159,7 +159,12 @@ pub(crate) fn validate_config(config: &GatewayConfig) -> Findings {
         }
     }
     if let Some(discovery) = &config.discovery {
-        validate_discovery(discovery, &KeyPath::root().key("discovery"), &mut findings);
+        validate_discovery(
+            discovery,
+            &options.discovery_source_types,
+            &KeyPath::root().key("discovery"),
+            &mut findings,
+        );
     }
     validate_auth(&config.auth, &KeyPath::root().key("auth"), &mut findings);
     validate_rate_limit(
@@ -733,7 +738,13 @@ fn validate_tools(tools: &[mcpgw_core::Tool], path: &KeyPath, findings: &mut Fin
     }
 }
 
-fn validate_discovery(discovery: &DiscoveryConfig, path: &KeyPath, findings: &mut Findings) {
+fn validate_discovery(
+    discovery: &DiscoveryConfig,
+    source_types: &[String],
+    path: &KeyPath,
+    findings: &mut Findings,
+) {
+    let known: Vec<&str> = source_types.iter().map(String::as_str).collect();
     findings.range(
         path.key("refresh_interval_s"),
         discovery.refresh_interval_s,
@@ -742,13 +753,10 @@ fn validate_discovery(discovery: &DiscoveryConfig, path: &KeyPath, findings: &mu
     let mut seen_ids = BTreeSet::new();
     for (index, (source_id, source)) in discovery.sources_with_ids().enumerate() {
         let source_path = path.key("sources").index(index);
-        if !DiscoverySourceConfig::KNOWN_TYPES.contains(&source.source_type.as_str()) {
-            let advice = match nearest(&source.source_type, DiscoverySourceConfig::KNOWN_TYPES) {
+        if !known.contains(&source.source_type.as_str()) {
+            let advice = match nearest(&source.source_type, known.iter().copied()) {
                 Some(suggestion) => format!("did you mean `{suggestion}`?"),
-                None => format!(
-                    "expected {}",
-                    quoted_list(&DiscoverySourceConfig::KNOWN_TYPES)
-                ),
+                None => format!("expected {}", quoted_list(&known)),
             };
             findings.error(
                 ConfigErrorKind::InvalidValue,

@@ -147,6 +147,8 @@ pub struct ConfigService {
     servers: ServerManager,
     groups: Option<Arc<GroupService>>,
     events: Arc<dyn EventSink>,
+    /// What a reloaded file may name beyond the schema (the discovery source types there are).
+    parse_options: mcpgw_config::ParseOptions,
     environment: Environment,
     file: Option<Arc<dyn ConfigFile>>,
     running: RwLock<Running>,
@@ -214,6 +216,7 @@ impl ConfigService {
             servers,
             groups: None,
             events,
+            parse_options: mcpgw_config::ParseOptions::default(),
             environment,
             file: None,
             running: RwLock::new(Running {
@@ -229,6 +232,14 @@ impl ConfigService {
     pub fn with_file(mut self, file: Arc<dyn ConfigFile>, text: String) -> Self {
         self.file = Some(file);
         self.running_mut().text = text;
+        self
+    }
+
+    /// What a reloaded file may name beyond the schema: the discovery source types the gateway
+    /// can build (the bundled ones without it).
+    #[must_use]
+    pub fn with_parse_options(mut self, options: mcpgw_config::ParseOptions) -> Self {
+        self.parse_options = options;
         self
     }
 
@@ -275,8 +286,9 @@ impl ConfigService {
                  is readable"
             ))
         })?;
-        let config = mcpgw_config::parse(&name, &text, &*self.environment)
-            .map_err(ConfigServiceError::Invalid)?;
+        let config =
+            mcpgw_config::parse_with(&name, &text, &*self.environment, &self.parse_options)
+                .map_err(ConfigServiceError::Invalid)?;
         Ok((config, text))
     }
 

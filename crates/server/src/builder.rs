@@ -216,7 +216,10 @@ impl GatewayBuilder {
         self
     }
 
-    /// Replaces the discovery source types (`docker` and `filesystem` by default).
+    /// Replaces the discovery source types (`docker` and `filesystem` by default). A
+    /// configuration file that names a type of one's own is read with
+    /// [`crate::load_config_file`] and the same factory, then handed to [`GatewayBuilder::new`];
+    /// reloads of the file then accept the factory's types too.
     pub fn with_discovery_sources(mut self, sources: Arc<dyn DiscoverySourceFactory>) -> Self {
         self.discovery_sources = Some(sources);
         self
@@ -422,13 +425,14 @@ impl GatewayBuilder {
         .with_call_stats(call_stats)
         .with_frontend(frontend.clone())
         .with_groups(groups.clone());
+        let sources = self
+            .discovery_sources
+            .unwrap_or_else(|| Arc::new(default_discovery_sources()));
         // Without a `discovery` block there is no discovery at all (its API answers 404).
         let discovery = match &config.discovery {
             None => None,
             Some(section) => {
-                let sources = self
-                    .discovery_sources
-                    .unwrap_or_else(|| Arc::new(default_discovery_sources()));
+                let sources = Arc::clone(&sources);
                 let discovery_store: Arc<dyn DiscoveryStore> = match self.discovery_store {
                     Some(store) => store,
                     None => Arc::new(mcpgw_store_sqlite::SqliteDiscoveryStore::new(store_port(
@@ -461,7 +465,11 @@ impl GatewayBuilder {
             self.environment.clone(),
             config.clone(),
         )
-        .with_groups(groups.clone());
+        .with_groups(groups.clone())
+        // A reloaded file may name the source types this gateway can build.
+        .with_parse_options(mcpgw_config::ParseOptions::with_discovery_source_types(
+            sources.source_types(),
+        ));
         if let Some(path) = &self.config_file {
             let text = std::fs::read_to_string(path).map_err(|error| {
                 StartError::new(format!(

@@ -24,10 +24,16 @@ pub fn load_config_file(
             "{name}: cannot read the configuration file: {error}"
         ))
     })?;
-    let config = mcpgw_config::parse(&name, &text, &|variable: &str| environment(variable))
-        .map_err(|errors| {
-            StartError::new(format!("{name}: the configuration is invalid:\n{errors}"))
-        })?;
+    let options = mcpgw_config::ParseOptions::with_discovery_source_types(sources.source_types());
+    let config = mcpgw_config::parse_with(
+        &name,
+        &text,
+        &|variable: &str| environment(variable),
+        &options,
+    )
+    .map_err(|errors| {
+        StartError::new(format!("{name}: the configuration is invalid:\n{errors}"))
+    })?;
     if let Some(section) = &config.discovery {
         let problems: Vec<String> = mcpgw_gateway::discovery_sources_from_config(section)
             .iter()

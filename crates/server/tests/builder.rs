@@ -172,3 +172,72 @@ async fn a_bad_environment_value_stops_the_build_with_its_name() {
     assert!(error.to_string().contains("MCP_RATE_LIMIT_RPS"), "{error}");
     assert!(error.to_string().contains("lots"), "{error}");
 }
+
+/// The configuration file of the discovery test: one source of the testkit's `memory` type.
+const MEMORY_DISCOVERY: &str = "\
+discovery:
+  refresh_interval_s: 3600
+  sources:
+    - {id: shelf, type: memory, mode: additive, config: {place: shelf}}
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_discovery_source_type_of_ones_own_works_from_the_file_through_scans_and_reloads() {
+    use mcpgw_testkit::discovery_source_suite::{
+        InMemoryPlace, InMemorySourceFactory, sample_server_definition,
+    };
+
+    let data_dir = tempfile::tempdir().unwrap();
+    let file = data_dir.path().join("gateway.yaml");
+    std::fs::write(&file, MEMORY_DISCOVERY).unwrap();
+    let environment = environment(&[]);
+
+    // Bad input for the bundled gateway: a type it cannot build, named with the nearest one.
+    let refused = mcpgw_server::load_config_file(
+        &file,
+        &environment,
+        &mcpgw_server::default_discovery_sources(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        refused.contains("unknown source type `memory`"),
+        "{refused}"
+    );
+    assert!(refused.contains("gateway.yaml:4"), "{refused}");
+
+    let place = Arc::new(InMemoryPlace::new());
+    let factory = InMemorySourceFactory::new();
+    factory.add_place("shelf", Arc::clone(&place));
+    let factory = Arc::new(factory);
+    let config = mcpgw_server::load_config_file(&file, &environment, factory.as_ref()).unwrap();
+    let running = GatewayBuilder::new(config)
+        .config_file(&file)
+        .data_dir(data_dir.path().join("data"))
+        .environment(environment)
+        .with_discovery_sources(factory)
+        .build()
+        .await
+        .unwrap();
+
+    let discovery = running
+        .gateway()
+        .discovery()
+        .expect("discovery is on")
+        .clone();
+    place.put_server("notes", sample_server_definition("notes"));
+    let report = discovery.scan("shelf").await.unwrap();
+    assert_eq!((report.found, report.pending), (1, 1));
+
+    // A reload reads the file again with the same source types.
+    let config = running
+        .gateway()
+        .config()
+        .expect("a file was given")
+        .clone();
+    config
+        .reload(mcpgw_server::gateway::ReloadTrigger::Api)
+        .await
+        .expect("the file still names a type this gateway builds");
+    running.shutdown().await;
+}
