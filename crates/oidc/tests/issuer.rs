@@ -1,7 +1,8 @@
 //! The verifier against a local issuer: a small HTTP server started by each test that serves
 //! OpenID Connect discovery metadata and a JWKS built from the fixed test keys in `tests/keys/`
 //! (DER: PKCS#1 RSA keys `rsa-a` and `rsa-b`, a PKCS#8 P-256 key; generated for these tests
-//! only), while the tests sign tokens with the private halves.
+//! only), while the tests sign tokens with the private halves. The same issuer runs the test
+//! kit's `TokenVerifier` contract suite against the verifier (`mod contract` at the end).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -595,4 +596,61 @@ async fn an_old_key_set_is_fetched_again_and_kept_while_the_issuer_fails() {
         .verify(&token, at(NOW_SECONDS + 60))
         .await
         .expect("recovers after the interval");
+}
+
+/// The local issuer as the contract suite's [`TokenIssuer`]: `rsa-a` and `ec-1` are trusted,
+/// `rsa-b` signs the impostor, the unpublished and the rotated tokens.
+mod contract {
+    use std::time::Duration;
+
+    use async_trait::async_trait;
+    use jsonwebtoken::Algorithm;
+    use mcpgw_testkit::token_verifier_suite::{SigningKey, TokenIssuer};
+    use serde_json::Value;
+
+    use super::{Issuer, ec, public_jwk, rsa_a, rsa_b, sign};
+
+    const ROTATED_KID: &str = "rsa-rotated";
+
+    #[async_trait]
+    impl TokenIssuer for Issuer {
+        fn issuer(&self) -> String {
+            self.base.clone()
+        }
+
+        fn audience(&self) -> String {
+            super::AUDIENCE.to_owned()
+        }
+
+        fn leeway(&self) -> Duration {
+            self.settings().leeway
+        }
+
+        fn sign(&self, claims: &Value, key: SigningKey) -> String {
+            match key {
+                SigningKey::Rs256 => sign(Algorithm::RS256, "rsa-a", &rsa_a(), claims),
+                SigningKey::Es256 => sign(Algorithm::ES256, "ec-1", &ec(), claims),
+                SigningKey::Impostor => sign(Algorithm::RS256, "rsa-a", &rsa_b(), claims),
+                SigningKey::Unpublished => sign(Algorithm::RS256, "made-up", &rsa_b(), claims),
+                SigningKey::Rotated => sign(Algorithm::RS256, ROTATED_KID, &rsa_b(), claims),
+            }
+        }
+
+        async fn publish_new_key(&self) {
+            self.set_keys(vec![
+                public_jwk(&rsa_a(), Algorithm::RS256, "rsa-a"),
+                public_jwk(&ec(), Algorithm::ES256, "ec-1"),
+                public_jwk(&rsa_b(), Algorithm::RS256, ROTATED_KID),
+            ]);
+        }
+
+        async fn take_key_set_away(&self) {
+            self.set_failing(true);
+        }
+    }
+
+    mcpgw_testkit::token_verifier_contract_suite!({
+        let issuer = Issuer::start_default().await;
+        (issuer.verifier(), issuer)
+    });
 }

@@ -1,5 +1,7 @@
 //! The decider against a local policy server that speaks OPA's data API: each test starts one
-//! that records what it was asked and answers with a fixed status and body, or never answers.
+//! that records what it was asked and answers with a set status and body, hangs up, or never
+//! answers. The same server runs the test kit's `PolicyDecider` contract suite against the
+//! decider (`mod contract` at the end), which changes the answer between questions.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -17,6 +19,8 @@ enum Behaviour {
         status: u16,
         body: String,
     },
+    /// Reads the request and then closes the connection without a word.
+    HangUp,
     /// Reads the request and then keeps the connection open without a word.
     Silent,
 }
@@ -31,6 +35,8 @@ struct Asked {
 struct PolicyServer {
     base: String,
     asked: Arc<Mutex<Vec<Asked>>>,
+    /// What every request is answered with, read when the request has arrived.
+    behaviour: Arc<Mutex<Behaviour>>,
 }
 
 impl PolicyServer {
@@ -38,19 +44,22 @@ impl PolicyServer {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("address"));
         let asked = Arc::new(Mutex::new(Vec::new()));
+        let behaviour = Arc::new(Mutex::new(behaviour));
         let record = Arc::clone(&asked);
+        let scripted = Arc::clone(&behaviour);
         tokio::spawn(async move {
             loop {
                 let Ok((mut stream, _)) = listener.accept().await else {
                     return;
                 };
                 let record = Arc::clone(&record);
-                let behaviour = behaviour.clone();
+                let scripted = Arc::clone(&scripted);
                 tokio::spawn(async move {
                     let Some(asked) = read_request(&mut stream).await else {
                         return;
                     };
                     record.lock().expect("record").push(asked);
+                    let behaviour = scripted.lock().expect("behaviour").clone();
                     match behaviour {
                         Behaviour::Answer { status, body } => {
                             let response = format!(
@@ -61,6 +70,7 @@ impl PolicyServer {
                             let _ = stream.write_all(response.as_bytes()).await;
                             let _ = stream.shutdown().await;
                         }
+                        Behaviour::HangUp => drop(stream),
                         Behaviour::Silent => {
                             // Hold the connection until the client gives up.
                             let mut rest = [0_u8; 64];
@@ -70,7 +80,11 @@ impl PolicyServer {
                 });
             }
         });
-        PolicyServer { base, asked }
+        PolicyServer {
+            base,
+            asked,
+            behaviour,
+        }
     }
 
     async fn answering(status: u16, body: &str) -> PolicyServer {
@@ -274,4 +288,121 @@ fn settings_that_cannot_work_are_refused() {
     let mut settings = OpaSettings::new("http://opa", "v1/data/p");
     settings.timeout = Duration::ZERO;
     assert!(OpaDecider::new(&settings).is_err());
+}
+
+/// The local policy server as the contract suite's [`ScriptedEngine`], and a decider with a
+/// short deadline that asks it.
+mod contract {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use async_trait::async_trait;
+    use mcpgw_authz::{Permission, PolicyInput, Principal, TenantId};
+    use mcpgw_policy_opa::{OpaDecider, OpaSettings};
+    use mcpgw_testkit::policy_decider_suite::{EngineAnswer, ScriptedEngine};
+    use serde_json::Value;
+
+    use super::{Behaviour, PolicyServer};
+
+    const DEADLINE: Duration = Duration::from_millis(300);
+
+    fn behaviour(answer: EngineAnswer) -> Behaviour {
+        let reply = |status: u16, body: &str| Behaviour::Answer {
+            status,
+            body: body.to_owned(),
+        };
+        match answer {
+            EngineAnswer::Allow => reply(200, r#"{"result": true}"#),
+            EngineAnswer::Deny => reply(200, r#"{"result": false}"#),
+            EngineAnswer::Undefined => reply(200, r#"{"decision_id": "d-1"}"#),
+            EngineAnswer::Unclear => reply(200, r#"{"result": {"allow": true}}"#),
+            EngineAnswer::Failure => reply(500, r#"{"result": true}"#),
+            EngineAnswer::Garbled => reply(200, "<html>allow</html>"),
+            EngineAnswer::HangUp => Behaviour::HangUp,
+            EngineAnswer::Silent => Behaviour::Silent,
+        }
+    }
+
+    fn text<'a>(value: &'a Value, what: &str) -> &'a str {
+        value
+            .as_str()
+            .unwrap_or_else(|| panic!("{what} is not a string: {value}"))
+    }
+
+    /// The question as OPA received it, read back from `{"input": {...}}`; every member must
+    /// be there, `null` standing for an absent tenant or resource.
+    fn question(body: &Value) -> PolicyInput {
+        let input = body
+            .get("input")
+            .and_then(Value::as_object)
+            .unwrap_or_else(|| panic!("no input object in {body}"));
+        let member = |name: &str| {
+            input
+                .get(name)
+                .unwrap_or_else(|| panic!("no `{name}` in {body}"))
+        };
+        let principal = |value: &Value| {
+            Principal::parse(text(value, "a principal")).expect("a valid principal")
+        };
+        let groups = member("groups")
+            .as_array()
+            .unwrap_or_else(|| panic!("groups are not an array in {body}"))
+            .iter()
+            .map(principal)
+            .collect();
+        let tenant = match member("tenant") {
+            Value::Null => None,
+            value => Some(TenantId::parse(text(value, "the tenant")).expect("a valid tenant")),
+        };
+        let resource = match member("resource") {
+            Value::Null => None,
+            value => Some(text(value, "the resource").to_owned()),
+        };
+        let context: BTreeMap<String, String> = member("context")
+            .as_object()
+            .unwrap_or_else(|| panic!("the context is not an object in {body}"))
+            .iter()
+            .map(|(key, value)| (key.clone(), text(value, key).to_owned()))
+            .collect();
+        PolicyInput {
+            principal: principal(member("principal")),
+            groups,
+            tenant,
+            action: Permission::parse(text(member("action"), "the action"))
+                .expect("a valid action"),
+            resource,
+            context,
+        }
+    }
+
+    #[async_trait]
+    impl ScriptedEngine for PolicyServer {
+        async fn answer_with(&self, answer: EngineAnswer) {
+            *self.behaviour.lock().expect("behaviour") = behaviour(answer);
+        }
+
+        async fn questions(&self) -> Vec<PolicyInput> {
+            self.asked()
+                .iter()
+                .map(|asked| {
+                    assert_eq!(asked.request_line, "POST /v1/data/mcpgw/allow HTTP/1.1");
+                    question(&asked.body)
+                })
+                .collect()
+        }
+
+        fn deadline(&self) -> Duration {
+            DEADLINE
+        }
+    }
+
+    async fn decider_and_engine() -> (OpaDecider, PolicyServer) {
+        // Undefined until a case says otherwise.
+        let engine = PolicyServer::start(behaviour(EngineAnswer::Undefined)).await;
+        let mut settings = OpaSettings::new(&engine.base, "v1/data/mcpgw/allow");
+        settings.timeout = DEADLINE;
+        (OpaDecider::new(&settings).expect("settings"), engine)
+    }
+
+    mcpgw_testkit::policy_decider_contract_suite!(decider_and_engine().await);
 }

@@ -5,7 +5,8 @@
 //! - Contract suites ([`repository_suite`], [`auth_store`], [`event_log`],
 //!   [`discovery_store_suite`], [`tool_list_store_suite`], [`group_repository_suite`],
 //!   [`rate_limiter_suite`], [`config_file_suite`], [`discovery_source_suite`],
-//!   [`process_spawner_suite`], [`history_suite`], [`runtime_suites`]): one set of tests per port that every implementation, fake or
+//!   [`process_spawner_suite`], [`history_suite`], [`runtime_suites`], [`token_verifier_suite`],
+//!   [`policy_decider_suite`]): one set of tests per port that every implementation, fake or
 //!   real, must pass. A downstream adapter author runs the same suite.
 //!
 //! It is light on purpose: an adapter's tests that run a suite pull in nothing but the domain
@@ -44,8 +45,10 @@ pub mod event_log;
 pub mod fakes;
 pub mod group_repository_suite;
 pub mod history_suite;
+pub mod policy_decider_suite;
 pub mod process_spawner_suite;
 pub mod rate_limiter_suite;
 pub mod repository_suite;
 pub mod runtime_suites;
+pub mod token_verifier_suite;
 pub mod tool_list_store_suite;
