@@ -1330,8 +1330,6 @@ const PORTS_WITHOUT_A_SUITE: &[&str] = &[
     "EventSink",
     "EventObserver",
     "McpFrontend",
-    "TokenVerifier",
-    "PolicyDecider",
 ];
 
 /// The names of the `pub trait`s declared in `source`.

@@ -2,7 +2,6 @@
 //! be written.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use mcpgw_config::ConfigFile;
 use mcpgw_config_file::{FileConfig, MAX_BACKUPS};
@@ -168,64 +167,6 @@ async fn a_directory_in_the_place_of_bak1_fails_the_backup_and_is_named() {
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "mcp_servers: {}\n");
 }
 
-/// Makes a directory unwritable for the life of the guard, also for root: the permission bits
-/// first (enough for other users), then the immutable attribute (root ignores the bits, not
-/// the attribute). Fails loudly when neither works, rather than pretend.
-#[cfg(target_os = "linux")]
-struct UnwritableDirectory {
-    path: PathBuf,
-    immutable: bool,
-}
-
-#[cfg(target_os = "linux")]
-impl UnwritableDirectory {
-    fn new(path: &Path) -> Self {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o555)).unwrap();
-        let mut guard = Self {
-            path: path.to_path_buf(),
-            immutable: false,
-        };
-        if Self::writable(path) {
-            let status =
-                Command::new("chattr").arg("+i").arg(path).status().expect(
-                    "running chattr: install e2fsprogs, or run the tests as a non-root user",
-                );
-            assert!(
-                status.success(),
-                "chattr +i {} failed: run the tests as a non-root user, or on a filesystem \
-                 that supports the immutable attribute",
-                path.display()
-            );
-            guard.immutable = true;
-        }
-        assert!(
-            !Self::writable(path),
-            "{} is still writable",
-            path.display()
-        );
-        guard
-    }
-
-    fn writable(path: &Path) -> bool {
-        let probe = path.join(".probe");
-        let created = std::fs::write(&probe, "").is_ok();
-        let _ = std::fs::remove_file(probe);
-        created
-    }
-}
-
-#[cfg(target_os = "linux")]
-impl Drop for UnwritableDirectory {
-    fn drop(&mut self) {
-        use std::os::unix::fs::PermissionsExt;
-        if self.immutable {
-            let _ = Command::new("chattr").arg("-i").arg(&self.path).status();
-        }
-        let _ = std::fs::set_permissions(&self.path, std::fs::Permissions::from_mode(0o755));
-    }
-}
-
 #[cfg(target_os = "linux")]
 #[tokio::test]
 async fn an_unwritable_directory_fails_the_backup_naming_it() {
@@ -236,7 +177,7 @@ async fn an_unwritable_directory_fails_the_backup_naming_it() {
     std::fs::write(&path, "mcp_servers: {}\n").unwrap();
     std::fs::write(backup_path(&path, 1), "old\n").unwrap();
     let file = FileConfig::new(&path);
-    let _unwritable = UnwritableDirectory::new(&config_directory);
+    let _unwritable = mcpgw_testkit::config_file_suite::UnwritableDirectory::new(&config_directory);
 
     let error = file.backup(5).await.unwrap_err().0;
 

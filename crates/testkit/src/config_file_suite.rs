@@ -153,13 +153,14 @@ async fn assert_quiet(file: &dyn ConfigFile, what: &str) {
 /// Makes a directory unwritable for the life of the guard, also for root: the permission bits
 /// first, then the immutable attribute, which root does not bypass. It fails the test when
 /// neither works rather than let a case pass on a directory that is still writable.
-struct UnwritableDirectory {
+pub struct UnwritableDirectory {
     path: PathBuf,
     immutable: bool,
 }
 
 impl UnwritableDirectory {
-    fn new(path: &Path) -> Self {
+    /// Takes the write permission on `path` away until the guard is dropped.
+    pub fn new(path: &Path) -> Self {
         use std::os::unix::fs::PermissionsExt as _;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o555))
             .expect("taking the write permission away");
