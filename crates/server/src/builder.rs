@@ -270,24 +270,10 @@ impl GatewayBuilder {
                 data_dir.display()
             ))
         })?;
-        // The SQLite store is opened only for the ports nobody replaced.
-        let needs_store = self.server_repository.is_none()
-            || self.group_repository.is_none()
-            || self.auth_store.is_none()
-            || self.discovery_store.is_none()
-            || self.tool_list_store.is_none();
-        let store = if needs_store {
-            let path = store_path(&data_dir);
-            Some(SqliteStore::open(&path).map_err(|error| {
-                StartError::new(format!("cannot open the store {}: {error}", path.display()))
-            })?)
-        } else {
-            None
-        };
-        let store_port = |kind: &str| {
-            store
-                .clone()
-                .ok_or_else(|| StartError::new(format!("internal: no store for the {kind}")))
+        // The SQLite store is opened the first time a port nobody replaced needs it.
+        let sqlite = LazyStore {
+            path: store_path(&data_dir),
+            opened: std::cell::OnceCell::new(),
         };
 
         let clock: Arc<dyn Clock> = self
@@ -319,7 +305,7 @@ impl GatewayBuilder {
 
         let auth_store: Arc<dyn AuthStore> = match self.auth_store {
             Some(store) => store,
-            None => Arc::new(store_port("auth store")?),
+            None => Arc::new(sqlite.get()?),
         };
         let auth = Arc::new(build_auth(
             &config,
@@ -341,7 +327,7 @@ impl GatewayBuilder {
         };
         let server_repository: Arc<dyn ServerRepository> = match self.server_repository {
             Some(repository) => repository,
-            None => Arc::new(store_port("server repository")?),
+            None => Arc::new(sqlite.get()?),
         };
         let manager = ServerManager::new(
             launcher,
@@ -365,7 +351,7 @@ impl GatewayBuilder {
 
         let group_repository: Arc<dyn GroupRepository> = match self.group_repository {
             Some(repository) => repository,
-            None => Arc::new(store_port("group repository")?),
+            None => Arc::new(sqlite.get()?),
         };
         let groups = Arc::new(
             GroupService::new(manager.clone(), events.clone() as Arc<dyn EventSink>)
@@ -384,9 +370,7 @@ impl GatewayBuilder {
         events.add_observer(catalog.observer());
         let tool_list_store: Arc<dyn ToolListStore> = match self.tool_list_store {
             Some(store) => store,
-            None => Arc::new(mcpgw_store_sqlite::SqliteToolListStore::new(store_port(
-                "tool lists",
-            )?)),
+            None => Arc::new(mcpgw_store_sqlite::SqliteToolListStore::new(sqlite.get()?)),
         };
         let tool_lists = ToolListKeeper::new(manager.clone(), tool_list_store);
         events.add_observer(tool_lists.observer());
@@ -435,9 +419,7 @@ impl GatewayBuilder {
                 let sources = Arc::clone(&sources);
                 let discovery_store: Arc<dyn DiscoveryStore> = match self.discovery_store {
                     Some(store) => store,
-                    None => Arc::new(mcpgw_store_sqlite::SqliteDiscoveryStore::new(store_port(
-                        "discovery store",
-                    )?)),
+                    None => Arc::new(mcpgw_store_sqlite::SqliteDiscoveryStore::new(sqlite.get()?)),
                 };
                 Some(Arc::new(
                     DiscoveryService::new(
@@ -615,6 +597,27 @@ fn required(value: &Option<String>, key: &str, section: &str) -> Result<String, 
     value
         .clone()
         .ok_or_else(|| StartError::new(format!("{key} is required when {section}.enabled is true")))
+}
+
+/// The SQLite store under the data directory, opened on first use.
+struct LazyStore {
+    path: PathBuf,
+    opened: std::cell::OnceCell<SqliteStore>,
+}
+
+impl LazyStore {
+    fn get(&self) -> Result<SqliteStore, StartError> {
+        if let Some(store) = self.opened.get() {
+            return Ok(store.clone());
+        }
+        let store = SqliteStore::open(&self.path).map_err(|error| {
+            StartError::new(format!(
+                "cannot open the store {}: {error}",
+                self.path.display()
+            ))
+        })?;
+        Ok(self.opened.get_or_init(|| store).clone())
+    }
 }
 
 /// The default store's file under `data_dir`.

@@ -241,3 +241,17 @@ async fn a_discovery_source_type_of_ones_own_works_from_the_file_through_scans_a
         .expect("the file still names a type this gateway builds");
     running.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_build_can_run_as_a_spawned_task() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let build = GatewayBuilder::new(Default::default())
+        .data_dir(data_dir.path())
+        .environment(environment(&[]))
+        .build();
+    // `tokio::spawn` takes only futures that can move between threads.
+    let running = tokio::spawn(build).await.unwrap().unwrap();
+    assert!(running.gateway().servers().list(None).is_empty());
+    running.shutdown().await;
+    assert!(data_dir.path().join("mcpgw.db").is_file());
+}
