@@ -1,4 +1,4 @@
-//! The gateway's runtime adapters pass the contracts of their ports: tokio's clock and task
+//! The gateway's runtime adapters keep the promises of their ports: tokio's clock and task
 //! spawner, the operating system's secure random bytes, and the seeded generator of the
 //! `random` strategy.
 

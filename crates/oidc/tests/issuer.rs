@@ -598,7 +598,7 @@ async fn an_old_key_set_is_fetched_again_and_kept_while_the_issuer_fails() {
         .expect("recovers after the interval");
 }
 
-/// The local issuer as the contract suite's [`TokenIssuer`]: `rsa-a` and `ec-1` are trusted,
+/// The local issuer as the suite's [`TokenIssuer`]: `rsa-a` and `ec-1` are trusted,
 /// `rsa-b` signs the impostor, the unpublished and the rotated tokens.
 mod contract {
     use std::time::Duration;

@@ -290,7 +290,7 @@ fn settings_that_cannot_work_are_refused() {
     assert!(OpaDecider::new(&settings).is_err());
 }
 
-/// The local policy server as the contract suite's [`ScriptedEngine`], and a decider with a
+/// The local policy server as the suite's [`ScriptedEngine`], and a decider with a
 /// short deadline that asks it.
 mod contract {
     use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! The contract of [`AuthStore`], as tests that every implementation must pass, and an
+//! What every [`AuthStore`] promises, as tests that every implementation must pass, and an
 //! in-memory implementation for tests of the code that uses the port.
 //!
 //! An adapter crate runs the whole suite against its own store with one line in its tests:

@@ -1,4 +1,4 @@
-//! The contract of [`ConfigFile`], as tests that every implementation must pass.
+//! What every [`ConfigFile`] promises, as tests that every implementation must pass.
 //!
 //! An adapter crate runs the whole suite against its own implementation with one line in its
 //! tests:

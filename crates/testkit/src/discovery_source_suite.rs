@@ -1,4 +1,4 @@
-//! The contract of [`DiscoverySource`] and [`DiscoverySourceFactory`], as tests that every
+//! What every [`DiscoverySource`] and [`DiscoverySourceFactory`] promise, as tests that every
 //! source type must pass, and [`InMemorySourceFactory`], a source type kept in memory for tests
 //! of the code that uses the ports.
 //!

@@ -1,4 +1,4 @@
-//! The contract of [`InvocationHistory`], as tests that every implementation must pass.
+//! What every [`InvocationHistory`] promises, as tests that every implementation must pass.
 //!
 //! A history is fed by observing the event stream (it is an [`EventObserver`] too) and answers
 //! pages of one server's tool invocations:

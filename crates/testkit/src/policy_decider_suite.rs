@@ -1,4 +1,4 @@
-//! The contract of [`PolicyDecider`], as tests that every decider must pass.
+//! What every [`PolicyDecider`] promises, as tests that every decider must pass.
 //!
 //! A decider asks a policy engine, so the suite works through a [`ScriptedEngine`] that the
 //! adapter's tests write once over the engine the decider asks (a local server speaking the

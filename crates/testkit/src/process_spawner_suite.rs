@@ -1,5 +1,5 @@
-//! The contract of [`ProcessSpawner`] and the [`ProcessControl`](mcpgw_core::ProcessControl)
-//! it hands back, as tests that every spawner must pass, on real processes.
+//! What every [`ProcessSpawner`] and the [`ProcessControl`](mcpgw_core::ProcessControl) it hands
+//! back promise, as tests that every spawner must pass, on real processes.
 //!
 //! A spawner starts servers in its own way (a local process, a container), so the suite works
 //! through a [`ProcessSpawnerFixture`] that the adapter's tests write once: it names the

@@ -1,4 +1,4 @@
-//! The contract of [`RateLimiter`], as tests that every implementation must pass, and
+//! What every [`RateLimiter`] promises, as tests that every implementation must pass, and
 //! [`InMemoryRateLimiter`], a plain implementation on the [`Clock`] port for tests of the code
 //! that uses the port.
 //!

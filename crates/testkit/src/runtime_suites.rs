@@ -1,4 +1,4 @@
-//! The contracts of the small runtime ports, as tests that every implementation must pass:
+//! What the small runtime ports promise, as tests that every implementation must pass:
 //! [`Clock`] (monotonic and wall time, sleeping), [`TaskSpawner`] (background work),
 //! [`SecretSource`] (secure random bytes) and [`RandomSource`] (the `random` group strategy's
 //! numbers).
@@ -407,7 +407,7 @@ mod fake_clock {
 mod scripted_randomness_fails {
     use super::*;
 
-    /// A source that always answers the same number breaks the contract, and the suite says so.
+    /// A source that always answers the same number breaks its promises, and the suite says so.
     struct Stuck;
 
     impl RandomSource for Stuck {

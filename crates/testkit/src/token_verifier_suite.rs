@@ -1,4 +1,4 @@
-//! The contract of [`TokenVerifier`], as tests that every verifier must pass.
+//! What every [`TokenVerifier`] promises, as tests that every verifier must pass.
 //!
 //! A verifier trusts the keys of one issuer, so the suite cannot make tokens on its own: it
 //! works through a [`TokenIssuer`] that the adapter's tests write once. The issuer signs the

@@ -1,4 +1,4 @@
-//! The JSON file repository passes the contract every `ServerRepository` must.
+//! The JSON file repository passes the suite of tests every `ServerRepository` must pass.
 
 use mcpgw_example_json_store::JsonFileRepository;
 use mcpgw_testkit::repository_suite::RepositoryWithGuard;
