@@ -61,7 +61,8 @@ fn config_check(cli: &Cli) -> Result<ExitCode, StartError> {
         ));
     };
     let sources = mcpgw_server::default_discovery_sources();
-    match mcpgw_server::load_config_file(path, &mcpgw_server::process_environment(), &sources) {
+    let environment = mcpgw_server::process_environment();
+    match mcpgw_server::load_config_file(path, &environment, &sources, &[]) {
         Ok(config) => {
             let servers = config.mcp_servers.len();
             println!("{}: ok ({servers} mcp servers)", path.display());

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use mcpgw_core::{ContainerCli, ContainerEngine, LaunchSpec, ServerId, ServerOrigin, ServerSpec};
+use mcpgw_core::{
+    ContainerCli, ContainerEngine, CustomLaunch, LaunchSpec, ServerId, ServerOrigin, ServerSpec,
+};
 
 use crate::schema::{
     ContainerRuntime, GatewayConfig, GroupMemberDefinition, GroupStrategy, ServerDefinition,
@@ -47,7 +49,7 @@ impl ServerDefinition {
     /// key becomes an empty value here, not an error.
     pub fn to_server_spec(&self, id: ServerId, origin: ServerOrigin) -> Option<ServerSpec> {
         let env = self.env.clone().unwrap_or_default();
-        let launch = match self.mode? {
+        let launch = match self.mode.as_ref()? {
             ServerMode::Subprocess => LaunchSpec::Subprocess {
                 command: self.command.clone().unwrap_or_default(),
                 env,
@@ -84,6 +86,9 @@ impl ServerDefinition {
                 endpoint: self.endpoint.clone().unwrap_or_default(),
                 headers: self.headers.clone().unwrap_or_default(),
             },
+            ServerMode::Registered(name) => LaunchSpec::Custom(
+                CustomLaunch::new(name.clone(), self.settings.clone().unwrap_or_default()).ok()?,
+            ),
             ServerMode::Group => return None,
         };
         Some(ServerSpec {
@@ -195,6 +200,11 @@ impl ServerDefinition {
                 definition.mode = Some(ServerMode::Remote);
                 definition.endpoint = Some(endpoint.clone());
                 definition.headers = Some(headers.clone()).filter(|headers| !headers.is_empty());
+            }
+            LaunchSpec::Custom(custom) => {
+                definition.mode = Some(ServerMode::Registered(custom.mode().to_owned()));
+                definition.settings =
+                    Some(custom.settings().clone()).filter(|settings| !settings.is_empty());
             }
             _ => return None,
         }

@@ -61,7 +61,7 @@ pub use export::export_yaml;
 pub use file::{ConfigFile, ConfigFileError};
 pub use sanitize::{
     MIN_REDACTED_LENGTH, SECRET_MASK, redact_secrets, sanitized, sanitized_definition,
-    sanitized_source_settings, secret_values,
+    sanitized_launch_settings, sanitized_source_settings, secret_values,
 };
 pub use schema::{
     ApiKeyConfig, AuthConfig, ConfigReloadConfig, ContainerRuntime, DiscoveryConfig, DiscoveryMode,
@@ -91,11 +91,15 @@ pub fn parse(
 }
 
 /// What a configuration may name beyond the schema's own words: the types of discovery source
-/// the gateway can build. The defaults are the bundled gateway's (`docker`, `filesystem`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// the gateway can build, and the launch modes registered besides the built-in ones. The
+/// defaults are the bundled gateway's (`docker` and `filesystem` sources, no registered mode).
+#[derive(Debug, Clone)]
 pub struct ParseOptions {
     /// The `type`s a discovery source may have; another is an error that suggests the nearest.
     pub discovery_source_types: Vec<String>,
+    /// The modes a server may have besides `subprocess`, `docker`, `remote` and `group`; each
+    /// checks the `settings` of the definitions in its mode.
+    pub launch_modes: Vec<mcpgw_core::LaunchMode>,
 }
 
 impl Default for ParseOptions {
@@ -105,6 +109,7 @@ impl Default for ParseOptions {
                 .iter()
                 .map(|name| (*name).to_owned())
                 .collect(),
+            launch_modes: Vec::new(),
         }
     }
 }
@@ -114,7 +119,18 @@ impl ParseOptions {
     pub fn with_discovery_source_types<'a>(types: impl IntoIterator<Item = &'a str>) -> Self {
         Self {
             discovery_source_types: types.into_iter().map(str::to_owned).collect(),
+            ..Self::default()
         }
+    }
+
+    /// These options, with `modes` registered besides the built-in ones.
+    #[must_use]
+    pub fn with_launch_modes(
+        mut self,
+        modes: impl IntoIterator<Item = mcpgw_core::LaunchMode>,
+    ) -> Self {
+        self.launch_modes.extend(modes);
+        self
     }
 }
 
@@ -229,11 +245,13 @@ impl GatewayConfig {
 /// accepted when it equals `id`. Errors have no line, and their path is the key's path in the
 /// body (`idle_ttl_s`, `members[0].id`). The members of a group are checked only against the
 /// group itself (not itself, not twice): whether they exist is the caller's registry's business.
+/// `options` say which registered launch modes a definition may name.
 pub fn server_definition_from_json(
     id: &str,
     body: serde_json::Value,
+    options: &ParseOptions,
 ) -> Result<ServerDefinition, ConfigErrors> {
-    definition_from_json(id, body, "mcp_server_id", None)
+    definition_from_json(id, body, "mcp_server_id", None, options)
 }
 
 /// Like [`server_definition_from_json`], for a body that must describe a server: answers the
@@ -242,8 +260,9 @@ pub fn server_spec_from_json(
     id: &str,
     body: serde_json::Value,
     origin: ServerOrigin,
+    options: &ParseOptions,
 ) -> Result<ServerSpec, ConfigErrors> {
-    spec_from_definition(id, server_definition_from_json(id, body)?, origin)
+    spec_from_definition(id, server_definition_from_json(id, body, options)?, origin)
 }
 
 /// Like [`server_spec_from_json`], for a request body: every value must have its field's JSON
@@ -253,9 +272,10 @@ pub fn server_spec_from_body(
     id: &str,
     body: serde_json::Value,
     origin: ServerOrigin,
+    options: &ParseOptions,
 ) -> Result<ServerSpec, ConfigErrors> {
     let definition =
-        de::with_typed_strings(|| definition_from_json(id, body, "mcp_server_id", None))?;
+        de::with_typed_strings(|| definition_from_json(id, body, "mcp_server_id", None, options))?;
     spec_from_definition(id, definition, origin)
 }
 
@@ -284,7 +304,13 @@ pub fn group_definition_from_json(
     body: serde_json::Value,
 ) -> Result<GroupDefinition, ConfigErrors> {
     let definition = de::with_typed_strings(|| {
-        definition_from_json(id, body, "group_id", Some(ServerMode::Group))
+        definition_from_json(
+            id,
+            body,
+            "group_id",
+            Some(ServerMode::Group),
+            &ParseOptions::default(),
+        )
     })?;
     let group_id = ServerId::parse(id).map_err(|error| json_errors(vec![id_finding(&error)]))?;
     definition.to_group_definition(group_id).ok_or_else(|| {
@@ -301,6 +327,7 @@ fn definition_from_json(
     mut body: serde_json::Value,
     id_key: &str,
     implied_mode: Option<ServerMode>,
+    options: &ParseOptions,
 ) -> Result<ServerDefinition, ConfigErrors> {
     let mut findings = Vec::new();
     if let Some(object) = body.as_object_mut() {
@@ -333,7 +360,13 @@ fn definition_from_json(
         });
     }
     let mut validation = validate::Findings::default();
-    validate::validate_server(id, &definition, &KeyPath::root(), &mut validation);
+    validate::validate_server(
+        id,
+        &definition,
+        &KeyPath::root(),
+        &options.launch_modes,
+        &mut validation,
+    );
     findings.extend(validation.errors);
     if findings.is_empty() {
         Ok(definition)
@@ -462,5 +495,7 @@ fn strip_path_prefix(message: &str, path: &KeyPath) -> String {
 
 #[cfg(test)]
 mod management_tests;
+#[cfg(test)]
+mod registered_mode_tests;
 #[cfg(test)]
 mod tests;

@@ -2,7 +2,8 @@
 //!
 //! What counts as a secret is decided by place and by name, because a value cannot tell: every
 //! value of a server's `env` and `headers`; in `auth`, values whose key names a secret; in a
-//! discovery source's `config`, everything under a key that names a secret; the password of a
+//! discovery source's `config` and a registered mode's `settings`, everything under a key that
+//! names a secret; the password of a
 //! URL's user information; a command-line argument that follows or carries a secret-named flag
 //! (`--token x`, `--api-key=x`); and any value that a `${VAR}` reference with a secret-looking
 //! name put there. When in doubt the value is masked: showing too little is harmless, showing a
@@ -35,6 +36,14 @@ pub fn sanitized_definition(
     definition: &serde_json::Map<String, serde_json::Value>,
 ) -> serde_json::Map<String, serde_json::Value> {
     masked_in_place(definition, &["mcp_servers", "server"])
+}
+
+/// A registered launch mode's settings (a server's `settings`) with their secrets masked by the
+/// rules of [`sanitized`].
+pub fn sanitized_launch_settings(
+    settings: &serde_json::Map<String, serde_json::Value>,
+) -> serde_json::Map<String, serde_json::Value> {
+    masked_in_place(settings, &["mcp_servers", "server", "settings"])
 }
 
 /// A discovery source's settings with their secrets masked by the rules of [`sanitized`].
@@ -248,6 +257,10 @@ fn secret_by_place(path: &[Step]) -> bool {
         .collect();
     match keys.as_slice() {
         [Some("mcp_servers"), Some(_), Some("env" | "headers"), ..] => true,
+        // A registered mode's settings: like a discovery source's, by the names of the keys.
+        [Some("mcp_servers"), Some(_), Some("settings"), rest @ ..] => rest
+            .iter()
+            .any(|key| key.is_some_and(|key| looks_secret(key) || looks_secret_setting(key))),
         // `api_key` is the section that configures API keys, not a key.
         [Some("auth"), .., Some(key)] => *key != "api_key" && looks_secret_setting(key),
         [

@@ -141,16 +141,22 @@ impl PartialEq for GatewayConfig {
 }
 
 /// How a server is run: the `mode` key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+///
+/// Besides the built-in modes, a definition may name a mode registered by whoever assembled
+/// the gateway ([`ServerMode::Registered`]); it is valid only when the [`crate::ParseOptions`]
+/// it is read with know that mode.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ServerMode {
     Subprocess,
     Docker,
     Remote,
     Group,
+    /// A mode of one's own, with its settings under the `settings` key.
+    Registered(String),
 }
 
 impl ServerMode {
+    /// The built-in modes.
     pub const ALL: [ServerMode; 4] = [
         ServerMode::Subprocess,
         ServerMode::Docker,
@@ -158,19 +164,41 @@ impl ServerMode {
         ServerMode::Group,
     ];
 
-    pub fn as_str(self) -> &'static str {
+    pub fn as_str(&self) -> &str {
         match self {
             ServerMode::Subprocess => "subprocess",
             ServerMode::Docker => "docker",
             ServerMode::Remote => "remote",
             ServerMode::Group => "group",
+            ServerMode::Registered(name) => name,
         }
+    }
+
+    /// The mode named `name`: a built-in one, or else a registered one.
+    pub fn from_name(name: &str) -> Self {
+        Self::ALL
+            .into_iter()
+            .find(|mode| mode.as_str() == name)
+            .unwrap_or_else(|| ServerMode::Registered(name.to_owned()))
     }
 }
 
 impl std::fmt::Display for ServerMode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for ServerMode {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for ServerMode {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        Ok(Self::from_name(&name))
     }
 }
 
@@ -291,6 +319,10 @@ pub struct ServerDefinition {
         skip_serializing_if = "Option::is_none"
     )]
     pub headers: Option<BTreeMap<String, String>>,
+
+    /// a registered mode: the settings its launcher reads, checked by the mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<serde_json::Map<String, serde_json::Value>>,
 
     /// group: how a member is chosen; `round_robin` when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]

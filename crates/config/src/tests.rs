@@ -1215,6 +1215,7 @@ fn json_definitions_follow_the_file_rules_and_defaults() {
     let definition = server_definition_from_json(
         "math",
         json!({"mcp_server_id": "math", "mode": "subprocess", "command": ["python3", "-m", "m"], "idle_ttl_s": 30}),
+        &ParseOptions::default(),
     )
     .unwrap();
     let spec = definition
@@ -1227,6 +1228,7 @@ fn json_definitions_follow_the_file_rules_and_defaults() {
         "box",
         json!({"mode": "docker", "image": "img", "cpus": 1}),
         ServerOrigin::Api,
+        &ParseOptions::default(),
     )
     .unwrap();
     assert!(
@@ -1240,6 +1242,7 @@ fn json_errors_have_no_line_and_name_the_field() {
     let errors = server_definition_from_json(
         "math",
         json!({"mode": "subprocess", "command": ["x"], "idle_ttl_s": 0, "endpoint": "https://h/mcp", "health_check_interval_s": 3601}),
+        &ParseOptions::default(),
     )
     .unwrap_err();
     let summary: Vec<(Option<usize>, &str, &str)> = errors
@@ -1270,10 +1273,14 @@ fn json_errors_have_no_line_and_name_the_field() {
         )
     );
 
-    let error = server_definition_from_json("m", json!({"mode": "subprocess", "comand": ["x"]}))
-        .unwrap_err()
-        .into_errors()
-        .remove(0);
+    let error = server_definition_from_json(
+        "m",
+        json!({"mode": "subprocess", "comand": ["x"]}),
+        &ParseOptions::default(),
+    )
+    .unwrap_err()
+    .into_errors()
+    .remove(0);
     assert_eq!(
         (error.kind, error.path.as_str()),
         (ConfigErrorKind::UnknownKey, "comand")
@@ -1286,6 +1293,7 @@ fn json_errors_have_no_line_and_name_the_field() {
     let error = server_definition_from_json(
         "m",
         json!({"mode": "subprocess", "command": ["x"], "idle_ttl_s": "abc"}),
+        &ParseOptions::default(),
     )
     .unwrap_err()
     .into_errors()
@@ -1295,10 +1303,11 @@ fn json_errors_have_no_line_and_name_the_field() {
         (ConfigErrorKind::WrongType, "idle_ttl_s", None)
     );
 
-    let error = server_definition_from_json("m", json!({"mode": "remote"}))
-        .unwrap_err()
-        .into_errors()
-        .remove(0);
+    let error =
+        server_definition_from_json("m", json!({"mode": "remote"}), &ParseOptions::default())
+            .unwrap_err()
+            .into_errors()
+            .remove(0);
     assert_eq!(
         (error.kind, error.path.as_str()),
         (ConfigErrorKind::MissingKey, "")
@@ -1307,6 +1316,7 @@ fn json_errors_have_no_line_and_name_the_field() {
     let errors = server_definition_from_json(
         "a__b",
         json!({"mcp_server_id": "other", "mode": "subprocess", "command": ["x"]}),
+        &ParseOptions::default(),
     )
     .unwrap_err();
     let paths: Vec<&str> = errors
@@ -1316,10 +1326,15 @@ fn json_errors_have_no_line_and_name_the_field() {
         .collect();
     assert_eq!(paths, ["mcp_server_id", "mcp_server_id"]);
 
-    let error = server_spec_from_json("g", json!({"mode": "group"}), ServerOrigin::Api)
-        .unwrap_err()
-        .into_errors()
-        .remove(0);
+    let error = server_spec_from_json(
+        "g",
+        json!({"mode": "group"}),
+        ServerOrigin::Api,
+        &ParseOptions::default(),
+    )
+    .unwrap_err()
+    .into_errors()
+    .remove(0);
     assert_eq!(error.path, "mode");
     assert_eq!(errors.kind(), mcpgw_core::ErrorKind::Invalid);
 }
@@ -1357,6 +1372,7 @@ fn predefined_tools_carry_schemas_and_annotations_as_objects() {
         json!({"mode": "subprocess", "command": ["x"],
                "tools": [{"name": "t", "annotations": "read-only"}]}),
         ServerOrigin::Api,
+        &ParseOptions::default(),
     )
     .unwrap_err();
     assert_eq!(errors.errors()[0].path, "tools[0].annotations");
@@ -1367,6 +1383,7 @@ fn predefined_tools_carry_schemas_and_annotations_as_objects() {
                "tools": [{"name": "t", "outputSchema": {"type": "object"},
                           "annotations": {"readOnlyHint": true}}]}),
         ServerOrigin::Api,
+        &ParseOptions::default(),
     )
     .unwrap();
     let tool = &spec.predefined_tools[0];
@@ -1377,11 +1394,18 @@ fn predefined_tools_carry_schemas_and_annotations_as_objects() {
 fn a_request_body_takes_each_value_only_in_its_json_type() {
     // What the file (and JSON that was YAML) reads as text is a type error in a request body.
     let body = json!({"mode": "subprocess", "command": ["python3", 7], "env": {"PORT": 8080}});
-    let lenient = server_spec_from_json("m", body.clone(), ServerOrigin::Api).unwrap();
+    let lenient = server_spec_from_json(
+        "m",
+        body.clone(),
+        ServerOrigin::Api,
+        &ParseOptions::default(),
+    )
+    .unwrap();
     assert!(
         matches!(&lenient.launch, LaunchSpec::Subprocess { command, .. } if *command == ["python3", "7"])
     );
-    let errors = server_spec_from_body("m", body, ServerOrigin::Api).unwrap_err();
+    let errors =
+        server_spec_from_body("m", body, ServerOrigin::Api, &ParseOptions::default()).unwrap_err();
     let error = &errors.errors()[0];
     assert_eq!(
         (error.kind, error.path.as_str(), error.line),
@@ -1435,7 +1459,13 @@ fn a_request_body_takes_each_value_only_in_its_json_type() {
             "integer `1`",
         ),
     ] {
-        let errors = server_spec_from_body("m", body.clone(), ServerOrigin::Api).unwrap_err();
+        let errors = server_spec_from_body(
+            "m",
+            body.clone(),
+            ServerOrigin::Api,
+            &ParseOptions::default(),
+        )
+        .unwrap_err();
         let error = &errors.errors()[0];
         assert_eq!(error.path, path, "{body}");
         assert_eq!(

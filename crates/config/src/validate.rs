@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
-use mcpgw_core::ServerId;
+use mcpgw_core::{LaunchMode, ServerId};
 
 use crate::error::ConfigErrorKind;
 use crate::path::KeyPath;
@@ -69,18 +69,57 @@ impl Findings {
     }
 }
 
+/// The modes a key can belong to: the built-in ones, and every registered mode at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeyMode {
+    Subprocess,
+    Docker,
+    Remote,
+    Group,
+    Registered,
+}
+
+impl KeyMode {
+    fn of(mode: &ServerMode) -> Self {
+        match mode {
+            ServerMode::Subprocess => KeyMode::Subprocess,
+            ServerMode::Docker => KeyMode::Docker,
+            ServerMode::Remote => KeyMode::Remote,
+            ServerMode::Group => KeyMode::Group,
+            ServerMode::Registered(_) => KeyMode::Registered,
+        }
+    }
+
+    /// The built-in mode's name; `None` for registered modes.
+    fn built_in_name(self) -> Option<&'static str> {
+        match self {
+            KeyMode::Subprocess => Some("subprocess"),
+            KeyMode::Docker => Some("docker"),
+            KeyMode::Remote => Some("remote"),
+            KeyMode::Group => Some("group"),
+            KeyMode::Registered => None,
+        }
+    }
+}
+
 /// Which modes each mode-specific key of a server definition belongs to. `mode` and
 /// `description` belong to all of them.
-const SERVER_KEY_MODES: &[(&str, &[ServerMode])] = {
-    use ServerMode::{Docker, Group, Remote, Subprocess};
+const SERVER_KEY_MODES: &[(&str, &[KeyMode])] = {
+    use KeyMode::{Docker, Group, Registered, Remote, Subprocess};
     &[
         ("command", &[Subprocess, Docker]),
         ("env", &[Subprocess, Docker]),
         ("cwd", &[Subprocess]),
-        ("idle_ttl_s", &[Subprocess, Docker, Remote]),
-        ("health_check_interval_s", &[Subprocess, Docker, Remote]),
-        ("max_consecutive_failures", &[Subprocess, Docker, Remote]),
-        ("tools", &[Subprocess, Docker, Remote]),
+        ("idle_ttl_s", &[Subprocess, Docker, Remote, Registered]),
+        (
+            "health_check_interval_s",
+            &[Subprocess, Docker, Remote, Registered],
+        ),
+        (
+            "max_consecutive_failures",
+            &[Subprocess, Docker, Remote, Registered],
+        ),
+        ("tools", &[Subprocess, Docker, Remote, Registered]),
         ("image", &[Docker]),
         ("args", &[Docker]),
         ("network", &[Docker]),
@@ -92,6 +131,7 @@ const SERVER_KEY_MODES: &[(&str, &[ServerMode])] = {
         ("docker_host", &[Docker]),
         ("endpoint", &[Remote]),
         ("headers", &[Remote]),
+        ("settings", &[Registered]),
         ("strategy", &[Group]),
         ("min_healthy", &[Group]),
         ("members", &[Group]),
@@ -124,6 +164,7 @@ fn present_keys(definition: &ServerDefinition) -> Vec<&'static str> {
         ("docker_host", definition.docker_host.is_some()),
         ("endpoint", definition.endpoint.is_some()),
         ("headers", definition.headers.is_some()),
+        ("settings", definition.settings.is_some()),
         ("strategy", definition.strategy.is_some()),
         ("min_healthy", definition.min_healthy.is_some()),
         ("members", definition.members.is_some()),
@@ -135,7 +176,7 @@ fn present_keys(definition: &ServerDefinition) -> Vec<&'static str> {
         .collect()
 }
 
-fn modes_of(key: &str) -> &'static [ServerMode] {
+fn modes_of(key: &str) -> &'static [KeyMode] {
     SERVER_KEY_MODES
         .iter()
         .find(|(name, _)| *name == key)
@@ -143,8 +184,21 @@ fn modes_of(key: &str) -> &'static [ServerMode] {
 }
 
 /// Whether `key` may be given; with an unknown mode, every key may.
-fn belongs(key: &str, mode: Option<ServerMode>) -> bool {
+fn belongs(key: &str, mode: Option<KeyMode>) -> bool {
     mode.is_none_or(|mode| modes_of(key).contains(&mode))
+}
+
+/// Where a key is used, for the message that says it does not belong to a mode.
+fn used_with(key: &str) -> String {
+    let built_in: Vec<&str> = modes_of(key)
+        .iter()
+        .filter_map(|mode| mode.built_in_name())
+        .collect();
+    if built_in.is_empty() {
+        "it is used with modes registered by the gateway's embedder".to_owned()
+    } else {
+        format!("it is used with mode {}", quoted_list(&built_in))
+    }
 }
 
 pub(crate) fn validate_config(config: &GatewayConfig, options: &crate::ParseOptions) -> Findings {
@@ -153,7 +207,7 @@ pub(crate) fn validate_config(config: &GatewayConfig, options: &crate::ParseOpti
     for (id, definition) in &config.mcp_servers {
         let path = servers_path.key(id.as_str());
         validate_server_id(id, &path, &mut findings);
-        validate_server(id, definition, &path, &mut findings);
+        validate_server(id, definition, &path, &options.launch_modes, &mut findings);
         if definition.mode == Some(ServerMode::Group) {
             validate_member_references(id, definition, &path, &config.mcp_servers, &mut findings);
         }
@@ -315,38 +369,64 @@ pub(crate) fn validate_server_id(id: &str, path: &KeyPath, findings: &mut Findin
     }
 }
 
-/// Everything about one definition that does not need the other servers.
+/// Everything about one definition that does not need the other servers. `launch_modes` are
+/// the registered modes a definition may name besides the built-in ones.
 pub(crate) fn validate_server(
     id: &str,
     definition: &ServerDefinition,
     path: &KeyPath,
+    launch_modes: &[LaunchMode],
     findings: &mut Findings,
 ) {
-    let mode = definition.mode;
-    match mode {
-        None => findings.error(
-            ConfigErrorKind::MissingKey,
-            path.clone(),
-            "missing key `mode`; set it to `subprocess`, `docker`, `remote` or `group`",
-        ),
+    let registered = |name: &str| launch_modes.iter().find(|mode| mode.name() == name);
+    let mode = match &definition.mode {
+        None => {
+            let mut names: Vec<&str> = ["subprocess", "docker", "remote"].to_vec();
+            names.extend(launch_modes.iter().map(LaunchMode::name));
+            names.push("group");
+            findings.error(
+                ConfigErrorKind::MissingKey,
+                path.clone(),
+                format!("missing key `mode`; set it to {}", quoted_list(&names)),
+            );
+            None
+        }
+        Some(ServerMode::Registered(name)) if registered(name).is_none() => {
+            let mut known: Vec<&str> = ServerMode::ALL.iter().map(ServerMode::as_str).collect();
+            known.extend(launch_modes.iter().map(LaunchMode::name));
+            let advice = match nearest(name, known.iter().copied()) {
+                Some(suggestion) => format!("did you mean `{suggestion}`?"),
+                None => format!("expected {}", quoted_list(&known)),
+            };
+            findings.error(
+                ConfigErrorKind::InvalidValue,
+                path.key("mode"),
+                format!(
+                    "unknown value `{}`; {advice}",
+                    mcpgw_core::bounded_for_message(name)
+                ),
+            );
+            // Which keys belong is unknowable without the mode.
+            None
+        }
         Some(mode) => {
+            let key_mode = KeyMode::of(mode);
             for key in present_keys(definition) {
-                if !belongs(key, Some(mode)) {
-                    let modes: Vec<&str> = modes_of(key).iter().map(|mode| mode.as_str()).collect();
+                if !belongs(key, Some(key_mode)) {
                     findings.error(
                         ConfigErrorKind::WrongMode,
                         path.key(key),
                         format!(
-                            "`{key}` does not belong to mode `{mode}`; it is used with mode {}: \
-                             remove it or change `mode`",
-                            quoted_list(&modes)
+                            "`{key}` does not belong to mode `{mode}`; {}: remove it or change \
+                             `mode`",
+                            used_with(key)
                         ),
                     );
                 }
             }
+            Some(key_mode)
         }
-    }
-
+    };
     if let Some(value) = definition
         .idle_ttl_s
         .filter(|_| belongs("idle_ttl_s", mode))
@@ -380,12 +460,40 @@ pub(crate) fn validate_server(
         validate_tools(tools, &path.key("tools"), findings);
     }
 
-    match mode {
+    match &definition.mode {
         Some(ServerMode::Subprocess) => validate_subprocess(definition, path, findings),
         Some(ServerMode::Docker) => validate_docker(definition, path, findings),
         Some(ServerMode::Remote) => validate_remote(definition, path, findings),
         Some(ServerMode::Group) => validate_group(id, definition, path, findings),
+        Some(ServerMode::Registered(name)) => {
+            if let Some(launch_mode) = registered(name) {
+                validate_settings(launch_mode, definition, path, findings);
+            }
+        }
         None => {}
+    }
+}
+
+/// A registered mode's check of the definition's `settings` (an empty mapping when absent).
+fn validate_settings(
+    launch_mode: &LaunchMode,
+    definition: &ServerDefinition,
+    path: &KeyPath,
+    findings: &mut Findings,
+) {
+    let empty = serde_json::Map::new();
+    let settings = definition.settings.as_ref().unwrap_or(&empty);
+    if let Err(problem) = launch_mode.check(settings) {
+        let mut at = path.key("settings");
+        for key in problem.key.iter().flat_map(|key| key.split('.')) {
+            at = at.key(key);
+        }
+        let kind = if definition.settings.is_none() {
+            ConfigErrorKind::MissingKey
+        } else {
+            ConfigErrorKind::InvalidValue
+        };
+        findings.error(kind, at, problem.message);
     }
 }
 
@@ -1109,6 +1217,7 @@ mod tests {
             docker_host: Some(String::new()),
             endpoint: Some(String::new()),
             headers: Some(BTreeMap::new()),
+            settings: Some(serde_json::Map::new()),
             strategy: Some(crate::schema::GroupStrategy::Random),
             min_healthy: Some(1),
             members: Some(vec![]),

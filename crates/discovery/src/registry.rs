@@ -86,11 +86,18 @@ pub struct DiscoveryRegistry {
     quarantined: BTreeMap<(String, String), QuarantinedServer>,
     rejected: BTreeMap<(String, String), Rejection>,
     approved: BTreeMap<ServerId, ApprovedEntry>,
+    /// The rules candidates are read with: which registered launch modes they may name.
+    definition_rules: mcpgw_config::ParseOptions,
 }
 
 impl DiscoveryRegistry {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Candidates may name the launch modes `options` register (none by default).
+    pub fn set_definition_rules(&mut self, options: mcpgw_config::ParseOptions) {
+        self.definition_rules = options;
     }
 
     /// Remembers a rejection read back from the store.
@@ -260,6 +267,7 @@ impl DiscoveryRegistry {
             &name,
             Value::Object(definition.clone()),
             origin,
+            &self.definition_rules,
         ) {
             Ok(spec) => spec,
             Err(errors) => return Verdict::Quarantine(describe_config_errors(&errors)),

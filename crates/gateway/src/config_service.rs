@@ -243,6 +243,12 @@ impl ConfigService {
         self
     }
 
+    /// What a definition may name beyond the schema: the discovery source types and launch
+    /// modes this gateway can build. REST bodies and reloaded files are read with them.
+    pub fn parse_options(&self) -> &mcpgw_config::ParseOptions {
+        &self.parse_options
+    }
+
     /// The groups service that runs the file's groups (without it, groups are not applied).
     #[must_use]
     pub fn with_groups(mut self, groups: Arc<GroupService>) -> Self {

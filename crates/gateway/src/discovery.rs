@@ -262,6 +262,14 @@ impl DiscoveryService {
         self
     }
 
+    /// Lets discovered definitions name the launch modes `options` register (by default only
+    /// the built-in ones).
+    #[must_use]
+    pub fn with_parse_options(self, options: mcpgw_config::ParseOptions) -> Self {
+        self.state().registry.set_definition_rules(options);
+        self
+    }
+
     pub fn settings(&self) -> &DiscoverySettings {
         &self.settings
     }

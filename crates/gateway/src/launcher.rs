@@ -1,5 +1,6 @@
 //! Launchers composed from lower-level ports.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -48,7 +49,7 @@ impl ServerLauncher for StdioLauncher {
         logs: Arc<LogBuffer>,
     ) -> Result<LaunchedServer, LaunchError> {
         if !self.spawner.supports(&spec.launch) {
-            return Err(LaunchError::UnsupportedMode(spec.launch.mode()));
+            return Err(LaunchError::UnsupportedMode(spec.launch.mode().to_owned()));
         }
         let spawned = self.spawner.spawn(&spec.id, &spec.launch, logs).await?;
         let control = spawned.control;
@@ -169,32 +170,48 @@ impl McpSession for ProcessSession {
     }
 }
 
-/// Says whether a launcher takes a server.
-pub type LaunchFilter = fn(&ServerSpec) -> bool;
-
-/// Dispatches each launch to the first launcher that accepts its mode.
+/// Dispatches each launch to the launcher registered for its mode (`spec.launch.mode()`),
+/// built-in and registered modes alike. A mode without a launcher of its own goes to the
+/// fallback, when there is one, and is refused with [`LaunchError::UnsupportedMode`] otherwise.
+#[derive(Default)]
 pub struct CompositeLauncher {
-    launchers: Vec<(LaunchFilter, Arc<dyn ServerLauncher>)>,
-}
-
-impl Default for CompositeLauncher {
-    fn default() -> Self {
-        Self::new()
-    }
+    by_mode: HashMap<String, Arc<dyn ServerLauncher>>,
+    fallback: Option<Arc<dyn ServerLauncher>>,
 }
 
 impl CompositeLauncher {
     pub fn new() -> Self {
-        Self {
-            launchers: Vec::new(),
-        }
+        Self::default()
     }
 
-    /// Adds a launcher for the specs `accepts` says yes to.
+    /// Launches servers of mode `mode` with `launcher` (replacing an earlier one for it).
     #[must_use]
-    pub fn with(mut self, accepts: LaunchFilter, launcher: Arc<dyn ServerLauncher>) -> Self {
-        self.launchers.push((accepts, launcher));
+    pub fn with_mode(mut self, mode: impl Into<String>, launcher: Arc<dyn ServerLauncher>) -> Self {
+        self.by_mode.insert(mode.into(), launcher);
         self
+    }
+
+    /// Launches servers of every mode without a launcher of its own with `launcher`.
+    #[must_use]
+    pub fn otherwise(mut self, launcher: Arc<dyn ServerLauncher>) -> Self {
+        self.fallback = Some(launcher);
+        self
+    }
+
+    /// The modes with a launcher of their own, sorted.
+    pub fn modes(&self) -> Vec<&str> {
+        let mut modes: Vec<&str> = self.by_mode.keys().map(String::as_str).collect();
+        modes.sort_unstable();
+        modes
+    }
+}
+
+impl std::fmt::Debug for CompositeLauncher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompositeLauncher")
+            .field("modes", &self.modes())
+            .field("fallback", &self.fallback.is_some())
+            .finish()
     }
 }
 
@@ -205,9 +222,13 @@ impl ServerLauncher for CompositeLauncher {
         spec: &ServerSpec,
         logs: Arc<LogBuffer>,
     ) -> Result<LaunchedServer, LaunchError> {
-        match self.launchers.iter().find(|(accepts, _)| accepts(spec)) {
-            Some((_, launcher)) => launcher.launch(spec, logs).await,
-            None => Err(LaunchError::UnsupportedMode(spec.launch.mode())),
+        match self
+            .by_mode
+            .get(spec.launch.mode())
+            .or(self.fallback.as_ref())
+        {
+            Some(launcher) => launcher.launch(spec, logs).await,
+            None => Err(LaunchError::UnsupportedMode(spec.launch.mode().to_owned())),
         }
     }
 }
@@ -419,5 +440,75 @@ mod tests {
             process.exit.borrow().is_some(),
             "the process was terminated"
         );
+    }
+
+    /// A launcher that refuses every launch with its own name, so a test sees who was asked.
+    struct Named(&'static str);
+
+    #[async_trait]
+    impl ServerLauncher for Named {
+        async fn launch(
+            &self,
+            _spec: &ServerSpec,
+            _logs: Arc<LogBuffer>,
+        ) -> Result<mcpgw_core::LaunchedServer, LaunchError> {
+            Err(LaunchError::Other(self.0.to_owned()))
+        }
+    }
+
+    async fn who_launches(launcher: &super::CompositeLauncher, launch: LaunchSpec) -> String {
+        let mut spec = ServerSpec::subprocess(ServerId::parse("s").unwrap(), vec!["x".into()]);
+        spec.launch = launch;
+        let logs = Arc::new(LogBuffer::new(spec.id.clone(), Arc::new(FakeClock::new())));
+        match launcher.launch(&spec, logs).await {
+            Err(LaunchError::Other(name)) => name,
+            Err(other) => other.to_string(),
+            Ok(_) => panic!("the fake launchers never launch"),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_composite_launcher_picks_by_mode_name_built_in_and_registered_alike() {
+        let custom = |mode: &str| {
+            LaunchSpec::Custom(mcpgw_core::CustomLaunch::new(mode, Default::default()).unwrap())
+        };
+        let remote = LaunchSpec::Remote {
+            endpoint: "http://127.0.0.1:1/mcp".into(),
+            headers: Default::default(),
+        };
+        let launcher = super::CompositeLauncher::new()
+            .with_mode("subprocess", Arc::new(Named("processes")))
+            .with_mode("in_process", Arc::new(Named("in process")));
+        assert_eq!(launcher.modes(), ["in_process", "subprocess"]);
+        let subprocess = LaunchSpec::Subprocess {
+            command: vec!["x".into()],
+            env: Default::default(),
+            cwd: None,
+        };
+        assert_eq!(
+            who_launches(&launcher, subprocess.clone()).await,
+            "processes"
+        );
+        assert_eq!(
+            who_launches(&launcher, custom("in_process")).await,
+            "in process"
+        );
+        // A mode nobody registered is refused with its name.
+        assert_eq!(
+            who_launches(&launcher, custom("firecracker")).await,
+            "mode `firecracker` is not supported by this gateway's launchers"
+        );
+        assert_eq!(
+            who_launches(&launcher, remote.clone()).await,
+            "mode `remote` is not supported by this gateway's launchers"
+        );
+        // With a fallback, every other mode goes there; registered modes keep their launcher.
+        let launcher = launcher.otherwise(Arc::new(Named("everything else")));
+        assert_eq!(who_launches(&launcher, remote).await, "everything else");
+        assert_eq!(
+            who_launches(&launcher, custom("firecracker")).await,
+            "everything else"
+        );
+        assert_eq!(who_launches(&launcher, subprocess).await, "processes");
     }
 }

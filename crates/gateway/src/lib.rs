@@ -91,7 +91,7 @@ pub use groups::{
     GroupService, GroupServiceError, GroupUpdate, GroupView, MemberView, SeededRandom,
     group_spec_from_config,
 };
-pub use launcher::{CompositeLauncher, LaunchFilter, StdioLauncher};
+pub use launcher::{CompositeLauncher, StdioLauncher};
 pub use runtime::{
     OsSecrets, TokioClock, TokioSpawner, spawn_maintenance, spawn_rate_limit_eviction,
 };

@@ -3,6 +3,7 @@
 
 use actix_web::http::StatusCode;
 use actix_web::web::Bytes;
+use mcpgw_config::ParseOptions;
 use mcpgw_core::{ServerId, ServerOrigin, ServerSpec};
 use serde_json::{Map, Value};
 
@@ -134,28 +135,57 @@ fn refuse_groups(object: &Map<String, Value>) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// The rules of the configuration file, applied to the remaining fields.
-fn spec_from_fields(id: &ServerId, fields: Map<String, Value>) -> Result<ServerSpec, ApiError> {
-    mcpgw_config::server_spec_from_body(id.as_str(), Value::Object(fields), ServerOrigin::Api)
-        .map_err(|errors| {
-            let messages: Vec<String> = errors.errors().iter().map(ToString::to_string).collect();
-            ApiError::validation(messages.join("; "))
-        })
+/// The rules of the configuration file, applied to the remaining fields; `options` name the
+/// registered launch modes.
+fn spec_from_fields(
+    id: &ServerId,
+    fields: Map<String, Value>,
+    options: &ParseOptions,
+) -> Result<ServerSpec, ApiError> {
+    mcpgw_config::server_spec_from_body(
+        id.as_str(),
+        Value::Object(fields),
+        ServerOrigin::Api,
+        options,
+    )
+    .map_err(|errors| {
+        let messages: Vec<String> = errors.errors().iter().map(ToString::to_string).collect();
+        ApiError::validation(messages.join("; "))
+    })
+}
+
+/// What a server definition may name beyond the schema (the registered launch modes): the
+/// running configuration's rules, or the built-in ones when the gateway has no configuration
+/// service.
+pub(crate) fn definition_rules(
+    gateway: &mcpgw_gateway::Gateway,
+) -> std::borrow::Cow<'_, ParseOptions> {
+    match gateway.config() {
+        Some(config) => std::borrow::Cow::Borrowed(config.parse_options()),
+        None => std::borrow::Cow::Owned(ParseOptions::default()),
+    }
 }
 
 /// The body of a create: `mcp_server_id` plus the server's fields.
-pub(crate) fn spec_for_create(bytes: &[u8]) -> Result<ServerSpec, ApiError> {
+pub(crate) fn spec_for_create(
+    bytes: &[u8],
+    options: &ParseOptions,
+) -> Result<ServerSpec, ApiError> {
     let mut object = json_object(bytes)?;
     let id = take_id(&mut object)?.ok_or_else(|| {
         ApiError::validation(format!("{ID_FIELD}: is required; name the new server"))
     })?;
     refuse_groups(&object)?;
-    spec_from_fields(&id, object)
+    spec_from_fields(&id, object, options)
 }
 
 /// The body of an update of server `path_id`: `mcp_server_id` may be left out, and when
 /// present must name the same server.
-pub(crate) fn spec_for_update(path_id: &ServerId, bytes: &[u8]) -> Result<ServerSpec, ApiError> {
+pub(crate) fn spec_for_update(
+    path_id: &ServerId,
+    bytes: &[u8],
+    options: &ParseOptions,
+) -> Result<ServerSpec, ApiError> {
     let mut object = json_object(bytes)?;
     if let Some(body_id) = take_id(&mut object)?
         && &body_id != path_id
@@ -167,7 +197,7 @@ pub(crate) fn spec_for_update(path_id: &ServerId, bytes: &[u8]) -> Result<Server
         )));
     }
     refuse_groups(&object)?;
-    spec_from_fields(path_id, object)
+    spec_from_fields(path_id, object, options)
 }
 
 #[cfg(test)]
@@ -179,7 +209,8 @@ mod tests {
 
     /// The 422 message of a create body.
     fn refused(body: &Value) -> String {
-        let error = spec_for_create(body.to_string().as_bytes()).unwrap_err();
+        let error =
+            spec_for_create(body.to_string().as_bytes(), &ParseOptions::default()).unwrap_err();
         assert_eq!(error.status().as_u16(), 422, "{body}: {error}");
         assert_eq!(error.name(), "ValidationError", "{body}");
         error.message().to_owned()
@@ -335,6 +366,7 @@ mod tests {
             subprocess(json!({"idle_ttl_s": 300.0, "max_consecutive_failures": 5e0}))
                 .to_string()
                 .as_bytes(),
+            &ParseOptions::default(),
         )
         .unwrap();
         assert_eq!(spec.idle_ttl.as_secs(), 300);
@@ -355,7 +387,8 @@ mod tests {
     fn an_update_body_is_typed_as_strictly_as_a_create_body() {
         let id = ServerId::parse("m").unwrap();
         let body = json!({"mode": "subprocess", "command": ["a"], "env": {"PORT": 8080}});
-        let error = spec_for_update(&id, body.to_string().as_bytes()).unwrap_err();
+        let error = spec_for_update(&id, body.to_string().as_bytes(), &ParseOptions::default())
+            .unwrap_err();
         assert_eq!(error.status().as_u16(), 422);
         assert!(error.message().starts_with("env.PORT: "), "{error}");
     }
@@ -368,6 +401,7 @@ mod tests {
                               "description": null, "idle_ttl_s": null}))
             .to_string()
             .as_bytes(),
+            &ParseOptions::default(),
         )
         .unwrap();
         let LaunchSpec::Subprocess { command, env, .. } = &spec.launch else {
@@ -380,6 +414,7 @@ mod tests {
             docker(json!({"cpus": "1.5", "memory": "512m"}))
                 .to_string()
                 .as_bytes(),
+            &ParseOptions::default(),
         )
         .unwrap();
         let LaunchSpec::Docker { cpus, memory, .. } = &spec.launch else {

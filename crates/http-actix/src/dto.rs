@@ -19,6 +19,7 @@ pub use requests::{
 };
 pub(crate) use requests::{
     DiscoveryEnableRequest, DiscoverySourceId, DiscoverySourceRequest, DiscoverySourceUpdate,
+    registered_mode_variant,
 };
 
 /// A server's lifecycle state.
@@ -44,24 +45,17 @@ impl From<ServerState> for StateName {
     }
 }
 
-/// How a server is run. (`group` is a mode of the configuration file, but groups are served by
+/// How a server is run: `subprocess`, `docker`, `remote`, or a mode the gateway's embedder
+/// registered. (`group` is a mode of the configuration file, but groups are served by
 /// `/api/groups`, not here.)
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ModeName {
-    Subprocess,
-    Docker,
-    Remote,
-}
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[schema(example = "subprocess")]
+#[serde(transparent)]
+pub struct ModeName(pub String);
 
 impl ModeName {
     fn of(launch: &LaunchSpec) -> Self {
-        match launch {
-            LaunchSpec::Docker { .. } => ModeName::Docker,
-            LaunchSpec::Remote { .. } => ModeName::Remote,
-            // A launch mode added later shows as the closest thing the API knows.
-            _ => ModeName::Subprocess,
-        }
+        Self(launch.mode().to_owned())
     }
 }
 
@@ -254,6 +248,15 @@ pub struct RemoteLaunch {
     pub headers: BTreeMap<String, String>,
 }
 
+/// The launch fields of a server in a mode the gateway's embedder registered.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RegisteredLaunch {
+    /// The mode's settings; values under keys that name a secret (`token`, `password`, ...)
+    /// are shown as `"***"`.
+    #[schema(value_type = Object)]
+    pub settings: serde_json::Map<String, serde_json::Value>,
+}
+
 /// The fields of the server's mode.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(untagged)]
@@ -261,6 +264,7 @@ pub enum LaunchDetails {
     Subprocess(SubprocessLaunch),
     Docker(DockerLaunch),
     Remote(RemoteLaunch),
+    Registered(RegisteredLaunch),
 }
 
 impl LaunchDetails {
@@ -305,11 +309,12 @@ impl LaunchDetails {
                 endpoint: endpoint.clone(),
                 headers: masked(headers),
             }),
-            // A launch mode added later shows no launch fields rather than guessing them.
-            _ => LaunchDetails::Subprocess(SubprocessLaunch {
-                command: Vec::new(),
-                env: BTreeMap::new(),
-                cwd: None,
+            LaunchSpec::Custom(custom) => LaunchDetails::Registered(RegisteredLaunch {
+                settings: mcpgw_config::sanitized_launch_settings(custom.settings()),
+            }),
+            // A launch kind added later shows no launch fields rather than guessing them.
+            _ => LaunchDetails::Registered(RegisteredLaunch {
+                settings: serde_json::Map::new(),
             }),
         }
     }

@@ -102,7 +102,7 @@ pub use error::{
 };
 pub use guard::{AllowedHosts, McpOrigins};
 pub use mcp_endpoint::{MCP_ALLOWED_METHODS, MCP_PATH, McpHttpHandler, McpResponseBody};
-pub use openapi::{ApiDoc, DOCS_PATH, OPENAPI_PATH, openapi_document};
+pub use openapi::{ApiDoc, DOCS_PATH, OPENAPI_PATH, openapi_document, openapi_document_with_modes};
 pub use rate_limit::{RATE_LIMIT_LIMIT_HEADER, RATE_LIMIT_REMAINING_HEADER};
 pub use servers::{DEFAULT_HISTORY_LIMIT, DEFAULT_LOG_LINES, MAX_HISTORY_LIMIT, MAX_LOG_LINES};
 pub use state::{ApiState, HttpSettings};
@@ -175,6 +175,11 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: ApiState) {
     let mounter = Mounter {
         openapi: web::Data::new(openapi::OpenApiJson::new(
             &state.gateway().info().version,
+            definition::definition_rules(state.gateway())
+                .launch_modes
+                .iter()
+                .map(|mode| mode.name().to_owned())
+                .collect(),
             std::sync::Arc::clone(state.openapi_document()),
         )),
         max_body_bytes: state.settings().max_body_bytes,

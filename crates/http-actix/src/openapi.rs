@@ -130,7 +130,17 @@ pub struct ApiDoc;
 
 /// The document, with the running gateway's version.
 pub fn openapi_document(version: &str) -> utoipa::openapi::OpenApi {
+    openapi_document_with_modes(version, &[])
+}
+
+/// The document of a gateway that registered `launch_modes` besides the built-in ones: the
+/// server bodies take each of them, with its `settings`.
+pub fn openapi_document_with_modes(
+    version: &str,
+    launch_modes: &[&str],
+) -> utoipa::openapi::OpenApi {
     let mut document = ApiDoc::openapi();
+    declare_launch_modes(&mut document, launch_modes);
     version.clone_into(&mut document.info.version);
     split_policy_scopes(&mut document);
     declare_security(&mut document);
@@ -139,6 +149,28 @@ pub fn openapi_document(version: &str) -> utoipa::openapi::OpenApi {
     declare_request_limits(&mut document);
     declare_browser_checks(&mut document);
     document
+}
+
+/// Adds a variant per registered launch mode to the bodies that define a server.
+fn declare_launch_modes(document: &mut utoipa::openapi::OpenApi, launch_modes: &[&str]) {
+    use utoipa::openapi::{RefOr, Schema};
+    let Some(components) = document.components.as_mut() else {
+        return;
+    };
+    for (name, creating) in [
+        ("CreateServerRequest", true),
+        ("UpdateServerRequest", false),
+    ] {
+        if let Some(RefOr::T(Schema::AnyOf(any_of))) = components.schemas.get_mut(name) {
+            for mode in launch_modes {
+                any_of
+                    .items
+                    .push(RefOr::T(crate::dto::registered_mode_variant(
+                        mode, creating,
+                    )));
+            }
+        }
+    }
 }
 
 /// The route of tool access policies, `{scope}/{target_id}`.
@@ -497,25 +529,34 @@ fn operations(
 #[derive(Debug, Clone)]
 pub(crate) struct OpenApiJson {
     version: String,
+    launch_modes: Vec<String>,
     made: Arc<OnceLock<web::Bytes>>,
 }
 
 impl OpenApiJson {
-    pub(crate) fn new(version: &str, made: Arc<OnceLock<web::Bytes>>) -> Self {
+    pub(crate) fn new(
+        version: &str,
+        launch_modes: Vec<String>,
+        made: Arc<OnceLock<web::Bytes>>,
+    ) -> Self {
         Self {
             version: version.to_owned(),
+            launch_modes,
             made,
         }
     }
 
     /// The serialized document, made now if no request asked for it yet.
     pub(crate) fn bytes(&self) -> web::Bytes {
-        self.made.get_or_init(|| serialize(&self.version)).clone()
+        self.made
+            .get_or_init(|| serialize(&self.version, &self.launch_modes))
+            .clone()
     }
 }
 
-fn serialize(version: &str) -> web::Bytes {
-    let document = openapi_document(version);
+fn serialize(version: &str, launch_modes: &[String]) -> web::Bytes {
+    let modes: Vec<&str> = launch_modes.iter().map(String::as_str).collect();
+    let document = openapi_document_with_modes(version, &modes);
     // Serializing a document of plain maps and strings cannot fail; an empty object keeps the
     // route answering JSON if it ever did.
     let json = serde_json::to_vec(&document).unwrap_or_else(|error| {
@@ -602,6 +643,42 @@ pub(crate) async fn docs_asset(request: HttpRequest, tail: web::Path<String>) ->
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn registered_launch_modes_are_server_bodies_with_settings() {
+        let document =
+            serde_json::to_value(openapi_document_with_modes("test", &["in_process"])).unwrap();
+        let plain = serde_json::to_value(openapi_document("test")).unwrap();
+        for (name, creating) in [
+            ("CreateServerRequest", true),
+            ("UpdateServerRequest", false),
+        ] {
+            let variants = document["components"]["schemas"][name]["anyOf"]
+                .as_array()
+                .unwrap();
+            let built_in = plain["components"]["schemas"][name]["anyOf"]
+                .as_array()
+                .unwrap();
+            assert_eq!(variants.len(), built_in.len() + 1, "{name}");
+            let registered = variants.last().unwrap();
+            assert_eq!(registered["title"], "in_process");
+            assert_eq!(
+                registered["properties"]["mode"]["enum"],
+                serde_json::json!(["in_process"])
+            );
+            assert!(
+                registered["properties"]["settings"].is_object(),
+                "{registered}"
+            );
+            assert_eq!(registered["additionalProperties"], false, "{registered}");
+            let required = registered["required"].as_array().unwrap();
+            assert_eq!(
+                required.contains(&serde_json::json!("mcp_server_id")),
+                creating,
+                "{name}: {required:?}"
+            );
+        }
+    }
+
     use super::*;
 
     #[test]

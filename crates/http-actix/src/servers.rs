@@ -7,7 +7,7 @@ use mcpgw_core::{LOG_RING_CAPACITY, ServerId, ServerState};
 use mcpgw_gateway::GroupServiceError;
 use serde::Deserialize;
 
-use crate::definition::{body_bytes, spec_for_create, spec_for_update};
+use crate::definition::{body_bytes, definition_rules, spec_for_create, spec_for_update};
 use crate::dto::{
     CreateServerRequest, HealthStatus, InvocationEntry, ServerCreated, ServerDeleted,
     ServerDetails, ServerList, ServerLogs, ServerSummary, ServerTools, ToolHistory,
@@ -139,7 +139,7 @@ pub(crate) async fn create_server(
     body: Result<Bytes, actix_web::Error>,
 ) -> Result<HttpResponse, ApiError> {
     let bytes = body_bytes(body, state.settings().max_body_bytes)?;
-    let spec = spec_for_create(&bytes)?;
+    let spec = spec_for_create(&bytes, &definition_rules(state.gateway()))?;
     refuse_group_ids(&state, &spec.id)?;
     let snapshot = state.gateway().servers().register(spec).await?;
     Ok(HttpResponse::Created().json(ServerCreated {
@@ -196,7 +196,7 @@ pub(crate) async fn update_server(
     // An unknown server is reported as such before its body is judged.
     manager.snapshot(&id)?;
     let bytes = body_bytes(body, state.settings().max_body_bytes)?;
-    let spec = spec_for_update(&id, &bytes)?;
+    let spec = spec_for_update(&id, &bytes, &definition_rules(state.gateway()))?;
     manager.update(spec).await?;
     Ok(web::Json(details(&state, &id)?))
 }

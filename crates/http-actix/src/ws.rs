@@ -730,7 +730,7 @@ mod tests {
         vec![
             DomainEvent::McpServerRegistered {
                 mcp_server_id: id("a"),
-                mode: "subprocess",
+                mode: "subprocess".to_owned(),
                 origin: "api",
             },
             DomainEvent::McpServerUpdated {

@@ -14,7 +14,7 @@ use crate::time::Timestamp;
 pub enum DomainEvent {
     McpServerRegistered {
         mcp_server_id: ServerId,
-        mode: &'static str,
+        mode: String,
         origin: &'static str,
     },
     McpServerUpdated {

@@ -64,6 +64,7 @@ pub mod frontend;
 pub mod health;
 pub mod history;
 pub mod id;
+pub mod launch_mode;
 pub mod logs;
 pub mod manager;
 pub mod ports;
@@ -82,6 +83,7 @@ pub use frontend::{Caller, FrontendError, FrontendErrorKind, McpFrontend};
 pub use health::{BackoffPolicy, FailureTracker};
 pub use history::{HistoryPage, InMemoryInvocationHistory, InvocationHistory, InvocationRecord};
 pub use id::{IdError, ServerId, bounded_for_message};
+pub use launch_mode::{LaunchMode, LaunchModeError, SettingsError};
 pub use logs::{
     LOG_LINE_KEPT_BYTES, LOG_LINE_MAX_BYTES, LOG_RING_CAPACITY, LogBuffer, LogLine,
     LogLineSplitter, sanitize_log_line,
@@ -94,7 +96,7 @@ pub use ports::{
     ProcessSpawner, RepositoryError, ServerLauncher, ServerOutput, ServerRepository, SessionError,
     SessionErrorKind, SpawnedProcess, StdioConnector, StoredToolList, TaskSpawner, ToolListStore,
 };
-pub use spec::{ContainerCli, ContainerEngine, LaunchSpec, ServerOrigin, ServerSpec};
+pub use spec::{ContainerCli, ContainerEngine, CustomLaunch, LaunchSpec, ServerOrigin, ServerSpec};
 pub use state::{ServerState, TransitionError};
 pub use time::{Clock, MonoTime, Timestamp};
 pub use tool::{CallContext, ProgressUpdate, Tool, ToolCall, ToolCallOutcome};

@@ -435,7 +435,7 @@ impl ServerManager {
         let spec = server.spec();
         self.publish(DomainEvent::McpServerRegistered {
             mcp_server_id: id.clone(),
-            mode: spec.mode(),
+            mode: spec.mode().to_owned(),
             origin: spec.origin.as_str(),
         });
         self.snapshot(&id)
@@ -443,7 +443,7 @@ impl ServerManager {
 
     fn insert(&self, spec: ServerSpec) {
         let id = spec.id.clone();
-        let mode = spec.mode();
+        let mode = spec.mode().to_owned();
         let origin = spec.origin.as_str();
         self.inner
             .servers

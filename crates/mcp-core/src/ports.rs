@@ -200,7 +200,7 @@ pub enum LaunchError {
     #[error("the server did not become ready within {0:?}")]
     Timeout(Duration),
     #[error("mode `{0}` is not supported by this gateway's launchers")]
-    UnsupportedMode(&'static str),
+    UnsupportedMode(String),
     #[error("{0}")]
     Other(String),
 }

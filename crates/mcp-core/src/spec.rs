@@ -3,21 +3,56 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
 use sha2::{Digest as _, Sha256};
 
 use crate::id::ServerId;
+use crate::launch_mode::{LaunchModeError, check_custom_mode_name};
 use crate::tool::Tool;
 
 /// How a server is reached.
 ///
 /// Its serde form is an object tagged by `mode`, with the fields of the variant beside it:
-/// `{"mode": "subprocess", "command": [...], "env": {...}, "cwd": null}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "mode", rename_all = "snake_case")]
+/// `{"mode": "subprocess", "command": [...], "env": {...}, "cwd": null}`. A mode registered by
+/// an embedder has its settings under `settings`: `{"mode": "in_process", "settings": {...}}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LaunchSpec {
     /// A local process speaking MCP over stdin/stdout.
+    Subprocess {
+        command: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: Option<String>,
+    },
+    /// A container speaking MCP over its stdin/stdout.
+    Docker {
+        image: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        network: String,
+        memory: Option<String>,
+        cpus: Option<String>,
+        read_only: bool,
+        volumes: Vec<String>,
+        /// Which container engine runs it; absent in the serde form for the default engine.
+        engine: ContainerEngine,
+    },
+    /// A server reached over MCP Streamable HTTP.
+    Remote {
+        endpoint: String,
+        headers: BTreeMap<String, String>,
+    },
+    /// A mode registered by whoever assembled the gateway (see
+    /// [`LaunchMode`](crate::LaunchMode)): its launcher reads the settings.
+    Custom(CustomLaunch),
+}
+
+/// The built-in launches, in the serde form they have always had; [`LaunchSpec`]'s own serde
+/// adds the custom modes around it.
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+enum BuiltInLaunch {
     Subprocess {
         command: Vec<String>,
         #[serde(default)]
@@ -25,7 +60,6 @@ pub enum LaunchSpec {
         #[serde(default)]
         cwd: Option<String>,
     },
-    /// A container speaking MCP over its stdin/stdout.
     Docker {
         image: String,
         #[serde(default)]
@@ -40,11 +74,9 @@ pub enum LaunchSpec {
         read_only: bool,
         #[serde(default)]
         volumes: Vec<String>,
-        /// Which container engine runs it; absent in the serde form for the default engine.
         #[serde(default, skip_serializing_if = "ContainerEngine::is_default")]
         engine: ContainerEngine,
     },
-    /// A server reached over MCP Streamable HTTP.
     Remote {
         endpoint: String,
         #[serde(default)]
@@ -53,18 +85,162 @@ pub enum LaunchSpec {
 }
 
 impl LaunchSpec {
+    /// The names of the built-in modes; `group` is taken too (by groups).
+    pub const BUILT_IN_MODES: [&'static str; 3] = ["subprocess", "docker", "remote"];
+
     /// The `mode` name the API and the configuration use.
-    pub fn mode(&self) -> &'static str {
+    pub fn mode(&self) -> &str {
         match self {
             LaunchSpec::Subprocess { .. } => "subprocess",
             LaunchSpec::Docker { .. } => "docker",
             LaunchSpec::Remote { .. } => "remote",
+            LaunchSpec::Custom(custom) => custom.mode(),
         }
     }
 
-    /// Whether the server has a stderr stream the gateway captures.
+    /// Whether the server may write to the log buffer its launcher is handed: every mode but
+    /// `remote`, which has no stderr to capture.
     pub fn captures_stderr(&self) -> bool {
         !matches!(self, LaunchSpec::Remote { .. })
+    }
+
+    fn into_built_in(self) -> Result<BuiltInLaunch, CustomLaunch> {
+        Ok(match self {
+            LaunchSpec::Subprocess { command, env, cwd } => {
+                BuiltInLaunch::Subprocess { command, env, cwd }
+            }
+            LaunchSpec::Docker {
+                image,
+                args,
+                env,
+                network,
+                memory,
+                cpus,
+                read_only,
+                volumes,
+                engine,
+            } => BuiltInLaunch::Docker {
+                image,
+                args,
+                env,
+                network,
+                memory,
+                cpus,
+                read_only,
+                volumes,
+                engine,
+            },
+            LaunchSpec::Remote { endpoint, headers } => BuiltInLaunch::Remote { endpoint, headers },
+            LaunchSpec::Custom(custom) => return Err(custom),
+        })
+    }
+}
+
+impl From<BuiltInLaunch> for LaunchSpec {
+    fn from(launch: BuiltInLaunch) -> Self {
+        match launch {
+            BuiltInLaunch::Subprocess { command, env, cwd } => {
+                LaunchSpec::Subprocess { command, env, cwd }
+            }
+            BuiltInLaunch::Docker {
+                image,
+                args,
+                env,
+                network,
+                memory,
+                cpus,
+                read_only,
+                volumes,
+                engine,
+            } => LaunchSpec::Docker {
+                image,
+                args,
+                env,
+                network,
+                memory,
+                cpus,
+                read_only,
+                volumes,
+                engine,
+            },
+            BuiltInLaunch::Remote { endpoint, headers } => LaunchSpec::Remote { endpoint, headers },
+        }
+    }
+}
+
+impl Serialize for LaunchSpec {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        // Definitions are serialized when they are stored, not on the call path: a copy of
+        // the built-in fields is cheap next to the write that follows.
+        match self.clone().into_built_in() {
+            Ok(built_in) => built_in.serialize(serializer),
+            Err(custom) => {
+                #[derive(Serialize)]
+                struct CustomForm<'a> {
+                    mode: &'a str,
+                    settings: &'a Map<String, Value>,
+                }
+                CustomForm {
+                    mode: custom.mode(),
+                    settings: custom.settings(),
+                }
+                .serialize(serializer)
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for LaunchSpec {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error as _;
+        let mut object = Map::<String, Value>::deserialize(deserializer)?;
+        let mode = match object.get("mode") {
+            Some(Value::String(mode)) => mode.clone(),
+            Some(_) => return Err(D::Error::custom("`mode` must be a string")),
+            None => return Err(D::Error::missing_field("mode")),
+        };
+        if LaunchSpec::BUILT_IN_MODES.contains(&mode.as_str()) {
+            return serde_json::from_value::<BuiltInLaunch>(Value::Object(object))
+                .map(LaunchSpec::from)
+                .map_err(D::Error::custom);
+        }
+        let settings = match object.remove("settings") {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(settings)) => settings,
+            Some(_) => return Err(D::Error::custom("`settings` must be an object")),
+        };
+        CustomLaunch::new(mode, settings)
+            .map(LaunchSpec::Custom)
+            .map_err(D::Error::custom)
+    }
+}
+
+/// The launch of a server whose mode was registered from outside: the mode's name and the
+/// settings its launcher reads (an object, checked by the mode when the definition is made).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CustomLaunch {
+    mode: String,
+    settings: Map<String, Value>,
+}
+
+impl CustomLaunch {
+    /// A launch in mode `mode`; refused when `mode` is not a valid name for a registered mode
+    /// (see [`LaunchMode::new`](crate::LaunchMode::new)), built-in names included.
+    pub fn new(
+        mode: impl Into<String>,
+        settings: Map<String, Value>,
+    ) -> Result<Self, LaunchModeError> {
+        let mode = mode.into();
+        check_custom_mode_name(&mode)?;
+        Ok(Self { mode, settings })
+    }
+
+    pub fn mode(&self) -> &str {
+        &self.mode
+    }
+
+    pub fn settings(&self) -> &Map<String, Value> {
+        &self.settings
     }
 }
 
@@ -223,7 +399,7 @@ impl ServerSpec {
         }
     }
 
-    pub fn mode(&self) -> &'static str {
+    pub fn mode(&self) -> &str {
         self.launch.mode()
     }
 
@@ -294,6 +470,11 @@ impl LaunchSpec {
                 encoder.text(endpoint);
                 encoder.map(headers);
             }
+            LaunchSpec::Custom(custom) => {
+                encoder.text("custom");
+                encoder.text(custom.mode());
+                encoder.object(custom.settings());
+            }
         }
         encoder.finish()
     }
@@ -343,6 +524,43 @@ impl DigestEncoder {
         for (key, value) in map {
             self.text(key);
             self.text(value);
+        }
+    }
+
+    /// A JSON object, keys in sorted order whatever order the map keeps, so that equal
+    /// settings always encode alike.
+    fn object(&mut self, object: &Map<String, Value>) {
+        let mut keys: Vec<&String> = object.keys().collect();
+        keys.sort_unstable();
+        self.count(keys.len());
+        for key in keys {
+            self.text(key);
+            self.value(&object[key.as_str()]);
+        }
+    }
+
+    /// A JSON value, its kind first.
+    fn value(&mut self, value: &Value) {
+        match value {
+            Value::Null => self.text("null"),
+            Value::Bool(flag) => self.text(if *flag { "true" } else { "false" }),
+            Value::Number(number) => {
+                self.text("number");
+                self.text(&number.to_string());
+            }
+            Value::String(text) => {
+                self.text("string");
+                self.text(text);
+            }
+            Value::Array(items) => {
+                self.text("array");
+                self.count(items.len());
+                items.iter().for_each(|item| self.value(item));
+            }
+            Value::Object(object) => {
+                self.text("object");
+                self.object(object);
+            }
         }
     }
 
@@ -417,7 +635,26 @@ mod tests {
                 },
                 ServerOrigin::Api,
             ),
+            base(
+                "inside",
+                custom("in_process", in_process_settings()),
+                ServerOrigin::Config,
+            ),
         ]
+    }
+
+    fn in_process_settings() -> Map<String, Value> {
+        let serde_json::Value::Object(settings) = serde_json::json!({
+            "greeting": "hello",
+            "limits": {"calls": 3, "ratio": 0.5, "strict": true, "tags": ["a", null]},
+        }) else {
+            unreachable!()
+        };
+        settings
+    }
+
+    fn custom(mode: &str, settings: Map<String, Value>) -> LaunchSpec {
+        LaunchSpec::Custom(CustomLaunch::new(mode, settings).unwrap())
     }
 
     #[test]
@@ -458,6 +695,68 @@ mod tests {
         );
         assert_eq!(forms[3]["launch"]["engine"], "podman_cli");
         assert_eq!(forms[4]["launch"]["mode"], "remote");
+        assert_eq!(
+            forms[5]["launch"],
+            serde_json::json!({"mode": "in_process", "settings": in_process_settings()})
+        );
+    }
+
+    #[test]
+    fn a_mode_nobody_registered_still_loads_as_a_custom_launch() {
+        // A definition stored while a mode was registered loads when it no longer is: the
+        // launcher refuses to start it, but the definition is not lost.
+        let form = serde_json::json!({"mode": "firecracker"});
+        let launch: LaunchSpec = serde_json::from_value(form).unwrap();
+        assert_eq!(launch.mode(), "firecracker");
+        let LaunchSpec::Custom(custom) = &launch else {
+            panic!("{launch:?}")
+        };
+        assert!(custom.settings().is_empty());
+        // Bad input: a built-in name given as a custom launch, and settings that are no object.
+        assert_eq!(
+            CustomLaunch::new("docker", Map::new()),
+            Err(LaunchModeError::BuiltIn("docker".into()))
+        );
+        let error = serde_json::from_value::<LaunchSpec>(
+            serde_json::json!({"mode": "firecracker", "settings": [1]}),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(error.contains("`settings` must be an object"), "{error}");
+    }
+
+    #[test]
+    fn settings_count_in_the_digest_whatever_their_order() {
+        let settings = in_process_settings();
+        let mut reversed = Map::new();
+        for (key, value) in settings.iter().rev() {
+            reversed.insert(key.clone(), value.clone());
+        }
+        assert_eq!(
+            custom("in_process", settings.clone()).digest(),
+            custom("in_process", reversed).digest()
+        );
+        let mut changed = settings.clone();
+        changed["limits"]["tags"][1] = Value::from("b");
+        let variants = [
+            custom("in_process", settings.clone()),
+            custom("in_process", changed),
+            custom("in_process_2", settings),
+            custom("in_process", Map::new()),
+        ];
+        let digests: std::collections::BTreeSet<String> =
+            variants.iter().map(LaunchSpec::digest).collect();
+        assert_eq!(digests.len(), variants.len());
+        // The string "1" and the number 1 are different settings.
+        let text = custom(
+            "x",
+            [("n".to_owned(), Value::from("1"))].into_iter().collect(),
+        );
+        let number = custom(
+            "x",
+            [("n".to_owned(), Value::from(1))].into_iter().collect(),
+        );
+        assert_ne!(text.digest(), number.digest());
     }
 
     #[test]
@@ -472,10 +771,12 @@ mod tests {
             place[path[path.len() - 1]] = value;
             form
         };
-        // Bad input: an unknown mode, an id with `__`, negative seconds, a command that is not
-        // a list, an unknown origin, an unknown engine.
+        // Bad input: a mode that is no valid name, a built-in mode without its required
+        // field, an id with `__`, negative seconds, a command that is not a list, an unknown
+        // origin, an unknown engine.
         let cases = [
-            (with(&["launch", "mode"], "teleport".into()), "teleport"),
+            (with(&["launch", "mode"], "Tele port".into()), "Tele port"),
+            (with(&["launch", "mode"], "remote".into()), "endpoint"),
             (with(&["id"], "a__b".into()), "__"),
             (with(&["idle_ttl", "secs"], (-1).into()), "-1"),
             (with(&["launch", "command"], "python3".into()), "sequence"),

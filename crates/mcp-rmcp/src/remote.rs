@@ -206,7 +206,7 @@ impl ServerLauncher for RemoteLauncher {
         _logs: Arc<LogBuffer>,
     ) -> Result<LaunchedServer, LaunchError> {
         let LaunchSpec::Remote { endpoint, headers } = &spec.launch else {
-            return Err(LaunchError::UnsupportedMode(spec.launch.mode()));
+            return Err(LaunchError::UnsupportedMode(spec.launch.mode().to_owned()));
         };
         let session = self.connect_session(&spec.id, endpoint, headers).await?;
         let session: Arc<dyn McpSession> = Arc::new(session);

@@ -527,7 +527,7 @@ async fn the_launcher_serves_remote_specs_only() {
         Err(error) => error,
     };
     assert!(
-        matches!(unsupported, LaunchError::UnsupportedMode("subprocess")),
+        matches!(unsupported, LaunchError::UnsupportedMode(ref mode) if mode == "subprocess"),
         "{unsupported:?}"
     );
 

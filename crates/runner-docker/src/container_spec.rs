@@ -55,7 +55,7 @@ impl ContainerSpec {
             engine: _,
         } = launch
         else {
-            return Err(LaunchError::UnsupportedMode(launch.mode()));
+            return Err(LaunchError::UnsupportedMode(launch.mode().to_owned()));
         };
         let refuse = |reason: String| LaunchError::SpawnFailed {
             command: format!("{client} run {image}"),
@@ -322,7 +322,7 @@ mod tests {
         };
         assert!(matches!(
             ContainerSpec::from_launch(&server, "gw", &subprocess, "docker"),
-            Err(LaunchError::UnsupportedMode("subprocess"))
+            Err(LaunchError::UnsupportedMode(ref mode)) if mode == "subprocess"
         ));
     }
 }

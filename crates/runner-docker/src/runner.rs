@@ -302,7 +302,7 @@ impl ProcessSpawner for DockerRunner {
         logs: Arc<LogBuffer>,
     ) -> Result<SpawnedProcess, LaunchError> {
         let LaunchSpec::Docker { image, engine, .. } = launch else {
-            return Err(LaunchError::UnsupportedMode(launch.mode()));
+            return Err(LaunchError::UnsupportedMode(launch.mode().to_owned()));
         };
         let engine = self.engine_for(engine).map_err(|unusable| match unusable {
             Unusable::Address(reason) => LaunchError::SpawnFailed {
@@ -324,7 +324,7 @@ impl DockerRunner {
         logs: Arc<LogBuffer>,
     ) -> Result<SpawnedProcess, LaunchError> {
         let LaunchSpec::Docker { image, .. } = launch else {
-            return Err(LaunchError::UnsupportedMode(launch.mode()));
+            return Err(LaunchError::UnsupportedMode(launch.mode().to_owned()));
         };
         match engine {
             DefaultEngine::EngineApi(address) => {

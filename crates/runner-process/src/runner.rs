@@ -120,7 +120,7 @@ impl ProcessSpawner for ProcessRunner {
         logs: Arc<LogBuffer>,
     ) -> Result<SpawnedProcess, LaunchError> {
         let LaunchSpec::Subprocess { command, env, cwd } = launch else {
-            return Err(LaunchError::UnsupportedMode(launch.mode()));
+            return Err(LaunchError::UnsupportedMode(launch.mode().to_owned()));
         };
         let Some((program, args)) = command
             .split_first()

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use mcpgw_config::GatewayConfig;
 use mcpgw_core::{
-    Clock, EventLog, EventSink, LaunchSpec, ManagerSettings, McpFrontend, ServerLauncher,
-    ServerManager, ServerRepository, ServerSpec, ToolListStore,
+    Clock, EventLog, EventSink, LaunchMode, ManagerSettings, McpFrontend, ServerLauncher,
+    ServerManager, ServerRepository, ToolListStore,
 };
 use mcpgw_gateway::authz::{AuthStore, PolicyDecider, RateLimiter, TokenVerifier};
 use mcpgw_gateway::discovery_domain::{DiscoverySourceFactory, DiscoveryStore};
@@ -68,6 +68,7 @@ pub struct GatewayBuilder {
     launcher: Option<Arc<dyn ServerLauncher>>,
     rate_limiter: Option<Arc<dyn RateLimiter>>,
     discovery_sources: Option<Arc<dyn DiscoverySourceFactory>>,
+    launch_modes: Vec<(LaunchMode, Arc<dyn ServerLauncher>)>,
     token_verifier: Option<Arc<dyn TokenVerifier>>,
     policy_decider: Option<Arc<dyn PolicyDecider>>,
     observers: Vec<Arc<dyn mcpgw_core::EventObserver>>,
@@ -102,6 +103,7 @@ impl GatewayBuilder {
             launcher: None,
             rate_limiter: None,
             discovery_sources: None,
+            launch_modes: Vec::new(),
             token_verifier: None,
             policy_decider: None,
             observers: Vec::new(),
@@ -116,17 +118,44 @@ impl GatewayBuilder {
     /// A gateway that runs the configuration file at `path` (validated as
     /// [`crate::load_config_file`] does, `${VAR}` from `environment`), and can reload, back up
     /// and compare it later. Without `path`, `./gateway.yaml` when it exists, else an empty
-    /// configuration, as the bundled server starts.
+    /// configuration, as the bundled server starts. A file that names launch modes or
+    /// discovery source types of one's own is read with [`GatewayBuilder::read_config_file`]
+    /// after they are registered.
     pub fn for_config_file(
         path: Option<&std::path::Path>,
         environment: Environment,
     ) -> Result<Self, StartError> {
-        let Some(path) = crate::default_config_path(path) else {
-            return Ok(Self::new(GatewayConfig::default()).environment(environment));
-        };
-        let config = crate::load_config_file(&path, &environment, &default_discovery_sources())
-            .map_err(|error| StartError::new(format!("the gateway cannot start: {error}")))?;
-        Ok(Self::new(config).config_file(path).environment(environment))
+        let builder = Self::new(GatewayConfig::default()).environment(environment);
+        match crate::default_config_path(path) {
+            None => Ok(builder),
+            Some(path) => builder.read_config_file(path),
+        }
+    }
+
+    /// Reads the configuration file at `path` (`${VAR}` from the builder's environment) with
+    /// the launch modes and discovery source types registered so far, and runs it: register
+    /// them first. Reload, backup and diff work on the file later. The error names the file,
+    /// and every line and key at fault.
+    pub fn read_config_file(self, path: impl Into<PathBuf>) -> Result<Self, StartError> {
+        let path = path.into();
+        let modes: Vec<LaunchMode> = self
+            .launch_modes
+            .iter()
+            .map(|(mode, _)| mode.clone())
+            .collect();
+        let config = match &self.discovery_sources {
+            Some(sources) => {
+                crate::load_config_file(&path, &self.environment, sources.as_ref(), &modes)
+            }
+            None => crate::load_config_file(
+                &path,
+                &self.environment,
+                &default_discovery_sources(),
+                &modes,
+            ),
+        }
+        .map_err(|error| StartError::new(format!("the gateway cannot start: {error}")))?;
+        Ok(Self { config, ..self }.config_file(path))
     }
 
     /// The file the configuration came from: reload, backup, diff and the file watcher work
@@ -216,13 +245,38 @@ impl GatewayBuilder {
         self
     }
 
-    /// Replaces the discovery source types (`docker` and `filesystem` by default). A
-    /// configuration file that names a type of one's own is read with
-    /// [`crate::load_config_file`] and the same factory, then handed to [`GatewayBuilder::new`];
-    /// reloads of the file then accept the factory's types too.
+    /// Replaces the discovery source types (`docker` and `filesystem` by default). The
+    /// configuration file ([`GatewayBuilder::read_config_file`], called after this), reloads
+    /// and sources added over the API accept the factory's types.
     pub fn with_discovery_sources(mut self, sources: Arc<dyn DiscoverySourceFactory>) -> Self {
         self.discovery_sources = Some(sources);
         self
+    }
+
+    /// Registers a launch mode besides `subprocess`, `docker` and `remote`: definitions with
+    /// `mode: <its name>` (from the file, over REST, from discovery) are accepted when `mode`'s
+    /// check passes their `settings`, and `launcher` starts them. Register before
+    /// [`GatewayBuilder::read_config_file`]. Registering a name again replaces the earlier one.
+    pub fn with_launch_mode(mut self, mode: LaunchMode, launcher: Arc<dyn ServerLauncher>) -> Self {
+        self.launch_modes
+            .retain(|(known, _)| known.name() != mode.name());
+        self.launch_modes.push((mode, launcher));
+        self
+    }
+
+    /// What definitions may name beyond the schema: the discovery source types and launch
+    /// modes registered so far.
+    pub fn parse_options(&self) -> mcpgw_config::ParseOptions {
+        let modes = self.launch_modes.iter().map(|(mode, _)| mode.clone());
+        match &self.discovery_sources {
+            Some(sources) => {
+                mcpgw_config::ParseOptions::with_discovery_source_types(sources.source_types())
+            }
+            None => mcpgw_config::ParseOptions::with_discovery_source_types(
+                default_discovery_sources().source_types(),
+            ),
+        }
+        .with_launch_modes(modes)
     }
 
     /// Replaces the bearer-token verifier (OIDC, when `auth.oidc.enabled`, by default).
@@ -262,6 +316,7 @@ impl GatewayBuilder {
 
     async fn assemble(self) -> Result<Parts, StartError> {
         let runtime = tokio::runtime::Handle::current();
+        let parse_options = self.parse_options();
         let config = self.config;
         let data_dir = self.data_dir;
         std::fs::create_dir_all(&data_dir).map_err(|error| {
@@ -317,7 +372,7 @@ impl GatewayBuilder {
         )?);
 
         let (launcher, docker_runner) = match self.launcher {
-            Some(launcher) => (launcher, None),
+            Some(launcher) => (CompositeLauncher::new().otherwise(launcher), None),
             None => {
                 let runner = Arc::new(DockerRunner::new(DockerRunnerSettings::new(
                     crate::instance_id(&data_dir)?,
@@ -325,12 +380,19 @@ impl GatewayBuilder {
                 (default_launcher(runner.clone()), Some(runner))
             }
         };
+        // Registered modes go through the same dispatch by name as the built-in ones.
+        let launcher = self
+            .launch_modes
+            .into_iter()
+            .fold(launcher, |launcher, (mode, mode_launcher)| {
+                launcher.with_mode(mode.name(), mode_launcher)
+            });
         let server_repository: Arc<dyn ServerRepository> = match self.server_repository {
             Some(repository) => repository,
             None => Arc::new(sqlite.get()?),
         };
         let manager = ServerManager::new(
-            launcher,
+            Arc::new(launcher),
             clock.clone(),
             events.clone() as Arc<dyn EventSink>,
             Arc::new(TokioSpawner::new(runtime.clone())),
@@ -431,7 +493,8 @@ impl GatewayBuilder {
                         },
                     )
                     .with_store(discovery_store)
-                    .with_groups(groups.clone()),
+                    .with_groups(groups.clone())
+                    .with_parse_options(parse_options.clone()),
                 ))
             }
         };
@@ -448,10 +511,9 @@ impl GatewayBuilder {
             config.clone(),
         )
         .with_groups(groups.clone())
-        // A reloaded file may name the source types this gateway can build.
-        .with_parse_options(mcpgw_config::ParseOptions::with_discovery_source_types(
-            sources.source_types(),
-        ));
+        // A reloaded file and REST bodies may name the source types and launch modes this
+        // gateway can build.
+        .with_parse_options(parse_options);
         if let Some(path) = &self.config_file {
             let text = std::fs::read_to_string(path).map_err(|error| {
                 StartError::new(format!(
@@ -501,7 +563,7 @@ pub fn default_discovery_sources() -> CompositeSourceFactory {
 /// The launcher of the bundled server: local processes for `subprocess`, containers on
 /// `runner` for `docker` (both speaking MCP over stdio through rmcp), and Streamable HTTP for
 /// `remote`.
-fn default_launcher(runner: Arc<DockerRunner>) -> Arc<dyn ServerLauncher> {
+fn default_launcher(runner: Arc<DockerRunner>) -> CompositeLauncher {
     let processes = Arc::new(mcpgw_runner_process::ProcessRunner::new(
         mcpgw_runner_process::ProcessRunnerSettings::default(),
     ));
@@ -517,21 +579,10 @@ fn default_launcher(runner: Arc<DockerRunner>) -> Arc<dyn ServerLauncher> {
     let remote = Arc::new(mcpgw_mcp_rmcp::RemoteLauncher::new(
         mcpgw_mcp_rmcp::RemoteSettings::default(),
     ));
-    fn is_subprocess(spec: &ServerSpec) -> bool {
-        matches!(spec.launch, LaunchSpec::Subprocess { .. })
-    }
-    fn is_remote(spec: &ServerSpec) -> bool {
-        matches!(spec.launch, LaunchSpec::Remote { .. })
-    }
-    fn is_docker(spec: &ServerSpec) -> bool {
-        matches!(spec.launch, LaunchSpec::Docker { .. })
-    }
-    Arc::new(
-        CompositeLauncher::new()
-            .with(is_subprocess, stdio)
-            .with(is_docker, containers)
-            .with(is_remote, remote),
-    )
+    CompositeLauncher::new()
+        .with_mode("subprocess", stdio)
+        .with_mode("docker", containers)
+        .with_mode("remote", remote)
 }
 
 /// Authentication and authorization as the `auth` section says: API keys and the rest in

@@ -11,12 +11,14 @@ use crate::StartError;
 /// Reads and validates the configuration file at `path`, expanding `${VAR}` from
 /// `environment`. The settings of each discovery source belong to its type, which the
 /// configuration crate does not know: `sources` checks them (without connecting or reading).
+/// Servers may name `launch_modes` besides the built-in modes.
 ///
 /// The error names the file, and for content errors every line and key at fault.
 pub fn load_config_file(
     path: &Path,
     environment: &Environment,
     sources: &dyn DiscoverySourceFactory,
+    launch_modes: &[mcpgw_core::LaunchMode],
 ) -> Result<GatewayConfig, StartError> {
     let name = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|error| {
@@ -24,7 +26,8 @@ pub fn load_config_file(
             "{name}: cannot read the configuration file: {error}"
         ))
     })?;
-    let options = mcpgw_config::ParseOptions::with_discovery_source_types(sources.source_types());
+    let options = mcpgw_config::ParseOptions::with_discovery_source_types(sources.source_types())
+        .with_launch_modes(launch_modes.iter().cloned());
     let config = mcpgw_config::parse_with(
         &name,
         &text,

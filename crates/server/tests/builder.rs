@@ -197,6 +197,7 @@ async fn a_discovery_source_type_of_ones_own_works_from_the_file_through_scans_a
         &file,
         &environment,
         &mcpgw_server::default_discovery_sources(),
+        &[],
     )
     .unwrap_err()
     .to_string();
@@ -210,12 +211,13 @@ async fn a_discovery_source_type_of_ones_own_works_from_the_file_through_scans_a
     let factory = InMemorySourceFactory::new();
     factory.add_place("shelf", Arc::clone(&place));
     let factory = Arc::new(factory);
-    let config = mcpgw_server::load_config_file(&file, &environment, factory.as_ref()).unwrap();
-    let running = GatewayBuilder::new(config)
-        .config_file(&file)
+    // The file is read with the factory's types once they are registered.
+    let running = GatewayBuilder::new(Default::default())
         .data_dir(data_dir.path().join("data"))
         .environment(environment)
         .with_discovery_sources(factory)
+        .read_config_file(&file)
+        .unwrap()
         .build()
         .await
         .unwrap();

@@ -29,7 +29,7 @@ impl SqliteStore {
         &self,
         table: &'static DefinitionTable,
         id: String,
-        summary: &'static str,
+        summary: String,
         definition: String,
     ) -> Result<(), StoreError> {
         self.run_blocking(move |connection| {

@@ -113,7 +113,7 @@ impl SqliteStore {
         self.upsert_definition(
             &GROUPS,
             spec.id.as_str().to_owned(),
-            spec.strategy.as_str(),
+            spec.strategy.as_str().to_owned(),
             definition,
         )
         .await

@@ -67,7 +67,7 @@ impl SqliteStore {
         self.upsert_definition(
             &SERVERS,
             spec.id.as_str().to_owned(),
-            spec.mode(),
+            spec.mode().to_owned(),
             definition,
         )
         .await

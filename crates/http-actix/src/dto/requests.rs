@@ -575,6 +575,32 @@ fn server_variant(launch: Launch, id: ServerIdField) -> Schema {
         .into()
 }
 
+/// A server body in `mode`, a mode the gateway's embedder registered: the common fields and
+/// `settings`, which the mode checks. `creating` says whether the body names the server.
+pub(crate) fn registered_mode_variant(mode: &str, creating: bool) -> Schema {
+    let mut object = closed_object();
+    if creating {
+        object = object
+            .property("mcp_server_id", id_schema())
+            .required("mcp_server_id");
+    }
+    common_server_fields(object, mode)
+        .property(
+            "settings",
+            or_null(
+                ObjectBuilder::new()
+                    .schema_type(Type::Object)
+                    .description(Some(
+                        "What the mode needs to run the server; the mode checks it, and a value \
+                         it refuses answers 422 naming the key.",
+                    )),
+            ),
+        )
+        .title(Some(mode))
+        .build()
+        .into()
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum ServerIdField {
     Required,
@@ -1327,8 +1353,14 @@ mod tests {
             example.to_string().into_bytes()
         };
         let id = ServerId::parse("math").unwrap();
-        crate::definition::spec_for_create(&example("CreateServerRequest")).unwrap();
-        crate::definition::spec_for_update(&id, &example("UpdateServerRequest")).unwrap();
+        crate::definition::spec_for_create(&example("CreateServerRequest"), &Default::default())
+            .unwrap();
+        crate::definition::spec_for_update(
+            &id,
+            &example("UpdateServerRequest"),
+            &Default::default(),
+        )
+        .unwrap();
         let pool = ServerId::parse("math-pool").unwrap();
         crate::groups::spec_for_create(&example("CreateGroupRequest")).unwrap();
         crate::groups::update_from_body(&pool, &example("UpdateGroupRequest")).unwrap();
