@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest as _, Sha256};
 
@@ -16,7 +16,8 @@ use crate::tool::Tool;
 /// Its serde form is an object tagged by `mode`, with the fields of the variant beside it:
 /// `{"mode": "subprocess", "command": [...], "env": {...}, "cwd": null}`. A mode registered by
 /// an embedder has its settings under `settings`: `{"mode": "in_process", "settings": {...}}`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum LaunchSpec {
     /// A local process speaking MCP over stdin/stdout.
@@ -36,6 +37,7 @@ pub enum LaunchSpec {
         read_only: bool,
         volumes: Vec<String>,
         /// Which container engine runs it; absent in the serde form for the default engine.
+        #[serde(skip_serializing_if = "ContainerEngine::is_default")]
         engine: ContainerEngine,
     },
     /// A server reached over MCP Streamable HTTP.
@@ -44,13 +46,15 @@ pub enum LaunchSpec {
         headers: BTreeMap<String, String>,
     },
     /// A mode registered by whoever assembled the gateway (see
-    /// [`LaunchMode`](crate::LaunchMode)): its launcher reads the settings.
+    /// [`LaunchMode`](crate::LaunchMode)): its launcher reads the settings. Its serde form
+    /// names its own `mode`.
+    #[serde(untagged)]
     Custom(CustomLaunch),
 }
 
-/// The built-in launches, in the serde form they have always had; [`LaunchSpec`]'s own serde
-/// adds the custom modes around it.
-#[derive(Serialize, Deserialize)]
+/// The built-in launches as they are read: [`LaunchSpec`]'s deserializer looks at `mode`
+/// first, so that a built-in mode's errors name its fields and any other mode is a custom one.
+#[derive(Deserialize)]
 #[serde(tag = "mode", rename_all = "snake_case")]
 enum BuiltInLaunch {
     Subprocess {
@@ -74,7 +78,7 @@ enum BuiltInLaunch {
         read_only: bool,
         #[serde(default)]
         volumes: Vec<String>,
-        #[serde(default, skip_serializing_if = "ContainerEngine::is_default")]
+        #[serde(default)]
         engine: ContainerEngine,
     },
     Remote {
@@ -102,37 +106,6 @@ impl LaunchSpec {
     /// `remote`, which has no stderr to capture.
     pub fn captures_stderr(&self) -> bool {
         !matches!(self, LaunchSpec::Remote { .. })
-    }
-
-    fn into_built_in(self) -> Result<BuiltInLaunch, CustomLaunch> {
-        Ok(match self {
-            LaunchSpec::Subprocess { command, env, cwd } => {
-                BuiltInLaunch::Subprocess { command, env, cwd }
-            }
-            LaunchSpec::Docker {
-                image,
-                args,
-                env,
-                network,
-                memory,
-                cpus,
-                read_only,
-                volumes,
-                engine,
-            } => BuiltInLaunch::Docker {
-                image,
-                args,
-                env,
-                network,
-                memory,
-                cpus,
-                read_only,
-                volumes,
-                engine,
-            },
-            LaunchSpec::Remote { endpoint, headers } => BuiltInLaunch::Remote { endpoint, headers },
-            LaunchSpec::Custom(custom) => return Err(custom),
-        })
     }
 }
 
@@ -168,28 +141,6 @@ impl From<BuiltInLaunch> for LaunchSpec {
     }
 }
 
-impl Serialize for LaunchSpec {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        // Definitions are serialized when they are stored, not on the call path: a copy of
-        // the built-in fields is cheap next to the write that follows.
-        match self.clone().into_built_in() {
-            Ok(built_in) => built_in.serialize(serializer),
-            Err(custom) => {
-                #[derive(Serialize)]
-                struct CustomForm<'a> {
-                    mode: &'a str,
-                    settings: &'a Map<String, Value>,
-                }
-                CustomForm {
-                    mode: custom.mode(),
-                    settings: custom.settings(),
-                }
-                .serialize(serializer)
-            }
-        }
-    }
-}
-
 impl<'de> Deserialize<'de> for LaunchSpec {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         use serde::de::Error as _;
@@ -217,7 +168,7 @@ impl<'de> Deserialize<'de> for LaunchSpec {
 
 /// The launch of a server whose mode was registered from outside: the mode's name and the
 /// settings its launcher reads (an object, checked by the mode when the definition is made).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CustomLaunch {
     mode: String,
     settings: Map<String, Value>,
