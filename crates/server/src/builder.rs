@@ -55,6 +55,8 @@ const EVENT_LOG_FILE: &str = "events.db";
 pub struct GatewayBuilder {
     config: GatewayConfig,
     config_file: Option<PathBuf>,
+    /// The file's text as it was parsed, when the builder read the file itself.
+    config_text: Option<String>,
     data_dir: PathBuf,
     environment: Environment,
     version: String,
@@ -90,6 +92,7 @@ impl GatewayBuilder {
         Self {
             config,
             config_file: None,
+            config_text: None,
             data_dir: PathBuf::from("./data"),
             environment: crate::process_environment(),
             version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -143,11 +146,14 @@ impl GatewayBuilder {
             .iter()
             .map(|(mode, _)| mode.clone())
             .collect();
-        let config = match &self.discovery_sources {
-            Some(sources) => {
-                crate::load_config_file(&path, &self.environment, sources.as_ref(), &modes)
-            }
-            None => crate::load_config_file(
+        let (config, text) = match &self.discovery_sources {
+            Some(sources) => crate::config_file::read_config_file(
+                &path,
+                &self.environment,
+                sources.as_ref(),
+                &modes,
+            ),
+            None => crate::config_file::read_config_file(
                 &path,
                 &self.environment,
                 &default_discovery_sources(),
@@ -155,13 +161,17 @@ impl GatewayBuilder {
             ),
         }
         .map_err(|error| StartError::new(format!("the gateway cannot start: {error}")))?;
-        Ok(Self { config, ..self }.config_file(path))
+        let mut builder = Self { config, ..self }.config_file(path);
+        builder.config_text = Some(text);
+        Ok(builder)
     }
 
     /// The file the configuration came from: reload, backup, diff and the file watcher work
     /// on it. Without it those answer that there is no file.
     pub fn config_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.config_file = Some(path.into());
+        // The text to compare against is read at build time, unless this path was just read.
+        self.config_text = None;
         self
     }
 
@@ -515,12 +525,15 @@ impl GatewayBuilder {
         // gateway can build.
         .with_parse_options(parse_options);
         if let Some(path) = &self.config_file {
-            let text = std::fs::read_to_string(path).map_err(|error| {
-                StartError::new(format!(
-                    "cannot read the configuration file {}: {error}",
-                    path.display()
-                ))
-            })?;
+            let text = match self.config_text {
+                Some(text) => text,
+                None => std::fs::read_to_string(path).map_err(|error| {
+                    StartError::new(format!(
+                        "cannot read the configuration file {}: {error}",
+                        path.display()
+                    ))
+                })?,
+            };
             config_service = config_service.with_file(
                 Arc::new(mcpgw_config_file::FileConfig::new(path.clone())),
                 text,

@@ -20,6 +20,17 @@ pub fn load_config_file(
     sources: &dyn DiscoverySourceFactory,
     launch_modes: &[mcpgw_core::LaunchMode],
 ) -> Result<GatewayConfig, StartError> {
+    read_config_file(path, environment, sources, launch_modes).map(|(config, _)| config)
+}
+
+/// [`load_config_file`], answering the text it parsed too: what reloads and diffs compare
+/// against, from the same read.
+pub(crate) fn read_config_file(
+    path: &Path,
+    environment: &Environment,
+    sources: &dyn DiscoverySourceFactory,
+    launch_modes: &[mcpgw_core::LaunchMode],
+) -> Result<(GatewayConfig, String), StartError> {
     let name = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|error| {
         StartError::new(format!(
@@ -61,7 +72,7 @@ pub fn load_config_file(
             )));
         }
     }
-    Ok(config)
+    Ok((config, text))
 }
 
 /// The file to start with: `explicit` when given, else `./gateway.yaml` when it exists, else

@@ -257,3 +257,44 @@ async fn the_build_can_run_as_a_spawned_task() {
     running.shutdown().await;
     assert!(data_dir.path().join("mcpgw.db").is_file());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_running_text_is_the_one_that_was_parsed_not_a_later_read() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let file = data_dir.path().join("gateway.yaml");
+    std::fs::write(
+        &file,
+        "mcp_servers:\n  a: {mode: subprocess, command: [a-server]}\n",
+    )
+    .unwrap();
+    let builder = GatewayBuilder::new(Default::default())
+        .data_dir(data_dir.path().join("data"))
+        .environment(environment(&[]))
+        .read_config_file(&file)
+        .unwrap();
+    // The file changes between reading and building: the running configuration is still the
+    // first text, so the difference shows, and a reload would apply it.
+    std::fs::write(
+        &file,
+        "mcp_servers:\n  b: {mode: subprocess, command: [b-server]}\n",
+    )
+    .unwrap();
+    let running = builder.build().await.unwrap();
+    let config = running
+        .gateway()
+        .config()
+        .expect("a file was given")
+        .clone();
+    let diff = config.diff().await.unwrap();
+    assert!(
+        diff.unified.contains("-  a: {mode: subprocess"),
+        "{}",
+        diff.unified
+    );
+    assert!(
+        diff.unified.contains("+  b: {mode: subprocess"),
+        "{}",
+        diff.unified
+    );
+    running.shutdown().await;
+}
