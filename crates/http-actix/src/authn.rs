@@ -161,10 +161,7 @@ pub async fn authenticate(
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody + 'static>>, actix_web::Error> {
     let Some(state) = request.app_data::<web::Data<ApiState>>().cloned() else {
-        return next
-            .call(request)
-            .await
-            .map(ServiceResponse::map_into_left_body);
+        return Ok(crate::guard::unmounted(request).map_into_right_body());
     };
     let Some(auth) = state.auth().filter(|auth| auth.is_enabled()).cloned() else {
         return next

@@ -329,13 +329,11 @@ pub(crate) async fn check_host(
     request: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody + 'static>>, actix_web::Error> {
-    let refused = request
-        .app_data::<web::Data<ApiState>>()
-        .is_some_and(|state| {
-            !HOST_EXEMPT.contains(&request.path())
-                && named_authorities(&request)
-                    .any(|authority| !state.allowed_hosts().admits(authority))
-        });
+    let Some(state) = request.app_data::<web::Data<ApiState>>() else {
+        return Ok(unmounted(request).map_into_right_body());
+    };
+    let refused = !HOST_EXEMPT.contains(&request.path())
+        && named_authorities(&request).any(|authority| !state.allowed_hosts().admits(authority));
     if refused {
         tracing::warn!(
             method = %request.method(),
@@ -349,6 +347,20 @@ pub(crate) async fn check_host(
     next.call(request)
         .await
         .map(ServiceResponse::map_into_left_body)
+}
+
+/// The answer of a check that finds no [`ApiState`] in the request: it cannot tell what it
+/// would let through, so it lets nothing through. The gateway's own mounts always provide the
+/// state; this is an embedder's mount that forgot it, and says so in the log.
+pub(crate) fn unmounted(request: ServiceRequest) -> ServiceResponse {
+    let error = ApiError::internal(&format_args!(
+        "{} {} reached a check of the gateway without its state: mount the gateway with \
+         mcpgw_http_actix::service or app, or add its ApiState as app data",
+        request.method(),
+        request.path()
+    ));
+    let response = error.error_response();
+    request.into_response(response)
 }
 
 /// Why a request's origin or body is refused, if it is.
@@ -461,10 +473,7 @@ pub(crate) async fn check_request(
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody + 'static>>, actix_web::Error> {
     let Some(state) = request.app_data::<web::Data<ApiState>>().cloned() else {
-        return next
-            .call(request)
-            .await
-            .map(ServiceResponse::map_into_left_body);
+        return Ok(unmounted(request).map_into_right_body());
     };
     if let Some(error) = refusal(&request, state.cors(), state.mcp_origins()) {
         tracing::info!(
@@ -493,6 +502,42 @@ mod tests {
 
     fn loopback(entries: &[&str]) -> AllowedHosts {
         AllowedHosts::new("127.0.0.1".parse().unwrap(), entries).unwrap()
+    }
+
+    #[actix_web::test]
+    async fn a_check_without_the_gateways_state_lets_nothing_through() {
+        use actix_web::middleware::from_fn;
+        use actix_web::{App, HttpResponse, test as actix_test, web};
+
+        // Bad input: each check wrapped around a route of one's own without the gateway's
+        // state, which is how it could be left open; a GET and a POST through each.
+        macro_rules! refuses_alone {
+            ($check:path) => {{
+                let app = actix_test::init_service(
+                    App::new()
+                        .route("/open", web::route().to(HttpResponse::Ok))
+                        .wrap(from_fn($check)),
+                )
+                .await;
+                for method in [actix_web::http::Method::GET, actix_web::http::Method::POST] {
+                    let response = actix_test::call_service(
+                        &app,
+                        actix_test::TestRequest::default()
+                            .method(method.clone())
+                            .uri("/open")
+                            .insert_header(("Host", "evil.example"))
+                            .to_request(),
+                    )
+                    .await;
+                    assert_eq!(response.status(), 500, "{} {method}", stringify!($check));
+                    let body: serde_json::Value = actix_test::read_body_json(response).await;
+                    assert_eq!(body["error"], "InternalServerError", "{body}");
+                }
+            }};
+        }
+        refuses_alone!(super::check_host);
+        refuses_alone!(super::check_request);
+        refuses_alone!(crate::authn::authenticate);
     }
 
     #[test]
