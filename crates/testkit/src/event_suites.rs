@@ -331,6 +331,8 @@ struct Seen(Mutex<Vec<PublishedEvent>>);
 
 impl EventObserver for Seen {
     fn observe(&self, event: &PublishedEvent) {
+        // Takes a moment, as any observer does, in which another thread may publish.
+        std::thread::yield_now();
         self.0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -416,12 +418,15 @@ pub fn publishing_from_several_threads_loses_and_repeats_nothing<S: EventSink>(
     make_sink: impl FnOnce(Vec<Arc<dyn EventObserver>>) -> S,
 ) {
     const THREADS: usize = 4;
-    const EACH: usize = 100;
+    const EACH: usize = 500;
     let (sink, seen) = sink_observed_by(make_sink, 1);
+    let start = std::sync::Barrier::new(THREADS);
     std::thread::scope(|scope| {
         for thread in 0..THREADS {
             let sink = &sink;
+            let start = &start;
             scope.spawn(move || {
+                start.wait();
                 for n in 0..EACH {
                     sink.publish(Timestamp::from_unix_micros(0), numbered(thread * EACH + n));
                 }
@@ -438,23 +443,30 @@ pub fn publishing_from_several_threads_loses_and_repeats_nothing<S: EventSink>(
         THREADS * EACH,
         "every event has an id of its own"
     );
-    let roles: Vec<usize> = events
+    let numbered: Vec<(usize, u64)> = events
         .iter()
         .map(|event| match &event.event {
-            DomainEvent::RoleCreated { role } => role["role-".len()..].parse().unwrap(),
+            DomainEvent::RoleCreated { role } => {
+                (role["role-".len()..].parse().unwrap(), event.event_id)
+            }
             other => panic!("an event nobody published: {other:?}"),
         })
         .collect();
     for thread in 0..THREADS {
-        let mine: Vec<usize> = roles
+        let mine: Vec<(usize, u64)> = numbered
             .iter()
             .copied()
-            .filter(|n| n / EACH == thread)
+            .filter(|(n, _)| n / EACH == thread)
             .collect();
+        let order: Vec<usize> = mine.iter().map(|(n, _)| *n).collect();
         let expected: Vec<usize> = (thread * EACH..(thread + 1) * EACH).collect();
         assert_eq!(
-            mine, expected,
+            order, expected,
             "thread {thread}'s events, once each, in its order"
+        );
+        assert!(
+            mine.windows(2).all(|pair| pair[0].1 < pair[1].1),
+            "the ids of thread {thread}'s events increase"
         );
     }
 }

@@ -222,12 +222,21 @@ async fn read_stdin(
             continue;
         };
         state.seen.send_modify(|seen| seen.push(message.clone()));
-        handle(&state, message);
+        if handle(&state, message) == Next::Stop {
+            // Gone, like a process that exited: it reads nothing more.
+            return;
+        }
     }
     stdin_closed.send_replace(true);
 }
 
-fn handle(state: &Arc<State>, message: Value) {
+#[derive(PartialEq, Eq)]
+enum Next {
+    Read,
+    Stop,
+}
+
+fn handle(state: &Arc<State>, message: Value) -> Next {
     let method = message["method"].as_str().unwrap_or_default();
     let id = message.get("id").cloned();
     let params = &message["params"];
@@ -236,18 +245,18 @@ fn handle(state: &Arc<State>, message: Value) {
         if let Some(cancel) = state.sleeping().remove(&cancelled) {
             let _ = cancel.send(());
         }
-        return;
+        return Next::Read;
     }
     // Other notifications, and answers to requests the server never made, need nothing.
-    let Some(id) = id else { return };
+    let Some(id) = id else { return Next::Read };
     if method.is_empty() {
-        return;
+        return Next::Read;
     }
     match method {
         "initialize" => {
             if state.options.close_before_initialize {
                 close(&state.close_stdout);
-                return;
+                return Next::Stop;
             }
             let version = params["protocolVersion"].clone();
             state.answer(
@@ -261,9 +270,10 @@ fn handle(state: &Arc<State>, message: Value) {
         }
         "ping" => state.answer(&id, json!({})),
         "tools/list" => list_tools(state, &id, params),
-        "tools/call" => call_tool(state, id, params),
+        "tools/call" => return call_tool(state, id, params),
         _ => state.fail(&id, -32601, &format!("method not found: {method}")),
     }
+    Next::Read
 }
 
 fn list_tools(state: &State, id: &Value, params: &Value) {
@@ -298,15 +308,18 @@ fn text(text: &str) -> Value {
     json!({"content": [{"type": "text", "text": text}], "isError": false})
 }
 
-fn call_tool(state: &Arc<State>, id: Value, params: &Value) {
+fn call_tool(state: &Arc<State>, id: Value, params: &Value) -> Next {
     let name = params["name"].as_str().unwrap_or_default();
     let arguments = &params["arguments"];
     match name {
+        "crash" => {
+            close(&state.close_stdout);
+            return Next::Stop;
+        }
         "echo" => match arguments["text"].as_str() {
             Some(said) => state.answer(&id, text(said)),
             None => state.fail(&id, -32602, "`echo` needs a `text` string"),
         },
-        "crash" => close(&state.close_stdout),
         "sleep" => {
             let ms = arguments["ms"].as_u64().unwrap_or(0);
             let token = params["_meta"]["progressToken"].clone();
@@ -316,6 +329,7 @@ fn call_tool(state: &Arc<State>, id: Value, params: &Value) {
         }
         _ => state.fail(&id, -32602, &format!("unknown tool: {name}")),
     }
+    Next::Read
 }
 
 async fn sleep(
