@@ -224,7 +224,8 @@ impl std::fmt::Debug for LaunchedServer {
 /// `logs` receives the server's stderr when the mode has one. A launcher that returns an error
 /// must have cleaned up everything it started. A spec of a mode the launcher does not take is
 /// refused with [`LaunchError::UnsupportedMode`], before anything is started. Closing the
-/// session of a launched server stops the server (see [`McpSession::close`]).
+/// session of a launched server ends it and stops whatever the launch started (see
+/// [`McpSession::close`]).
 #[async_trait]
 pub trait ServerLauncher: Send + Sync {
     async fn launch(

@@ -15,7 +15,8 @@
 //! - a launched server answers over the session the launch hands back;
 //! - a launch that fails is an error, and leaves nothing it started running;
 //! - a spec of a mode the launcher does not take is refused as unsupported;
-//! - closing the session stops the server, and requests fail from then on.
+//! - closing the session ends it and stops what the launch started (the server's processes),
+//!   and requests fail from then on.
 
 use std::sync::Arc;
 
@@ -66,7 +67,7 @@ macro_rules! server_launcher_contract_suite {
         );
         $crate::__server_launcher_contract_case!(
             $make_fixture,
-            closing_the_session_stops_the_server
+            closing_the_session_stops_what_the_launch_started
         );
     };
 }
@@ -169,7 +170,9 @@ pub async fn a_mode_the_launcher_does_not_take_is_unsupported(fixture: &dyn Serv
     assert!(lines_of(&logs).is_empty(), "nothing was started to log");
 }
 
-pub async fn closing_the_session_stops_the_server(fixture: &dyn ServerLauncherFixture) {
+pub async fn closing_the_session_stops_what_the_launch_started(
+    fixture: &dyn ServerLauncherFixture,
+) {
     let spec = fixture.working();
     let logs = logs_for(&spec);
     let launched = launch(fixture, &spec, &logs)
