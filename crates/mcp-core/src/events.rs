@@ -439,13 +439,19 @@ impl Serialize for PublishedEvent {
 }
 
 /// Sees every published event, in order, with its id. Called inline by the publisher: it must
-/// be quick and must not call back into the code that published (locks may be held).
+/// be quick and must not call back into the code that published (locks may be held). It takes
+/// events of every type, about servers and groups it never heard of too, and may be called
+/// from any thread, inside a tokio runtime or outside one, and from several threads at once.
 pub trait EventObserver: Send + Sync {
     fn observe(&self, event: &PublishedEvent);
 }
 
 /// Where domain events go. Publishing must not block on slow consumers: a sink buffers or drops
 /// for them, never the domain.
+///
+/// Every observer of a sink sees every published event once, in the order it was published
+/// (each thread's order, when several threads publish at once), with the time it was
+/// published at and an id of its own that increases from one event to the next.
 pub trait EventSink: Send + Sync {
     fn publish(&self, occurred_at: Timestamp, event: DomainEvent);
 }

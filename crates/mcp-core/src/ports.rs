@@ -105,11 +105,14 @@ impl SessionError {
 /// - `list_tools` follows pagination to the end and returns every tool.
 /// - A JSON-RPC error from the server is [`SessionErrorKind::Protocol`]; a broken pipe, an exited
 ///   process or an unparseable stream is [`SessionErrorKind::Transport`].
-/// - `call_tool` honours `ctx.cancellation` (the upstream request is cancelled) and relays
-///   progress to `ctx.progress`.
+/// - `call_tool` honours `ctx.cancellation` (the upstream request is cancelled, and the call
+///   fails with [`SessionErrorKind::Cancelled`]) and relays progress to `ctx.progress`.
 /// - `close` ends the session and everything it owns (the process, the container), and is
-///   idempotent.
+///   idempotent. Requests after it fail at once with [`SessionErrorKind::Closed`].
 /// - `closed` completes once the session can no longer serve requests, for whatever reason.
+/// - A server that dies fails the requests waiting on it at once, with
+///   [`SessionErrorKind::Transport`], instead of leaving them to wait for an answer that cannot
+///   come; the session has ended then, and later requests fail too.
 #[async_trait]
 pub trait McpSession: Send + Sync {
     async fn list_tools(&self) -> Result<Vec<Tool>, SessionError>;
@@ -219,7 +222,10 @@ impl std::fmt::Debug for LaunchedServer {
 /// Starts a server and hands back an initialized session.
 ///
 /// `logs` receives the server's stderr when the mode has one. A launcher that returns an error
-/// must have cleaned up everything it started.
+/// must have cleaned up everything it started. A spec of a mode the launcher does not take is
+/// refused with [`LaunchError::UnsupportedMode`], before anything is started. Closing the
+/// session of a launched server ends it and stops whatever the launch started (see
+/// [`McpSession::close`]).
 #[async_trait]
 pub trait ServerLauncher: Send + Sync {
     async fn launch(
@@ -312,6 +318,14 @@ pub trait ProcessSpawner: Send + Sync {
 }
 
 /// Runs the MCP client protocol (initialize, then requests) over a pair of byte streams.
+///
+/// `connect` answers once the handshake is done: `initialize` answered, then
+/// `notifications/initialized` sent, before any request. A server that closes its stdout
+/// before it answers `initialize` is a [`LaunchError::Handshake`]. The session handed back
+/// keeps the code of a JSON-RPC error, tells the server of a cancelled call with
+/// `notifications/cancelled` for its request id, ends when the server's stdout closes (failing
+/// the requests in flight at once, as [`SessionErrorKind::Transport`]), and closes the
+/// server's stdin when it is closed, which is how a stdio server is asked to finish.
 #[async_trait]
 pub trait StdioConnector: Send + Sync {
     async fn connect(

@@ -6,8 +6,12 @@
 //!   [`discovery_store_suite`], [`tool_list_store_suite`], [`group_repository_suite`],
 //!   [`rate_limiter_suite`], [`config_file_suite`], [`discovery_source_suite`],
 //!   [`process_spawner_suite`], [`history_suite`], [`runtime_suites`], [`token_verifier_suite`],
-//!   [`policy_decider_suite`]): one set of tests per port that every implementation, fake or
-//!   real, must pass. A downstream adapter author runs the same suite.
+//!   [`policy_decider_suite`], [`server_launcher_suite`], [`mcp_session_suite`],
+//!   [`stdio_connector_suite`], [`event_suites`], [`mcp_frontend_suite`]): one set of tests per
+//!   port that every implementation, fake or real, must pass. A downstream adapter author runs
+//!   the same suite.
+//! - A tiny MCP server in memory ([`scripted_server`]) that speaks JSON-RPC over in-memory
+//!   pipes, for what talks MCP over stdio, without any process.
 //!
 //! It is light on purpose: an adapter's tests that run a suite pull in nothing but the domain
 //! crates and tokio. The real MCP servers and drivers of the end-to-end tests live in
@@ -42,13 +46,19 @@ pub mod discovery_fakes;
 pub mod discovery_source_suite;
 pub mod discovery_store_suite;
 pub mod event_log;
+pub mod event_suites;
 pub mod fakes;
 pub mod group_repository_suite;
 pub mod history_suite;
+pub mod mcp_frontend_suite;
+pub mod mcp_session_suite;
 pub mod policy_decider_suite;
 pub mod process_spawner_suite;
 pub mod rate_limiter_suite;
 pub mod repository_suite;
 pub mod runtime_suites;
+pub mod scripted_server;
+pub mod server_launcher_suite;
+pub mod stdio_connector_suite;
 pub mod token_verifier_suite;
 pub mod tool_list_store_suite;

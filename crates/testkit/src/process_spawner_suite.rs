@@ -180,14 +180,14 @@ async fn wait_for_lines(logs: &LogBuffer, condition: impl Fn(&[String]) -> bool)
 }
 
 /// The lines that are process ids (scripts print `$!` and `$$`).
-fn pids_in(lines: &[String]) -> Vec<u32> {
+pub(crate) fn pids_in(lines: &[String]) -> Vec<u32> {
     lines.iter().filter_map(|line| line.parse().ok()).collect()
 }
 
 /// Whether `pid` still runs code of its own. A zombie has finished and only waits to be
 /// reaped; a process that is exiting, or has a SIGKILL pending, will never run again: the
 /// kernel finishes it without its say, so it does not count as left running.
-fn is_running(pid: u32) -> bool {
+pub(crate) fn is_running(pid: u32) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return false;
     };
@@ -215,7 +215,7 @@ fn is_running(pid: u32) -> bool {
 }
 
 /// Polls until `pid` no longer runs; kills it and fails the case after [`PATIENCE`].
-async fn wait_until_gone(pid: u32, what: &str) {
+pub(crate) async fn wait_until_gone(pid: u32, what: &str) {
     let deadline = Instant::now() + PATIENCE;
     while is_running(pid) {
         if Instant::now() > deadline {
@@ -235,7 +235,7 @@ fn assert_not_running(pid: u32, what: &str) {
     }
 }
 
-fn kill_left_over(pid: u32) {
+pub(crate) fn kill_left_over(pid: u32) {
     let _ = std::process::Command::new("kill")
         .args(["-KILL", &pid.to_string()])
         .status();
