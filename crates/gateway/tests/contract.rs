@@ -121,14 +121,8 @@ impl ServerLauncherFixture for CompositeLaunches {
     fn launcher(&self) -> Arc<dyn ServerLauncher> {
         Arc::new(
             CompositeLauncher::new()
-                .with(
-                    |spec| matches!(spec.launch, LaunchSpec::Subprocess { .. }),
-                    Arc::new(stdio_launcher()),
-                )
-                .with(
-                    |spec| matches!(spec.launch, LaunchSpec::Remote { .. }),
-                    Arc::new(RemoteLauncher::default()),
-                ),
+                .with_mode("subprocess", Arc::new(stdio_launcher()))
+                .with_mode("remote", Arc::new(RemoteLauncher::default())),
         )
     }
 

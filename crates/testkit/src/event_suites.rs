@@ -121,7 +121,7 @@ pub fn one_event_of_each_type() -> Vec<DomainEvent> {
     let events = vec![
         DomainEvent::McpServerRegistered {
             mcp_server_id: server(),
-            mode: "subprocess",
+            mode: "subprocess".to_owned(),
             origin: "api",
         },
         DomainEvent::McpServerUpdated {

@@ -8,7 +8,8 @@
 //! mode is accepted wherever a built-in one is: in the configuration file, in REST bodies
 //! (with the same 422 errors naming the key), from discovery, in the stores and in exports.
 //!
-//! The server here is a greeter with one tool, `greet`, configured by two settings:
+//! The server here is a greeter with two tools, `greet` and `echo`, configured by two
+//! settings:
 //!
 //! ```yaml
 //! mcp_servers:
@@ -146,7 +147,7 @@ impl GreeterSession {
     fn refuse_when_closed(&self) -> Result<(), SessionError> {
         if self.closed.load(Ordering::Acquire) {
             return Err(SessionError::new(
-                SessionErrorKind::Transport,
+                SessionErrorKind::Closed,
                 "the greeter was stopped",
             ));
         }
@@ -168,7 +169,14 @@ impl McpSession for GreeterSession {
             "properties": {"name": {"type": "string", "description": "Who to greet"}},
             "required": ["name"],
         });
-        Ok(vec![greet])
+        let mut echo = Tool::new("echo");
+        echo.description = Some("Answers its text.".to_owned());
+        echo.input_schema = json!({
+            "type": "object",
+            "properties": {"text": {"type": "string"}},
+            "required": ["text"],
+        });
+        Ok(vec![greet, echo])
     }
 
     async fn call_tool(
@@ -177,34 +185,32 @@ impl McpSession for GreeterSession {
         _ctx: CallContext,
     ) -> Result<ToolCallOutcome, SessionError> {
         self.refuse_when_closed()?;
-        if call.name != "greet" {
-            return Err(SessionError::new(
-                SessionErrorKind::Protocol { code: -32602 },
-                format!("unknown tool: {}", call.name),
-            ));
-        }
-        let Some(name) = call
+        let argument = match call.name.as_str() {
+            "greet" => "name",
+            "echo" => "text",
+            other => {
+                return Err(SessionError::new(
+                    SessionErrorKind::Protocol { code: -32602 },
+                    format!("unknown tool: {other}"),
+                ));
+            }
+        };
+        let Some(value) = call
             .arguments
             .as_ref()
-            .and_then(|arguments| arguments.get("name"))
+            .and_then(|arguments| arguments.get(argument))
             .and_then(Value::as_str)
         else {
             // A tool-level error: an answer the caller can read, not a failure of the server.
-            return Ok(ToolCallOutcome {
-                result: json!({
-                    "content": [{"type": "text", "text": "`name` must be a string"}],
-                    "isError": true,
-                }),
-                is_error: true,
-            });
+            return Ok(text_outcome(format!("`{argument}` must be a string"), true));
         };
+        if call.name == "echo" {
+            return Ok(text_outcome(value.to_owned(), false));
+        }
         self.calls.fetch_add(1, Ordering::Relaxed);
-        let one = format!("{}, {name}!", self.settings.greeting);
+        let one = format!("{}, {value}!", self.settings.greeting);
         let text = vec![one; usize::try_from(self.settings.repeat).unwrap_or(1)].join(" ");
-        Ok(ToolCallOutcome {
-            result: json!({"content": [{"type": "text", "text": text}], "isError": false}),
-            is_error: false,
-        })
+        Ok(text_outcome(text, false))
     }
 
     async fn ping(&self) -> Result<(), SessionError> {
@@ -231,5 +237,13 @@ impl McpSession for GreeterSession {
 
     fn has_ended(&self) -> bool {
         self.closed.load(Ordering::Acquire)
+    }
+}
+
+/// A `CallToolResult` with one text block.
+fn text_outcome(text: String, is_error: bool) -> ToolCallOutcome {
+    ToolCallOutcome {
+        result: json!({"content": [{"type": "text", "text": text}], "isError": is_error}),
+        is_error,
     }
 }
