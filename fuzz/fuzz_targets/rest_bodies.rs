@@ -143,8 +143,23 @@ fn server_body(id: &ServerId, mut fields: Map<String, Value>) {
     }
     let _ = mcpgw_config::sanitized_definition(&fields);
     fields.remove("mcp_server_id");
-    match mcpgw_config::server_spec_from_json(id.as_str(), Value::Object(fields), ServerOrigin::Api)
-    {
+    // A registered mode too, whose check refuses settings with a `bad` key, so that bodies in
+    // a mode of one's own go through the same rules.
+    let mode = mcpgw_core::LaunchMode::new("fuzz_mode", |settings| {
+        if settings.contains_key("bad") {
+            Err(mcpgw_core::SettingsError::at("bad", "is refused"))
+        } else {
+            Ok(())
+        }
+    })
+    .expect("the name follows the naming rule");
+    let options = mcpgw_config::ParseOptions::default().with_launch_modes([mode]);
+    match mcpgw_config::server_spec_from_json(
+        id.as_str(),
+        Value::Object(fields),
+        ServerOrigin::Api,
+        &options,
+    ) {
         Ok(spec) => {
             assert_eq!(&spec.id, id, "the spec is for the server the request names");
             assert!(
