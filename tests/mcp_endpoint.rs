@@ -532,3 +532,61 @@ fn server_everything_works_as_a_remote_upstream() {
     let logs = gw.get("/api/mcp_servers/remote/logs").json();
     assert_eq!(logs["logs"], json!([]), "remote servers have no log buffer");
 }
+
+/// `completion/complete` reaches the server that owns the prompt or the resource template, by
+/// the names the gateway lists them under, with the prompt's name turned back into the
+/// server's own.
+#[test]
+fn completions_are_answered_by_the_owner_of_the_prompt_or_template() {
+    let gw = gateway().config(&two_fixtures()).start();
+    let complete = |reference: Value, argument: &str, value: &str| {
+        gw.mcp_request(
+            "completion/complete",
+            json!({"ref": reference, "argument": {"name": argument, "value": value}}),
+        )
+    };
+    // The prompt's owner is not running yet: the namespaced name starts it.
+    let answer = complete(
+        json!({"type": "ref/prompt", "name": "fx__greeting"}),
+        "name",
+        "Gr",
+    );
+    assert_eq!(
+        answer["result"]["completion"]["values"],
+        json!(["Grace"]),
+        "{answer}"
+    );
+    let answer = complete(
+        json!({"type": "ref/resource", "uri": "fixture://echo/{text}"}),
+        "text",
+        "he",
+    );
+    assert_eq!(
+        answer["result"]["completion"]["values"],
+        json!(["hello", "help"]),
+        "{answer}"
+    );
+    // Bad input: a prompt nobody lists and a template nobody lists; each is a JSON-RPC error
+    // that names it, never an empty answer that hides the mistake.
+    for (reference, named) in [
+        (
+            json!({"type": "ref/prompt", "name": "fx__no_such_prompt"}),
+            "no_such_prompt",
+        ),
+        (
+            json!({"type": "ref/resource", "uri": "nowhere://{x}"}),
+            "nowhere://{x}",
+        ),
+    ] {
+        let answer = complete(reference.clone(), "name", "");
+        let error = &answer["error"];
+        assert!(error["code"].as_i64().is_some(), "{reference}: {answer}");
+        assert!(
+            error["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(named),
+            "{reference}: {answer}"
+        );
+    }
+}

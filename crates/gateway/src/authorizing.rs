@@ -292,4 +292,23 @@ impl McpFrontend for AuthorizedFrontend {
         }
         self.catalog.read_resource(caller, uri).await
     }
+
+    async fn complete(&self, caller: &Caller, params: Value) -> Result<Value, FrontendError> {
+        // Completing a prompt's or template's argument is part of using it: the same rule as
+        // getting the prompt or reading the resource.
+        if self.enforced()
+            && !self
+                .may(identity_of(caller).as_ref(), Permission::ToolInvoke)
+                .await
+        {
+            let name = params
+                .pointer("/ref/name")
+                .or_else(|| params.pointer("/ref/uri"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            return Err(FrontendError::unknown("completion reference", &name));
+        }
+        self.catalog.complete(caller, params).await
+    }
 }

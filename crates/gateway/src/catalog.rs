@@ -506,6 +506,53 @@ impl ToolCatalog {
         None
     }
 
+    /// The server and its own name of the prompt listed as `name`: from the routes of the
+    /// last listing (listing again when it is not there), else a namespaced name, which also
+    /// reaches a server that is not running yet (it is started).
+    async fn prompt_route(
+        &self,
+        caller: &Caller,
+        name: &str,
+    ) -> Result<(ServerId, String), FrontendError> {
+        let known = |catalog: &Self| {
+            catalog
+                .prompt_routes
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(name)
+                .cloned()
+        };
+        if let Some(route) = known(self) {
+            return Ok(route);
+        }
+        self.prompts(caller).await;
+        if let Some(route) = known(self) {
+            return Ok(route);
+        }
+        match Self::split(name) {
+            Some((server, prompt)) => Ok((server, prompt.to_owned())),
+            None => Err(FrontendError::unknown("prompt", name)),
+        }
+    }
+
+    /// The first running server (in id order) that lists a resource template of exactly
+    /// `uri_template`.
+    async fn template_lister(&self, uri_template: &str) -> Option<ServerId> {
+        let listed = self
+            .ask_running_servers(|session| {
+                Box::pin(async move { session.list_resource_templates().await })
+            })
+            .await;
+        listed.into_iter().find_map(|(id, templates)| {
+            templates
+                .iter()
+                .any(|template| {
+                    template.get("uriTemplate").and_then(Value::as_str) == Some(uri_template)
+                })
+                .then_some(id)
+        })
+    }
+
     async fn running_sessions(&self) -> Vec<(ServerId, Arc<dyn McpSession>)> {
         self.manager
             .list(None)
@@ -682,29 +729,7 @@ impl McpFrontend for ToolCatalog {
         name: &str,
         arguments: Option<Map<String, Value>>,
     ) -> Result<Value, FrontendError> {
-        let known = |catalog: &Self| {
-            catalog
-                .prompt_routes
-                .read()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(name)
-                .cloned()
-        };
-        let route = match known(self) {
-            Some(route) => Some(route),
-            None => {
-                self.prompts(caller).await;
-                known(self)
-            }
-        };
-        // A namespaced name also reaches a server that is not running yet (it is started).
-        let (server, prompt) = match route {
-            Some(route) => route,
-            None => match Self::split(name) {
-                Some((server, prompt)) => (server, prompt.to_owned()),
-                None => return Err(FrontendError::unknown("prompt", name)),
-            },
-        };
+        let (server, prompt) = self.prompt_route(caller, name).await?;
         let session = self
             .manager
             .session(&server)
@@ -788,6 +813,74 @@ impl McpFrontend for ToolCatalog {
             })
         })
     }
+
+    async fn complete(&self, caller: &Caller, params: Value) -> Result<Value, FrontendError> {
+        self.route_completion(caller, params).await
+    }
+}
+
+impl ToolCatalog {
+    /// `completion/complete`, routed to the owner of its reference, with a prompt's reference
+    /// renamed to the owner's own name.
+    async fn route_completion(
+        &self,
+        caller: &Caller,
+        mut params: Value,
+    ) -> Result<Value, FrontendError> {
+        let reference = params.get("ref").cloned().unwrap_or(Value::Null);
+        let text = |key: &str| {
+            reference
+                .get(key)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        let (server, listed_as, what) = match reference.get("type").and_then(Value::as_str) {
+            Some("ref/prompt") => {
+                let name = text("name").ok_or_else(|| invalid_reference("`ref.name`"))?;
+                let (server, prompt) = self.prompt_route(caller, &name).await?;
+                params["ref"]["name"] = Value::String(prompt);
+                (server, name, "prompt")
+            }
+            Some("ref/resource") => {
+                let uri = text("uri").ok_or_else(|| invalid_reference("`ref.uri`"))?;
+                let server = self
+                    .template_lister(&uri)
+                    .await
+                    .ok_or_else(|| FrontendError::unknown("resource template", &uri))?;
+                (server, uri, "resource template")
+            }
+            _ => {
+                return Err(invalid_reference(
+                    "`ref.type` (`ref/prompt` or `ref/resource`)",
+                ));
+            }
+        };
+        let session = self
+            .manager
+            .session(&server)
+            .await
+            .map_err(|error| match error {
+                // A namespaced name of a server that does not exist names nothing listed.
+                CoreError::ServerNotFound(_) | CoreError::GroupNotFound(_) => {
+                    FrontendError::unknown(what, &listed_as)
+                }
+                other => frontend_error(other),
+            })?;
+        session.complete(params).await.map_err(|error| {
+            frontend_error(CoreError::Session {
+                server: server.clone(),
+                source: error,
+            })
+        })
+    }
+}
+
+/// A completion request whose reference lacks `what`.
+fn invalid_reference(what: &str) -> FrontendError {
+    FrontendError::new(
+        mcpgw_core::FrontendErrorKind::InvalidArguments,
+        format!("the completion request needs {what}"),
+    )
 }
 
 struct CatalogObserver {

@@ -134,6 +134,10 @@ impl McpSession for ProcessSession {
         self.session.read_resource(uri).await
     }
 
+    async fn complete(&self, params: Value) -> Result<Value, SessionError> {
+        self.session.complete(params).await
+    }
+
     fn has_ended(&self) -> bool {
         self.session.has_ended() || self.control.exited().now_or_never().is_some()
     }

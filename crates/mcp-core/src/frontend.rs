@@ -138,4 +138,19 @@ pub trait McpFrontend: Send + Sync {
     async fn resource_templates(&self, caller: &Caller) -> Vec<Value>;
 
     async fn read_resource(&self, caller: &Caller, uri: &str) -> Result<Value, FrontendError>;
+
+    /// `completion/complete` (`params` as MCP's `CompleteRequestParams` JSON), answered by the
+    /// server that owns the reference: a prompt by the name this front end lists it under
+    /// (`ref/prompt`), a resource template by its `uriTemplate` (`ref/resource`). A reference
+    /// to nothing the caller may use is [`FrontendErrorKind::UnknownName`]. This default
+    /// completes nothing.
+    async fn complete(&self, caller: &Caller, params: Value) -> Result<Value, FrontendError> {
+        let _ = (caller, params);
+        Ok(empty_completion())
+    }
+}
+
+/// A `CompleteResult` with no values: what a server without completions answers.
+pub fn empty_completion() -> Value {
+    serde_json::json!({"completion": {"values": [], "total": 0, "hasMore": false}})
 }

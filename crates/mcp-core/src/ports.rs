@@ -173,6 +173,14 @@ pub trait McpSession: Send + Sync {
             format!("resource not found: {uri}"),
         ))
     }
+
+    /// `completion/complete` with `params` as MCP's `CompleteRequestParams` JSON (`ref`,
+    /// `argument`, `context`): the MCP `CompleteResult` as JSON. A server that offers no
+    /// completions answers an empty completion, as this default does.
+    async fn complete(&self, params: Value) -> Result<Value, SessionError> {
+        let _ = params;
+        Ok(crate::frontend::empty_completion())
+    }
 }
 
 /// How a server or its session ended, as far as it is known.

@@ -21,9 +21,9 @@
 //! Requests the front-end port cannot forward to upstreams are answered here, as far as the
 //! protocol allows without them:
 //!
-//! - `completion/complete` answers an empty completion (`values: []`, `total: 0`,
-//!   `hasMore: false`), which the spec allows for a server without suggestions; the port has no
-//!   completion request to pass on.
+//! - `completion/complete` goes to the front end, which routes it to the server owning the
+//!   prompt or resource template; one that offers no completions answers an empty completion
+//!   (`values: []`, `total: 0`, `hasMore: false`), as the spec allows.
 //! - `logging/setLevel` (the `initialize` era) is accepted and answers `{}`. The gateway relays
 //!   no upstream log messages (the session port has no channel for them), so it sends none at
 //!   any level, and it does not declare the `logging` capability.
@@ -45,8 +45,8 @@ use mcpgw_core::{
 };
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    CompletionInfo, ErrorCode, ErrorData, Extensions, GetPromptRequestParams, GetPromptResponse,
-    GetPromptResult, Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
+    ErrorCode, ErrorData, Extensions, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
+    Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProgressNotificationParam, ProgressToken, ReadResourceRequestParams, ReadResourceResponse,
     ReadResourceResult, ResultType, ServerCapabilities, ServerConfig, SubscribeRequestParams,
@@ -681,13 +681,21 @@ impl ServerHandler for GatewayMcpServer {
 
     async fn complete(
         &self,
-        _request: CompleteRequestParams,
-        _context: RequestContext<RoleServer>,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        let mut completion = CompletionInfo::default();
-        completion.total = Some(0);
-        completion.has_more = Some(false);
-        Ok(CompleteResult::new(completion))
+        let caller = caller_from_extensions(&context.extensions);
+        let params =
+            serde_json::to_value(&request).map_err(|error| relay_error("completion", &error))?;
+        let json = self
+            .frontend()
+            .complete(&caller, params)
+            .await
+            .map_err(|error| jsonrpc_error(error, ErrorCode::INVALID_PARAMS))?;
+        let mut result: CompleteResult =
+            serde_json::from_value(json).map_err(|error| relay_error("completion", &error))?;
+        with_complete_result_type(&mut result.result_type);
+        Ok(result)
     }
 
     #[allow(deprecated)]

@@ -13,10 +13,10 @@ use mcpgw_core::{
 };
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientConfig,
-    ClientRequest, GetPromptRequest, GetPromptRequestParams, ListPromptsRequest,
-    ListResourceTemplatesRequest, ListResourcesRequest, ListToolsRequest, NumberOrString,
-    PaginatedRequestParams, PingRequest, ProgressToken, ReadResourceRequest,
-    ReadResourceRequestParams, RequestId, ServerResult,
+    ClientRequest, CompleteRequest, CompleteRequestParams, GetPromptRequest,
+    GetPromptRequestParams, ListPromptsRequest, ListResourceTemplatesRequest, ListResourcesRequest,
+    ListToolsRequest, NumberOrString, PaginatedRequestParams, PingRequest, ProgressToken,
+    ReadResourceRequest, ReadResourceRequestParams, RequestId, ServerResult,
 };
 use rmcp::service::{
     ClientInitializeError, Peer, PeerRequestOptions, QuitReason, RoleClient, ServiceError,
@@ -770,6 +770,28 @@ impl McpSession for RmcpSession {
         match self.request(request, "resources/read").await? {
             ServerResult::ReadResourceResult(result) => result_json("resources/read", &result),
             _ => Err(wrong_result_type("resources/read")),
+        }
+    }
+
+    async fn complete(&self, params: Value) -> Result<Value, SessionError> {
+        let offers_completions = self
+            .peer
+            .peer_info()
+            .is_some_and(|info| info.capabilities.completions.is_some());
+        if !offers_completions {
+            // Asking would only earn a "method not found".
+            return Ok(mcpgw_core::empty_completion());
+        }
+        let params: CompleteRequestParams = serde_json::from_value(params).map_err(|error| {
+            SessionError::new(
+                SessionErrorKind::Protocol { code: -32602 },
+                format!("the completion request is not valid: {error}"),
+            )
+        })?;
+        let request = ClientRequest::CompleteRequest(CompleteRequest::new(params));
+        match self.request(request, "completion/complete").await? {
+            ServerResult::CompleteResult(result) => result_json("completion/complete", &result),
+            _ => Err(wrong_result_type("completion/complete")),
         }
     }
 

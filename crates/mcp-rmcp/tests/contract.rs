@@ -1,7 +1,7 @@
 //! The testkit's suites of the ports this crate implements: the stdio connector against the
 //! testkit's scripted server, its sessions against that server and against the fixture server
 //! as a process, and the remote launcher and its sessions against the fixture server over
-//! Streamable HTTP.
+//! Streamable HTTP; and what a session does for a server that lacks a capability.
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -189,4 +189,33 @@ impl ServerLauncherFixture for RemoteLaunches {
 
 mod remote_launcher {
     mcpgw_testkit::server_launcher_contract_suite!(super::RemoteLaunches::new().await);
+}
+
+/// A server that declares no completions is not asked for any: the session answers an empty
+/// completion itself, where asking would only earn "method not found".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_completions_is_not_asked_for_them() {
+    let (streams, server) = ScriptedServer::start(ScriptedOptions::default());
+    let session = RmcpStdioConnector::default()
+        .connect(&server_id(), streams)
+        .await
+        .expect("the scripted server completes the handshake");
+    let answer = session
+        .complete(serde_json::json!({
+            "ref": {"type": "ref/prompt", "name": "anything"},
+            "argument": {"name": "a", "value": ""},
+        }))
+        .await
+        .unwrap();
+    assert_eq!(answer, mcpgw_core::empty_completion());
+    session.ping().await.unwrap();
+    assert!(
+        !server
+            .methods()
+            .iter()
+            .any(|method| method == "completion/complete"),
+        "{:?}",
+        server.methods()
+    );
+    session.close().await;
 }

@@ -493,6 +493,51 @@ async fn delay_ms_slows_every_call() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completions_pass_through_to_a_server_that_offers_them() {
+    let (_process, session) = connect(&[]).await;
+    let prompt = json!({
+        "ref": {"type": "ref/prompt", "name": "greeting"},
+        "argument": {"name": "name", "value": "A"},
+    });
+    let answer = within(session.complete(prompt)).await.unwrap();
+    assert_eq!(
+        answer["completion"]["values"],
+        json!(["Ada", "Alan"]),
+        "{answer}"
+    );
+    assert_eq!(answer["completion"]["total"], 2);
+    let template = json!({
+        "ref": {"type": "ref/resource", "uri": "fixture://echo/{text}"},
+        "argument": {"name": "text", "value": "hel"},
+    });
+    let answer = within(session.complete(template)).await.unwrap();
+    assert_eq!(
+        answer["completion"]["values"],
+        json!(["hello", "help"]),
+        "{answer}"
+    );
+    // Bad input: a prompt the server does not have (its error passes on with its code), and
+    // a request that is no completion request at all (refused before it is sent).
+    let unknown = json!({
+        "ref": {"type": "ref/prompt", "name": "no_such_prompt"},
+        "argument": {"name": "name", "value": ""},
+    });
+    let error = within(session.complete(unknown)).await.unwrap_err();
+    assert_eq!(error.kind, SessionErrorKind::Protocol { code: -32602 });
+    assert!(
+        error.message.contains("no_such_prompt"),
+        "{}",
+        error.message
+    );
+    let error = within(session.complete(json!({"argument": 7})))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind, SessionErrorKind::Protocol { code: -32602 });
+    // The session goes on.
+    within(session.ping()).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prompts_pass_through_across_pages() {
     let (_process, session) = connect(&["--page-size", "1"]).await;
     let prompts = within(session.list_prompts()).await.unwrap();

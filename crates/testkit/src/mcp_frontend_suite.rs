@@ -18,7 +18,10 @@
 //! - a caller who may use none of the tools sees none listed, and calling one answers
 //!   [`FrontendErrorKind::UnknownName`] too, indistinguishable from a tool that does not exist;
 //!   a front end that restricts no one lists every tool to such a caller and lets it call;
-//! - `changes` moves when the tool list changes.
+//! - `changes` moves when the tool list changes;
+//! - `complete` refuses a reference to a prompt or template nobody lists (as
+//!   [`FrontendErrorKind::UnknownName`], naming it) and one of no known type, and refuses an
+//!   outsider as it refuses an unknown reference.
 
 use std::sync::Arc;
 
@@ -70,6 +73,10 @@ macro_rules! mcp_frontend_contract_suite {
             a_tool_the_caller_may_not_use_is_unknown_to_it
         );
         $crate::__mcp_frontend_contract_case!($make_fixture, changes_move_when_the_tools_change);
+        $crate::__mcp_frontend_contract_case!(
+            $make_fixture,
+            a_completion_of_nothing_listed_is_refused
+        );
     };
 }
 
@@ -225,4 +232,60 @@ pub async fn changes_move_when_the_tools_change(fixture: &dyn McpFrontendFixture
         before,
         "the tool list changed"
     );
+}
+
+pub async fn a_completion_of_nothing_listed_is_refused(fixture: &dyn McpFrontendFixture) {
+    let frontend = fixture.frontend();
+    let complete = |caller: Caller, reference: serde_json::Value| {
+        let frontend = Arc::clone(&frontend);
+        async move {
+            within(
+                "completing",
+                frontend.complete(
+                    &caller,
+                    json!({"ref": reference, "argument": {"name": "a", "value": ""}}),
+                ),
+            )
+            .await
+        }
+    };
+    // Bad input: a prompt and a template that nobody lists, and a reference of no known type.
+    for (reference, named) in [
+        (
+            json!({"type": "ref/prompt", "name": "no_such_server__no_such_prompt"}),
+            "no_such_server__no_such_prompt",
+        ),
+        (
+            json!({"type": "ref/resource", "uri": "nowhere://{thing}"}),
+            "nowhere://{thing}",
+        ),
+    ] {
+        match complete(fixture.caller(), reference.clone()).await {
+            Err(error) => {
+                assert_eq!(error.kind, FrontendErrorKind::UnknownName, "{reference}");
+                assert!(
+                    error.message.contains(named),
+                    "{reference}: {}",
+                    error.message
+                );
+            }
+            Ok(answer) => panic!("{reference} was completed: {answer}"),
+        }
+    }
+    let strange = complete(fixture.caller(), json!({"type": "ref/other", "name": "x"})).await;
+    assert!(
+        strange.is_err(),
+        "a reference of no known type: {strange:?}"
+    );
+    if let Some(outsider) = fixture.outsider() {
+        let refused = complete(
+            outsider,
+            json!({"type": "ref/prompt", "name": "no_such_server__no_such_prompt"}),
+        )
+        .await;
+        assert!(
+            matches!(&refused, Err(error) if error.kind == FrontendErrorKind::UnknownName),
+            "{refused:?}"
+        );
+    }
 }
