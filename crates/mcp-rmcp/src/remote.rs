@@ -22,8 +22,7 @@ use mcpgw_core::{
     LaunchError, LaunchSpec, LaunchedServer, McpSession, ServerId, ServerLauncher, ServerSpec,
 };
 use reqwest::header::{HeaderName, HeaderValue};
-use rmcp::model::ProtocolVersion;
-use rmcp::model::{ClientCapabilities, ClientConfig, ClientJsonRpcMessage, Implementation};
+use rmcp::model::{ClientConfig, ClientJsonRpcMessage};
 use rmcp::service::ClientInitializeError;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::common::client_side_sse::{BoxedSseResponse, ExponentialBackoff};
@@ -74,7 +73,7 @@ impl Default for RemoteSettings {
         Self {
             connect_timeout: Duration::from_secs(10),
             request_timeout: None,
-            client_name: "mcpgw".to_owned(),
+            client_name: crate::session::DEFAULT_CLIENT_NAME.to_owned(),
             client_version: env!("CARGO_PKG_VERSION").to_owned(),
         }
     }
@@ -101,13 +100,7 @@ impl RemoteSettings {
     }
 
     fn client_config(&self) -> ClientConfig {
-        // The `initialize` era: its sessions are what tells the gateway that a server restarted
-        // (HTTP 404), and every Streamable HTTP server of today speaks it.
-        ClientConfig::new(
-            ClientCapabilities::default(),
-            Implementation::new(self.client_name.clone(), self.client_version.clone()),
-        )
-        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+        crate::session::upstream_client_config(&self.client_name, &self.client_version)
     }
 }
 

@@ -29,6 +29,22 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use crate::link::StdioLink;
 use crate::progress::{NotificationRelayTransport, ProgressRoutes};
 
+/// The `clientInfo.name` upstream servers see unless the settings say otherwise.
+pub(crate) const DEFAULT_CLIENT_NAME: &str = "mcpgw";
+
+/// What the gateway says about itself in an upstream `initialize`: its name and version, no
+/// client capabilities (it relays no server-initiated requests yet), and the newest protocol
+/// version that still has the handshake. Stdio servers are most likely to accept that one,
+/// and over Streamable HTTP its sessions are what tell the gateway (by HTTP 404) that a server
+/// restarted.
+pub(crate) fn upstream_client_config(name: &str, version: &str) -> ClientConfig {
+    ClientConfig::new(
+        rmcp::model::ClientCapabilities::default(),
+        rmcp::model::Implementation::new(name.to_owned(), version.to_owned()),
+    )
+    .with_protocol_version(rmcp::model::ProtocolVersion::LATEST_WITH_INITIALIZE)
+}
+
 /// A server that keeps answering with new cursors is cut off after this many pages.
 const MAX_LIST_PAGES: usize = 10_000;
 

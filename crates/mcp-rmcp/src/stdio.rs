@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use mcpgw_core::{ByteStreams, LaunchError, McpSession, ServerId, StdioConnector};
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
+use rmcp::model::ClientConfig;
 use rmcp::service::ClientInitializeError;
 
 use crate::session::{RmcpSession, SessionSetup};
@@ -30,7 +30,7 @@ impl Default for StdioConnectorSettings {
         Self {
             initialize_timeout: Duration::from_secs(30),
             request_timeout: None,
-            client_name: "mcpgw".to_owned(),
+            client_name: crate::session::DEFAULT_CLIENT_NAME.to_owned(),
             client_version: env!("CARGO_PKG_VERSION").to_owned(),
         }
     }
@@ -57,13 +57,7 @@ impl StdioConnectorSettings {
     }
 
     fn client_config(&self) -> ClientConfig {
-        // Stdio servers speak the `initialize` era; the newest version that still has the
-        // handshake is what they are most likely to accept.
-        ClientConfig::new(
-            ClientCapabilities::default(),
-            Implementation::new(self.client_name.clone(), self.client_version.clone()),
-        )
-        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+        crate::session::upstream_client_config(&self.client_name, &self.client_version)
     }
 }
 
