@@ -590,3 +590,35 @@ fn completions_are_answered_by_the_owner_of_the_prompt_or_template() {
         );
     }
 }
+
+/// A 2025-era client subscribes to a resource through the gateway and gets the owner's
+/// `notifications/resources/updated` on its session, with the official Python SDK.
+#[test]
+fn a_subscribed_client_hears_of_the_owners_resource_updates() {
+    let gw = gateway().config(&two_fixtures()).start();
+    let run = run_python_client(
+        "http_client.py",
+        &args(&[
+            &gw.url("/mcp"),
+            "--protocol",
+            "2025-11-25",
+            // The call starts the owner, whose resources are then known.
+            "--call",
+            "fx__echo",
+            r#"{"text": "start"}"#,
+            "--subscribe",
+            "fixture://readme",
+        ]),
+    );
+    let subscription = &run["subscription"];
+    assert_eq!(subscription["error"], Value::Null, "{run}");
+    assert_eq!(
+        subscription["updates"],
+        json!(["fixture://readme"]),
+        "{run}"
+    );
+    assert_eq!(
+        run["server_capabilities"]["resources"]["subscribe"], true,
+        "{run}"
+    );
+}

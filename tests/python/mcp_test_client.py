@@ -13,6 +13,7 @@ Rust test asserts on:
                 "cancelled", and with cancel_after_ms: "ended_promptly", "responsive_after_cancel"}],
      "list_changed": null | n, "list_changed_trigger": null | {call}, "list_changed_listener": {...},
      "tools_after_list_changed": null | [names], "notifications": [methods], "transport_errors": [],
+     "subscription": null | {"error": null | {"code", "message"}, "updates": [URIs announced]},
      "session_end": null | HTTP status of the DELETE that ended the session (HTTP, 2025 era),
      "client_warnings": [what the SDK logged at WARNING or above, closing included]}
 
@@ -187,6 +188,14 @@ def add_operation_arguments(parser: argparse.ArgumentParser) -> None:
         help="written once the client listens for list_changed, so a test knows when to change the tools",
     )
     parser.add_argument(
+        "--subscribe",
+        metavar="URI",
+        default=None,
+        help="after the calls, subscribe to this resource, wait for its "
+        "notifications/resources/updated (up to 10 s), then unsubscribe; the URIs announced are "
+        "in subscription.updates",
+    )
+    parser.add_argument(
         "--no-list",
         action="store_true",
         help="skip tools/list before the calls (the 2026-07-28 SDK still lists a tool it must call)",
@@ -327,6 +336,20 @@ async def _listen_modern(client: Client, options: argparse.Namespace, deadline: 
     return {"count": received, "notification_stream": "subscriptions/listen", "honored": honored, "trigger": trigger}
 
 
+async def _subscribe(client: Client, uri: str, updated_uris: list[str]) -> dict[str, Any]:
+    """2025 era: subscribe, wait for the resource's first update, unsubscribe."""
+    try:
+        await client.subscribe_resource(uri)
+    except MCPError as error:
+        return {"error": {"code": error.code, "message": error.message}, "updates": []}
+    with anyio.move_on_after(10.0):
+        while uri not in updated_uris:
+            await anyio.sleep(0.02)
+    updates = list(updated_uris)
+    await client.unsubscribe_resource(uri)
+    return {"error": None, "updates": updates}
+
+
 def _write_ready_file(path: Path | None) -> None:
     if path is not None:
         path.write_text("listening\n")
@@ -339,6 +362,7 @@ async def run_operations(
 ) -> dict[str, Any]:
     deadline = time.monotonic() + options.timeout
     notifications: list[str] = []
+    updated_uris: list[str] = []
     transport_errors: list[str] = []
 
     async def on_message(message: Any) -> None:
@@ -346,6 +370,8 @@ async def run_operations(
             transport_errors.append(f"{type(message).__name__}: {message}")
         elif hasattr(message, "method"):
             notifications.append(message.method)
+            if message.method == "notifications/resources/updated":
+                updated_uris.append(str(message.params.uri))
 
     mode = {"2025-11-25": "legacy", "2026-07-28": MODERN_PROTOCOL, "auto": "auto"}[options.protocol]
     output: dict[str, Any] = {}
@@ -397,6 +423,9 @@ async def run_operations(
                 output["list_changed_listener"] = listened
                 tools, _ = await _list_all_tools(client)
                 output["tools_after_list_changed"] = [tool.name for tool in tools]
+            output["subscription"] = None
+            if options.subscribe is not None:
+                output["subscription"] = await _subscribe(client, options.subscribe, updated_uris)
             # Read once more: a 2025-era session id is known after initialize, and stays.
             output["session_id"] = probe.session_id()
             output["notifications"] = notifications

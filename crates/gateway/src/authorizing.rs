@@ -311,4 +311,20 @@ impl McpFrontend for AuthorizedFrontend {
         }
         self.catalog.complete(caller, params).await
     }
+
+    async fn subscribe_resource(
+        &self,
+        caller: &Caller,
+        uri: &str,
+    ) -> Result<mcpgw_core::ResourceSubscription, FrontendError> {
+        // Following a resource's changes is reading it: the same rule as `resources/read`.
+        if self.enforced()
+            && !self
+                .may(identity_of(caller).as_ref(), Permission::ToolInvoke)
+                .await
+        {
+            return Err(FrontendError::unknown("resource", uri));
+        }
+        self.catalog.subscribe_resource(caller, uri).await
+    }
 }

@@ -23,8 +23,8 @@ use mcpgw_authz::AccessPath;
 use mcpgw_config::ToolNaming;
 use mcpgw_core::{
     CallContext, Caller, CoreError, DomainEvent, EventObserver, FrontendError, FrontendErrorKind,
-    McpFrontend, McpSession, PublishedEvent, ServerId, ServerManager, SessionError,
-    SessionErrorKind, Tool, ToolCall, ToolCallOutcome,
+    McpFrontend, McpSession, PublishedEvent, ResourceSubscription, ServerId, ServerManager,
+    SessionError, SessionErrorKind, Tool, ToolCall, ToolCallOutcome,
 };
 use serde_json::{Map, Value};
 use tokio::sync::{Notify, watch};
@@ -95,6 +95,9 @@ pub struct ToolCatalog {
     probe_slots: std::sync::Mutex<Arc<tokio::sync::Semaphore>>,
     probes_pending: watch::Sender<usize>,
     probing: std::sync::atomic::AtomicBool,
+    /// How many callers subscribe to each (server, resource URI): the server is told to stop
+    /// announcing a resource once the last of them is gone.
+    resource_subscribers: Arc<std::sync::Mutex<HashMap<(ServerId, String), usize>>>,
 }
 
 impl std::fmt::Debug for ToolCatalog {
@@ -145,6 +148,7 @@ impl ToolCatalog {
             ))),
             probes_pending: watch::channel(0).0,
             probing: std::sync::atomic::AtomicBool::new(true),
+            resource_subscribers: Arc::default(),
         })
     }
 
@@ -553,6 +557,30 @@ impl ToolCatalog {
         })
     }
 
+    /// The server that serves `uri`: the one that listed it last, else (listing again) the
+    /// first running server that lists it or has a template it matches.
+    async fn resource_owner(&self, caller: &Caller, uri: &str) -> Result<ServerId, FrontendError> {
+        let known = |catalog: &Self| {
+            catalog
+                .resource_routes
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(uri)
+                .cloned()
+        };
+        if let Some(server) = known(self) {
+            return Ok(server);
+        }
+        self.resources(caller).await;
+        match known(self) {
+            Some(server) => Ok(server),
+            None => self
+                .template_owner(uri)
+                .await
+                .ok_or_else(|| FrontendError::unknown("resource", uri)),
+        }
+    }
+
     async fn running_sessions(&self) -> Vec<(ServerId, Arc<dyn McpSession>)> {
         self.manager
             .list(None)
@@ -780,27 +808,7 @@ impl McpFrontend for ToolCatalog {
     }
 
     async fn read_resource(&self, caller: &Caller, uri: &str) -> Result<Value, FrontendError> {
-        let known = |catalog: &Self| {
-            catalog
-                .resource_routes
-                .read()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(uri)
-                .cloned()
-        };
-        let server = match known(self) {
-            Some(server) => server,
-            None => {
-                self.resources(caller).await;
-                match known(self) {
-                    Some(server) => server,
-                    None => self
-                        .template_owner(uri)
-                        .await
-                        .ok_or_else(|| FrontendError::unknown("resource", uri))?,
-                }
-            }
-        };
+        let server = self.resource_owner(caller, uri).await?;
         let session = self
             .manager
             .session(&server)
@@ -816,6 +824,88 @@ impl McpFrontend for ToolCatalog {
 
     async fn complete(&self, caller: &Caller, params: Value) -> Result<Value, FrontendError> {
         self.route_completion(caller, params).await
+    }
+
+    async fn subscribe_resource(
+        &self,
+        caller: &Caller,
+        uri: &str,
+    ) -> Result<ResourceSubscription, FrontendError> {
+        let server = self.resource_owner(caller, uri).await?;
+        let session = self
+            .manager
+            .session(&server)
+            .await
+            .map_err(frontend_error)?;
+        let session_error = |error| {
+            frontend_error(CoreError::Session {
+                server: server.clone(),
+                source: error,
+            })
+        };
+        // Taken before asking, so that no announcement between the answer and the first read
+        // is lost.
+        let updates = session.resource_updates().ok_or_else(|| {
+            FrontendError::new(
+                FrontendErrorKind::Upstream { code: -32601 },
+                format!("the server `{server}` offers no resource subscriptions ({uri})"),
+            )
+        })?;
+        // Subscribing again is harmless, so every caller asks; only the last one to leave
+        // unsubscribes.
+        session
+            .subscribe_resource(uri)
+            .await
+            .map_err(session_error)?;
+        let key = (server, uri.to_owned());
+        *self
+            .resource_subscribers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(key.clone())
+            .or_default() += 1;
+        let release = SubscriberRelease {
+            subscribers: Arc::clone(&self.resource_subscribers),
+            key,
+            session,
+        };
+        Ok(ResourceSubscription::new(uri, updates, release))
+    }
+}
+
+/// Counts one caller out of a resource's subscribers when its subscription is dropped, and
+/// unsubscribes from the server when it was the last.
+struct SubscriberRelease {
+    subscribers: Arc<std::sync::Mutex<HashMap<(ServerId, String), usize>>>,
+    key: (ServerId, String),
+    session: Arc<dyn McpSession>,
+}
+
+impl Drop for SubscriberRelease {
+    fn drop(&mut self) {
+        let last = {
+            let mut subscribers = self.subscribers.lock().unwrap_or_else(|p| p.into_inner());
+            match subscribers.get_mut(&self.key) {
+                Some(count) if *count > 1 => {
+                    *count -= 1;
+                    false
+                }
+                _ => {
+                    subscribers.remove(&self.key);
+                    true
+                }
+            }
+        };
+        // Dropped outside a runtime (at shutdown), there is nobody left to tell.
+        if let (true, Ok(runtime)) = (last, tokio::runtime::Handle::try_current()) {
+            let session = Arc::clone(&self.session);
+            let uri = self.key.1.clone();
+            runtime.spawn(async move {
+                if let Err(error) = session.unsubscribe_resource(&uri).await {
+                    tracing::debug!(%error, %uri, "could not unsubscribe from a resource");
+                }
+            });
+        }
     }
 }
 
@@ -878,7 +968,7 @@ impl ToolCatalog {
 /// A completion request whose reference lacks `what`.
 fn invalid_reference(what: &str) -> FrontendError {
     FrontendError::new(
-        mcpgw_core::FrontendErrorKind::InvalidArguments,
+        FrontendErrorKind::InvalidArguments,
         format!("the completion request needs {what}"),
     )
 }

@@ -138,6 +138,18 @@ impl McpSession for ProcessSession {
         self.session.complete(params).await
     }
 
+    async fn subscribe_resource(&self, uri: &str) -> Result<(), SessionError> {
+        self.session.subscribe_resource(uri).await
+    }
+
+    async fn unsubscribe_resource(&self, uri: &str) -> Result<(), SessionError> {
+        self.session.unsubscribe_resource(uri).await
+    }
+
+    fn resource_updates(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        self.session.resource_updates()
+    }
+
     fn has_ended(&self) -> bool {
         self.session.has_ended() || self.control.exited().now_or_never().is_some()
     }

@@ -148,9 +148,77 @@ pub trait McpFrontend: Send + Sync {
         let _ = (caller, params);
         Ok(empty_completion())
     }
+
+    /// `resources/subscribe`: the updates of `uri` that the server owning it announces, until
+    /// the subscription is dropped (which unsubscribes). A resource the caller may not read is
+    /// [`FrontendErrorKind::UnknownName`]; one whose server offers no subscriptions is
+    /// [`FrontendErrorKind::Upstream`] -32601, as this default answers for every URI.
+    async fn subscribe_resource(
+        &self,
+        caller: &Caller,
+        uri: &str,
+    ) -> Result<ResourceSubscription, FrontendError> {
+        let _ = caller;
+        Err(FrontendError::new(
+            FrontendErrorKind::Upstream { code: -32601 },
+            format!("resource subscriptions are not offered for {uri}"),
+        ))
+    }
 }
 
 /// A `CompleteResult` with no values: what a server without completions answers.
 pub fn empty_completion() -> Value {
     serde_json::json!({"completion": {"values": [], "total": 0, "hasMore": false}})
+}
+
+/// One caller's subscription to the updates of one resource. Dropping it ends the
+/// subscription: the owner of the resource is told once nobody else subscribes to it.
+pub struct ResourceSubscription {
+    uri: String,
+    updates: tokio::sync::broadcast::Receiver<String>,
+    _release: Box<dyn Send + Sync>,
+}
+
+impl ResourceSubscription {
+    /// A subscription to `uri` whose updates come from `updates` (which may carry other URIs
+    /// too); `release` is dropped when the subscription is.
+    pub fn new(
+        uri: impl Into<String>,
+        updates: tokio::sync::broadcast::Receiver<String>,
+        release: impl Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            uri: uri.into(),
+            updates,
+            _release: Box::new(release),
+        }
+    }
+
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+
+    /// Waits for the next update of the resource: `true` for an update, `false` once the
+    /// server can announce no more (it stopped). A reader that fell behind the server's
+    /// announcements gets one `true` for all it missed, which may include none of its own:
+    /// an update says "read it again", never what changed.
+    pub async fn updated(&mut self) -> bool {
+        use tokio::sync::broadcast::error::RecvError;
+        loop {
+            match self.updates.recv().await {
+                Ok(uri) if uri == self.uri => return true,
+                Ok(_) => {}
+                Err(RecvError::Lagged(_)) => return true,
+                Err(RecvError::Closed) => return false,
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for ResourceSubscription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResourceSubscription")
+            .field("uri", &self.uri)
+            .finish_non_exhaustive()
+    }
 }

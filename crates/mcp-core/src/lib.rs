@@ -79,7 +79,9 @@ pub use event_log::{CompactionReport, EventLog, EventLogError, EventLogStats, Ev
 pub use events::{
     DomainEvent, EVENT_TYPES, EventObserver, EventSink, NullEventSink, PublishedEvent,
 };
-pub use frontend::{Caller, FrontendError, FrontendErrorKind, McpFrontend, empty_completion};
+pub use frontend::{
+    Caller, FrontendError, FrontendErrorKind, McpFrontend, ResourceSubscription, empty_completion,
+};
 pub use health::{BackoffPolicy, FailureTracker};
 pub use history::{HistoryPage, InMemoryInvocationHistory, InvocationHistory, InvocationRecord};
 pub use id::{IdError, ServerId, bounded_for_message};

@@ -181,6 +181,30 @@ pub trait McpSession: Send + Sync {
         let _ = params;
         Ok(crate::frontend::empty_completion())
     }
+
+    /// `resources/subscribe`: asks the server to announce each change of `uri`; the
+    /// announcements arrive on [`McpSession::resource_updates`]. A server that offers no
+    /// subscriptions is refused with [`SessionErrorKind::Protocol`] -32601 without being
+    /// asked, as this default does.
+    async fn subscribe_resource(&self, uri: &str) -> Result<(), SessionError> {
+        Err(SessionError::new(
+            SessionErrorKind::Protocol { code: -32601 },
+            format!("the server offers no resource subscriptions (asked for {uri})"),
+        ))
+    }
+
+    /// `resources/unsubscribe`.
+    async fn unsubscribe_resource(&self, uri: &str) -> Result<(), SessionError> {
+        let _ = uri;
+        Ok(())
+    }
+
+    /// The URIs the server announces with `notifications/resources/updated`, as they arrive,
+    /// for every subscription of the session; `None` when the session cannot tell. The
+    /// receiver ends when the session does.
+    fn resource_updates(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        None
+    }
 }
 
 /// How a server or its session ended, as far as it is known.

@@ -27,9 +27,10 @@
 //! - `logging/setLevel` (the `initialize` era) is accepted and answers `{}`. The gateway relays
 //!   no upstream log messages (the session port has no channel for them), so it sends none at
 //!   any level, and it does not declare the `logging` capability.
-//! - `resources/subscribe` and `resources/unsubscribe` (the `initialize` era) are accepted and
-//!   answer `{}`, without declaring the `resources.subscribe` capability: the session port has no
-//!   channel for `notifications/resources/updated`, so no update follows a subscription.
+//! - `resources/subscribe` (the `initialize` era) goes to the front end, which subscribes at
+//!   the server that owns the resource; its `notifications/resources/updated` come back on the
+//!   session's stream until `resources/unsubscribe` or the end of the session. A server that
+//!   offers no subscriptions answers -32601.
 //! - In the 2026-07-28 era these three methods do not exist: they answer -32601 (HTTP 404),
 //!   as rmcp answers for the other removed methods.
 
@@ -45,12 +46,12 @@ use mcpgw_core::{
 };
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    ErrorCode, ErrorData, Extensions, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
-    Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
+    DiscoverResult, ErrorCode, ErrorData, Extensions, GetPromptRequestParams, GetPromptResponse,
+    GetPromptResult, Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProgressNotificationParam, ProgressToken, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, ResultType, ServerCapabilities, ServerConfig, SubscribeRequestParams,
-    SubscriptionFilter, UnsubscribeRequestParams,
+    ReadResourceResult, ResourceUpdatedNotificationParam, ResultType, ServerCapabilities,
+    ServerConfig, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
 // The `initialize` era's logging, which rmcp marks deprecated (SEP-2577), is still part of the
 // protocol the gateway serves to those clients.
@@ -211,6 +212,9 @@ struct ConnectionLifetime {
     /// Subscribed when a `subscriptions/listen` filter is accepted, before rmcp acknowledges
     /// it, for the same reason; taken in order by [`ServerHandler::listen`].
     changes_since_listen_accepted: Mutex<VecDeque<watch::Receiver<u64>>>,
+    /// The task relaying each subscribed resource's updates to the client, by URI; each ends
+    /// on unsubscribe, or with the connection.
+    resource_subscriptions: Mutex<std::collections::HashMap<String, tokio::task::JoinHandle<()>>>,
     _end_on_drop: DropGuard,
 }
 
@@ -223,6 +227,7 @@ impl ConnectionLifetime {
             changes_since_initialize: Mutex::new(None),
             change_watcher_started: AtomicBool::new(false),
             changes_since_listen_accepted: Mutex::new(VecDeque::new()),
+            resource_subscriptions: Mutex::default(),
         })
     }
 }
@@ -480,10 +485,27 @@ impl ServerHandler for GatewayMcpServer {
                 .enable_tool_list_changed()
                 .enable_prompts()
                 .enable_resources()
+                .enable_resources_subscribe()
                 .enable_completions()
                 .build(),
         )
         .with_server_info(Implementation::new("mcpgw", env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
+        // The 2026-07-28 era has no `resources/subscribe`: its subscriptions are
+        // `subscriptions/listen`, which carries the tool list's changes only here.
+        let mut info = self.get_info();
+        if let Some(resources) = info.capabilities.resources.as_mut() {
+            resources.subscribe = None;
+        }
+        Ok(DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            info,
+        ))
     }
 
     fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
@@ -713,18 +735,56 @@ impl ServerHandler for GatewayMcpServer {
 
     async fn subscribe(
         &self,
-        _request: SubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        // rmcp only routes this method to initialize-era requests.
+        // rmcp only routes this method to initialize-era requests, whose sessions carry the
+        // updates on their stream.
+        let caller = caller_from_extensions(&context.extensions);
+        let mut subscription = self
+            .frontend()
+            .subscribe_resource(&caller, &request.uri)
+            .await
+            .map_err(|error| unknown_resource_error(error, &request.uri))?;
+        let peer = context.peer.clone();
+        let ended = self.connection.ended.clone();
+        let uri = request.uri.clone();
+        let relay = tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = ended.cancelled() => return,
+                    updated = subscription.updated() => {
+                        if !updated {
+                            return;
+                        }
+                        let notification = ResourceUpdatedNotificationParam::new(uri.clone());
+                        if let Err(error) = peer.notify_resource_updated(notification).await {
+                            tracing::debug!(%error, "mcp client is gone; stopping resource updates");
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+        // Subscribing to a resource again replaces the earlier relay, so each update is sent
+        // once.
+        if let Some(earlier) =
+            lock(&self.connection.resource_subscriptions).insert(request.uri, relay)
+        {
+            earlier.abort();
+        }
         Ok(())
     }
 
     async fn unsubscribe(
         &self,
-        _request: UnsubscribeRequestParams,
+        request: UnsubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        // Unsubscribing from something never subscribed to is already done.
+        if let Some(relay) = lock(&self.connection.resource_subscriptions).remove(&request.uri) {
+            relay.abort();
+        }
         Ok(())
     }
 }
@@ -953,11 +1013,11 @@ mod tests {
             .expect("the server introduced itself")
             .capabilities;
         assert!(capabilities.completions.is_some());
-        // Neither is declared: the gateway relays no log messages and no resource updates.
+        // Log messages are not relayed, so logging is not declared; resource updates are.
         assert!(capabilities.logging.is_none());
         assert_eq!(
             capabilities.resources.as_ref().and_then(|r| r.subscribe),
-            None
+            Some(true)
         );
 
         let completion = client
@@ -975,10 +1035,18 @@ mod tests {
             .set_level(SetLevelRequestParams::new(rmcp::model::LoggingLevel::Debug))
             .await
             .unwrap();
-        client
+        // A front end that offers no subscriptions refuses one with "method not found";
+        // unsubscribing from what was never subscribed to is already done.
+        match client
             .subscribe(SubscribeRequestParams::new("test://watched"))
             .await
-            .unwrap();
+            .unwrap_err()
+        {
+            rmcp::ServiceError::McpError(error) => {
+                assert_eq!(error.code, ErrorCode::METHOD_NOT_FOUND, "{error:?}");
+            }
+            other => panic!("not a JSON-RPC error: {other:?}"),
+        }
         client
             .unsubscribe(UnsubscribeRequestParams::new("test://watched"))
             .await
@@ -992,6 +1060,15 @@ mod tests {
             preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
         })
         .await;
+        // Nor does `resources/subscribe`, so its capability is not declared in this era.
+        let capabilities = &client
+            .peer_info()
+            .expect("the server introduced itself")
+            .capabilities;
+        assert_eq!(
+            capabilities.resources.as_ref().and_then(|r| r.subscribe),
+            None
+        );
         let completion = client
             .complete(completion_request())
             .await

@@ -17,7 +17,12 @@ use rmcp::model::{
     GetPromptRequestParams, ListPromptsRequest, ListResourceTemplatesRequest, ListResourcesRequest,
     ListToolsRequest, NumberOrString, PaginatedRequestParams, PingRequest, ProgressToken,
     ReadResourceRequest, ReadResourceRequestParams, RequestId, ServerResult,
+    SubscribeRequestParams, UnsubscribeRequestParams,
 };
+// Upstream sessions are of the `initialize` era, whose resource subscriptions rmcp marks
+// deprecated in favour of the 2026-07-28 era's `subscriptions/listen`.
+#[allow(deprecated)]
+use rmcp::model::{SubscribeRequest, UnsubscribeRequest};
 use rmcp::service::{
     ClientInitializeError, Peer, PeerRequestOptions, QuitReason, RoleClient, ServiceError,
 };
@@ -43,6 +48,32 @@ pub(crate) fn upstream_client_config(name: &str, version: &str) -> ClientConfig 
         rmcp::model::Implementation::new(name.to_owned(), version.to_owned()),
     )
     .with_protocol_version(rmcp::model::ProtocolVersion::LATEST_WITH_INITIALIZE)
+}
+
+/// How many resource updates a slow subscriber may fall behind before it misses some.
+const RESOURCE_UPDATE_CAPACITY: usize = 64;
+
+/// The client side of an upstream session as rmcp runs it: the gateway's `initialize`
+/// information, and the notifications that reach the session's users through it (resource
+/// updates; progress and tool-list changes are taken off the stream before rmcp sees them).
+struct UpstreamClient {
+    config: ClientConfig,
+    resource_updates: tokio::sync::broadcast::Sender<String>,
+}
+
+impl rmcp::ClientHandler for UpstreamClient {
+    fn get_info(&self) -> ClientConfig {
+        self.config.clone()
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        // Nobody subscribed right now means nobody is waiting for it.
+        let _ = self.resource_updates.send(params.uri);
+    }
 }
 
 /// A server that keeps answering with new cursors is cut off after this many pages.
@@ -92,6 +123,9 @@ pub struct RmcpSession {
     request_timeout: Option<Duration>,
     progress_routes: Arc<ProgressRoutes>,
     tool_list_changes: watch::Receiver<u64>,
+    /// What the server announced with `notifications/resources/updated`; dropped with the
+    /// session, which ends every receiver.
+    resource_updates: tokio::sync::broadcast::Sender<String>,
     failure_hint: String,
     shutdown: CancellationToken,
     closed_by_gateway: AtomicBool,
@@ -179,10 +213,15 @@ impl RmcpSession {
             link,
         } = relays;
         let shutdown = CancellationToken::new();
+        let (resource_updates, _) = tokio::sync::broadcast::channel(RESOURCE_UPDATE_CAPACITY);
+        let client = UpstreamClient {
+            config: client_config,
+            resource_updates: resource_updates.clone(),
+        };
         // Boxed as `Send` here, where the types are concrete: left to async-trait's inference,
         // rustc fails to prove rmcp's handshake future `Send` for every lifetime.
         let handshake: Pin<Box<dyn Future<Output = _> + Send>> = Box::pin(
-            rmcp::service::serve_client_with_ct(client_config, transport, shutdown.clone()),
+            rmcp::service::serve_client_with_ct(client, transport, shutdown.clone()),
         );
         let running = handshake.await?;
         let peer = running.peer().clone();
@@ -218,11 +257,23 @@ impl RmcpSession {
             request_timeout,
             progress_routes,
             tool_list_changes,
+            resource_updates,
             failure_hint,
             _shutdown_on_drop: shutdown.clone().drop_guard(),
             shutdown,
             closed_by_gateway: AtomicBool::new(false),
             ended,
+        })
+    }
+
+    /// Whether the server declared `resources.subscribe` in its `initialize` answer.
+    fn offers_subscriptions(&self) -> bool {
+        self.peer.peer_info().is_some_and(|info| {
+            info.capabilities
+                .resources
+                .as_ref()
+                .and_then(|resources| resources.subscribe)
+                == Some(true)
         })
     }
 
@@ -809,6 +860,38 @@ impl McpSession for RmcpSession {
             ServerResult::CompleteResult(result) => result_json("completion/complete", &result),
             _ => Err(wrong_result_type("completion/complete")),
         }
+    }
+
+    // The `initialize` era's subscriptions (see the import).
+    #[allow(deprecated)]
+    async fn subscribe_resource(&self, uri: &str) -> Result<(), SessionError> {
+        if !self.offers_subscriptions() {
+            return Err(SessionError::new(
+                SessionErrorKind::Protocol { code: -32601 },
+                format!("the server offers no resource subscriptions (asked for {uri})"),
+            ));
+        }
+        let request = ClientRequest::SubscribeRequest(SubscribeRequest::new(
+            SubscribeRequestParams::new(uri),
+        ));
+        self.request(request, "resources/subscribe").await.map(drop)
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe_resource(&self, uri: &str) -> Result<(), SessionError> {
+        if !self.offers_subscriptions() {
+            return Ok(());
+        }
+        let request = ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(
+            UnsubscribeRequestParams::new(uri),
+        ));
+        self.request(request, "resources/unsubscribe")
+            .await
+            .map(drop)
+    }
+
+    fn resource_updates(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        Some(self.resource_updates.subscribe())
     }
 
     fn has_ended(&self) -> bool {

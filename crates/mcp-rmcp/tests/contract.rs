@@ -191,10 +191,11 @@ mod remote_launcher {
     mcpgw_testkit::server_launcher_contract_suite!(super::RemoteLaunches::new().await);
 }
 
-/// A server that declares no completions is not asked for any: the session answers an empty
-/// completion itself, where asking would only earn "method not found".
+/// A server that declares no completions or subscriptions is not asked for them: the session
+/// answers an empty completion itself, and refuses a subscription, where asking would only
+/// earn "method not found".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_server_without_completions_is_not_asked_for_them() {
+async fn a_server_without_completions_or_subscriptions_is_not_asked_for_them() {
     let (streams, server) = ScriptedServer::start(ScriptedOptions::default());
     let session = RmcpStdioConnector::default()
         .connect(&server_id(), streams)

@@ -30,6 +30,7 @@ use tokio::task::JoinHandle;
 struct RecordingClient {
     progress: mpsc::UnboundedSender<ProgressNotificationParam>,
     tool_list_changed: mpsc::UnboundedSender<()>,
+    resource_updated: mpsc::UnboundedSender<String>,
 }
 
 impl ClientHandler for RecordingClient {
@@ -52,6 +53,14 @@ impl ClientHandler for RecordingClient {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         let _ = self.tool_list_changed.send(());
     }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let _ = self.resource_updated.send(params.uri);
+    }
 }
 
 struct Connected {
@@ -59,6 +68,7 @@ struct Connected {
     client: RunningService<RoleClient, RecordingClient>,
     progress: mpsc::UnboundedReceiver<ProgressNotificationParam>,
     tool_list_changed: mpsc::UnboundedReceiver<()>,
+    resource_updated: mpsc::UnboundedReceiver<String>,
     server: JoinHandle<Result<(), DownstreamError>>,
 }
 
@@ -73,9 +83,11 @@ async fn connect(lifecycle: ClientLifecycleMode) -> Connected {
     let server = tokio::spawn(serve_connection(server, server_reader, server_writer));
     let (progress_sender, progress) = mpsc::unbounded_channel();
     let (changed_sender, tool_list_changed) = mpsc::unbounded_channel();
+    let (updated_sender, resource_updated) = mpsc::unbounded_channel();
     let client = RecordingClient {
         progress: progress_sender,
         tool_list_changed: changed_sender,
+        resource_updated: updated_sender,
     };
     let client = tokio::time::timeout(
         DEADLINE,
@@ -89,6 +101,7 @@ async fn connect(lifecycle: ClientLifecycleMode) -> Connected {
         client,
         progress,
         tool_list_changed,
+        resource_updated,
         server,
     }
 }
@@ -311,6 +324,68 @@ async fn a_changed_tool_list_is_announced_and_listed() {
         "second tools/list_changed",
     )
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(deprecated)] // the `initialize` era's subscriptions, which this test is about
+async fn a_subscribed_resource_announces_its_updates_until_unsubscribed() {
+    let mut connected = connect_legacy().await;
+    let subscribe = rmcp::model::SubscribeRequestParams::new("file:///a.txt");
+    connected.client.subscribe(subscribe).await.unwrap();
+    assert_eq!(connected.frontend.subscriptions(), 1);
+    // Another resource's update is not this subscription's.
+    let updates = &connected.frontend.resource_updates;
+    updates.send("file:///other.txt".to_owned()).unwrap();
+    updates.send("file:///a.txt".to_owned()).unwrap();
+    assert_eq!(
+        next(&mut connected.resource_updated, "the update").await,
+        "file:///a.txt"
+    );
+    // Subscribing again replaces the relay: one update, one notification.
+    let again = rmcp::model::SubscribeRequestParams::new("file:///a.txt");
+    connected.client.subscribe(again).await.unwrap();
+    let deadline = Instant::now() + DEADLINE;
+    while connected.frontend.subscriptions() != 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the earlier subscription was not let go"
+        );
+        tokio::task::yield_now().await;
+    }
+    updates.send("file:///a.txt".to_owned()).unwrap();
+    next(
+        &mut connected.resource_updated,
+        "the update after subscribing again",
+    )
+    .await;
+    let unsubscribe = rmcp::model::UnsubscribeRequestParams::new("file:///a.txt");
+    connected.client.unsubscribe(unsubscribe).await.unwrap();
+    while connected.frontend.subscriptions() != 0 {
+        assert!(
+            Instant::now() < deadline,
+            "unsubscribing did not end the subscription"
+        );
+        tokio::task::yield_now().await;
+    }
+    let _ = updates.send("file:///a.txt".to_owned());
+    // Bad input: a resource nobody has is refused with its URI, and makes no subscription.
+    let refused = connected
+        .client
+        .subscribe(rmcp::model::SubscribeRequestParams::new("file:///nowhere"))
+        .await
+        .unwrap_err();
+    match refused {
+        ServiceError::McpError(error) => {
+            assert_eq!(error.code, ErrorCode::RESOURCE_NOT_FOUND, "{error:?}");
+            assert!(error.message.contains("file:///nowhere"), "{error:?}");
+        }
+        other => panic!("not a JSON-RPC error: {other:?}"),
+    }
+    assert_eq!(connected.frontend.subscriptions(), 0);
+    assert!(
+        connected.resource_updated.try_recv().is_err(),
+        "an update arrived after unsubscribing"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -493,6 +493,32 @@ async fn delay_ms_slows_every_call() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_brings_the_servers_resource_updates() {
+    let (_process, session) = connect(&[]).await;
+    // Taken before subscribing, so that the announcement that follows cannot be missed.
+    let mut updates = session
+        .resource_updates()
+        .expect("the session tells of updates");
+    within(session.subscribe_resource("fixture://readme"))
+        .await
+        .unwrap();
+    assert_eq!(within(updates.recv()).await.unwrap(), "fixture://readme");
+    within(session.unsubscribe_resource("fixture://readme"))
+        .await
+        .unwrap();
+    // The announcements end with the session.
+    session.close().await;
+    drop(session);
+    assert!(
+        matches!(
+            within(updates.recv()).await,
+            Err(tokio::sync::broadcast::error::RecvError::Closed)
+        ),
+        "the receiver ends with the session"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn completions_pass_through_to_a_server_that_offers_them() {
     let (_process, session) = connect(&[]).await;
     let prompt = json!({

@@ -21,7 +21,9 @@
 //! - `changes` moves when the tool list changes;
 //! - `complete` refuses a reference to a prompt or template nobody lists (as
 //!   [`FrontendErrorKind::UnknownName`], naming it) and one of no known type, and refuses an
-//!   outsider as it refuses an unknown reference.
+//!   outsider as it refuses an unknown reference;
+//! - `subscribe_resource` of a resource nobody serves is
+//!   [`FrontendErrorKind::UnknownName`], naming it, for every caller.
 
 use std::sync::Arc;
 
@@ -76,6 +78,10 @@ macro_rules! mcp_frontend_contract_suite {
         $crate::__mcp_frontend_contract_case!(
             $make_fixture,
             a_completion_of_nothing_listed_is_refused
+        );
+        $crate::__mcp_frontend_contract_case!(
+            $make_fixture,
+            a_subscription_to_nothing_served_is_refused
         );
     };
 }
@@ -287,5 +293,21 @@ pub async fn a_completion_of_nothing_listed_is_refused(fixture: &dyn McpFrontend
             matches!(&refused, Err(error) if error.kind == FrontendErrorKind::UnknownName),
             "{refused:?}"
         );
+    }
+}
+
+pub async fn a_subscription_to_nothing_served_is_refused(fixture: &dyn McpFrontendFixture) {
+    let frontend = fixture.frontend();
+    // Bad input: a URI no server lists, from the caller and from an outsider.
+    let uri = "nowhere://contract/resource";
+    let callers = std::iter::once(fixture.caller()).chain(fixture.outsider());
+    for caller in callers {
+        match within("subscribing", frontend.subscribe_resource(&caller, uri)).await {
+            Err(error) => {
+                assert_eq!(error.kind, FrontendErrorKind::UnknownName, "{caller:?}");
+                assert!(error.message.contains(uri), "{caller:?}: {}", error.message);
+            }
+            Ok(subscription) => panic!("{caller:?} subscribed to {subscription:?}"),
+        }
     }
 }

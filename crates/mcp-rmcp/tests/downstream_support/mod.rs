@@ -44,6 +44,10 @@ pub struct FakeFrontend {
     pub slow_call_started: watch::Sender<bool>,
     /// The principal of every call, in order.
     pub call_principals: Mutex<Vec<Option<String>>>,
+    /// What the test announces as updated resources, to every subscription.
+    pub resource_updates: tokio::sync::broadcast::Sender<String>,
+    /// One per subscription alive (handed out and not yet dropped).
+    pub live_subscriptions: Arc<()>,
 }
 
 impl FakeFrontend {
@@ -64,7 +68,14 @@ impl FakeFrontend {
             slow_call_cancelled: watch::channel(false).0,
             slow_call_started: watch::channel(false).0,
             call_principals: Mutex::new(Vec::new()),
+            resource_updates: tokio::sync::broadcast::channel(16).0,
+            live_subscriptions: Arc::new(()),
         })
+    }
+
+    /// How many subscriptions are alive.
+    pub fn subscriptions(&self) -> usize {
+        Arc::strong_count(&self.live_subscriptions) - 1
     }
 
     /// Adds a tool and moves the change counter, as the catalogue does.
@@ -246,5 +257,20 @@ impl McpFrontend for FakeFrontend {
             return Err(FrontendError::unknown("resource", uri));
         }
         Ok(json!({"contents": [{"uri": uri, "mimeType": "text/plain", "text": "A"}]}))
+    }
+
+    async fn subscribe_resource(
+        &self,
+        _caller: &Caller,
+        uri: &str,
+    ) -> Result<mcpgw_core::ResourceSubscription, FrontendError> {
+        if uri != "file:///a.txt" {
+            return Err(FrontendError::unknown("resource", uri));
+        }
+        Ok(mcpgw_core::ResourceSubscription::new(
+            uri,
+            self.resource_updates.subscribe(),
+            Arc::clone(&self.live_subscriptions),
+        ))
     }
 }
