@@ -112,6 +112,15 @@ impl AuthorizedFrontend {
         ))
     }
 
+    /// Whether `caller` may get prompts and read, follow and complete resources: the rule of
+    /// `tool:invoke`, when authorization is enforced.
+    async fn may_use_prompts_and_resources(&self, caller: &Caller) -> bool {
+        !self.enforced()
+            || self
+                .may(identity_of(caller).as_ref(), Permission::ToolInvoke)
+                .await
+    }
+
     fn enforced(&self) -> bool {
         self.auth.is_enabled()
     }
@@ -258,11 +267,7 @@ impl McpFrontend for AuthorizedFrontend {
         name: &str,
         arguments: Option<Map<String, Value>>,
     ) -> Result<Value, FrontendError> {
-        if self.enforced()
-            && !self
-                .may(identity_of(caller).as_ref(), Permission::ToolInvoke)
-                .await
-        {
+        if !self.may_use_prompts_and_resources(caller).await {
             return Err(FrontendError::unknown("prompt", name));
         }
         self.catalog.get_prompt(caller, name, arguments).await
@@ -283,11 +288,7 @@ impl McpFrontend for AuthorizedFrontend {
     }
 
     async fn read_resource(&self, caller: &Caller, uri: &str) -> Result<Value, FrontendError> {
-        if self.enforced()
-            && !self
-                .may(identity_of(caller).as_ref(), Permission::ToolInvoke)
-                .await
-        {
+        if !self.may_use_prompts_and_resources(caller).await {
             return Err(FrontendError::unknown("resource", uri));
         }
         self.catalog.read_resource(caller, uri).await
@@ -296,11 +297,7 @@ impl McpFrontend for AuthorizedFrontend {
     async fn complete(&self, caller: &Caller, params: Value) -> Result<Value, FrontendError> {
         // Completing a prompt's or template's argument is part of using it: the same rule as
         // getting the prompt or reading the resource.
-        if self.enforced()
-            && !self
-                .may(identity_of(caller).as_ref(), Permission::ToolInvoke)
-                .await
-        {
+        if !self.may_use_prompts_and_resources(caller).await {
             let name = params
                 .pointer("/ref/name")
                 .or_else(|| params.pointer("/ref/uri"))
@@ -318,11 +315,7 @@ impl McpFrontend for AuthorizedFrontend {
         uri: &str,
     ) -> Result<mcpgw_core::ResourceSubscription, FrontendError> {
         // Following a resource's changes is reading it: the same rule as `resources/read`.
-        if self.enforced()
-            && !self
-                .may(identity_of(caller).as_ref(), Permission::ToolInvoke)
-                .await
-        {
+        if !self.may_use_prompts_and_resources(caller).await {
             return Err(FrontendError::unknown("resource", uri));
         }
         self.catalog.subscribe_resource(caller, uri).await

@@ -491,23 +491,25 @@ impl ToolCatalog {
 
     /// The first running server (in id order) with a resource template that `uri` matches.
     async fn template_owner(&self, uri: &str) -> Option<ServerId> {
+        self.first_template_server(|pattern| uri_matches_template(uri, pattern))
+            .await
+    }
+
+    /// The first running server (in id order) that lists a resource template whose
+    /// `uriTemplate` satisfies `wanted`.
+    async fn first_template_server(&self, wanted: impl Fn(&str) -> bool) -> Option<ServerId> {
         let listed = self
             .ask_running_servers(|session| {
                 Box::pin(async move { session.list_resource_templates().await })
             })
             .await;
-        for (id, templates) in listed {
-            let matches = templates.iter().any(|template| {
-                template
-                    .get("uriTemplate")
-                    .and_then(Value::as_str)
-                    .is_some_and(|pattern| uri_matches_template(uri, pattern))
-            });
-            if matches {
-                return Some(id);
-            }
-        }
-        None
+        listed.into_iter().find_map(|(id, templates)| {
+            templates
+                .iter()
+                .filter_map(|template| template.get("uriTemplate").and_then(Value::as_str))
+                .any(&wanted)
+                .then_some(id)
+        })
     }
 
     /// The server and its own name of the prompt listed as `name`: from the routes of the
@@ -537,24 +539,6 @@ impl ToolCatalog {
             Some((server, prompt)) => Ok((server, prompt.to_owned())),
             None => Err(FrontendError::unknown("prompt", name)),
         }
-    }
-
-    /// The first running server (in id order) that lists a resource template of exactly
-    /// `uri_template`.
-    async fn template_lister(&self, uri_template: &str) -> Option<ServerId> {
-        let listed = self
-            .ask_running_servers(|session| {
-                Box::pin(async move { session.list_resource_templates().await })
-            })
-            .await;
-        listed.into_iter().find_map(|(id, templates)| {
-            templates
-                .iter()
-                .any(|template| {
-                    template.get("uriTemplate").and_then(Value::as_str) == Some(uri_template)
-                })
-                .then_some(id)
-        })
     }
 
     /// The server that serves `uri`: the one that listed it last, else (listing again) the
@@ -934,7 +918,7 @@ impl ToolCatalog {
             Some("ref/resource") => {
                 let uri = text("uri").ok_or_else(|| invalid_reference("`ref.uri`"))?;
                 let server = self
-                    .template_lister(&uri)
+                    .first_template_server(|pattern| pattern == uri)
                     .await
                     .ok_or_else(|| FrontendError::unknown("resource template", &uri))?;
                 (server, uri, "resource template")
