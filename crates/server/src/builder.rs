@@ -69,7 +69,7 @@ pub struct GatewayBuilder {
     event_log: Option<Arc<dyn EventLog>>,
     launcher: Option<Arc<dyn ServerLauncher>>,
     rate_limiter: Option<Arc<dyn RateLimiter>>,
-    discovery_sources: Option<Arc<dyn DiscoverySourceFactory>>,
+    discovery_sources: Arc<dyn DiscoverySourceFactory>,
     launch_modes: Vec<(LaunchMode, Arc<dyn ServerLauncher>)>,
     token_verifier: Option<Arc<dyn TokenVerifier>>,
     policy_decider: Option<Arc<dyn PolicyDecider>>,
@@ -105,7 +105,7 @@ impl GatewayBuilder {
             event_log: None,
             launcher: None,
             rate_limiter: None,
-            discovery_sources: None,
+            discovery_sources: Arc::new(default_discovery_sources()),
             launch_modes: Vec::new(),
             token_verifier: None,
             policy_decider: None,
@@ -146,20 +146,12 @@ impl GatewayBuilder {
             .iter()
             .map(|(mode, _)| mode.clone())
             .collect();
-        let (config, text) = match &self.discovery_sources {
-            Some(sources) => crate::config_file::read_config_file(
-                &path,
-                &self.environment,
-                sources.as_ref(),
-                &modes,
-            ),
-            None => crate::config_file::read_config_file(
-                &path,
-                &self.environment,
-                &default_discovery_sources(),
-                &modes,
-            ),
-        }
+        let (config, text) = crate::config_file::read_config_file(
+            &path,
+            &self.environment,
+            self.discovery_sources.as_ref(),
+            &modes,
+        )
         .map_err(|error| StartError::new(format!("the gateway cannot start: {error}")))?;
         let mut builder = Self { config, ..self }.config_file(path);
         builder.config_text = Some(text);
@@ -259,7 +251,7 @@ impl GatewayBuilder {
     /// configuration file ([`GatewayBuilder::read_config_file`], called after this), reloads
     /// and sources added over the API accept the factory's types.
     pub fn with_discovery_sources(mut self, sources: Arc<dyn DiscoverySourceFactory>) -> Self {
-        self.discovery_sources = Some(sources);
+        self.discovery_sources = sources;
         self
     }
 
@@ -278,14 +270,9 @@ impl GatewayBuilder {
     /// modes registered so far.
     pub fn parse_options(&self) -> mcpgw_config::ParseOptions {
         let modes = self.launch_modes.iter().map(|(mode, _)| mode.clone());
-        match &self.discovery_sources {
-            Some(sources) => {
-                mcpgw_config::ParseOptions::with_discovery_source_types(sources.source_types())
-            }
-            None => mcpgw_config::ParseOptions::with_discovery_source_types(
-                default_discovery_sources().source_types(),
-            ),
-        }
+        mcpgw_config::ParseOptions::with_discovery_source_types(
+            self.discovery_sources.source_types(),
+        )
         .with_launch_modes(modes)
     }
 
@@ -481,9 +468,7 @@ impl GatewayBuilder {
         .with_call_stats(call_stats)
         .with_frontend(frontend.clone())
         .with_groups(groups.clone());
-        let sources = self
-            .discovery_sources
-            .unwrap_or_else(|| Arc::new(default_discovery_sources()));
+        let sources = self.discovery_sources;
         // Without a `discovery` block there is no discovery at all (its API answers 404).
         let discovery = match &config.discovery {
             None => None,
