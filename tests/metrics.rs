@@ -495,8 +495,10 @@ fn discovery_scans_and_candidates_are_counted() {
         scraped.value(CANDIDATES, &[("state", "pending")]) == 1.0
             && scraped.value(CANDIDATES, &[("state", "quarantined")]) == 1.0
             && scraped.value(SCANS, &[("source_id", "gone"), ("result", "failure")]) >= 1.0
+            // A scan is counted when it has finished, which is after the candidates it found
+            // were recorded: wait for that too.
+            && scraped.value(SCANS, &[("source_id", "files"), ("result", "success")]) >= 1.0
     });
-    assert!(scraped.present(SCANS, &[("source_id", "files"), ("result", "success")]) >= 1.0);
     assert_eq!(
         scraped.value(SCANS, &[("source_id", "gone"), ("result", "success")]),
         0.0
