@@ -309,6 +309,14 @@ impl McpFrontend for AuthorizedFrontend {
         self.catalog.complete(caller, params).await
     }
 
+    async fn set_logging_level(&self, caller: &Caller, level: &str) {
+        // Only a caller who may see the catalogue changes how its servers log.
+        if self.enforced() && !self.may_list(identity_of(caller).as_ref()) {
+            return;
+        }
+        self.catalog.set_logging_level(caller, level).await;
+    }
+
     async fn subscribe_resource(
         &self,
         caller: &Caller,

@@ -98,6 +98,29 @@ pub struct ToolCatalog {
     /// How many callers subscribe to each (server, resource URI): the server is told to stop
     /// announcing a resource once the last of them is gone.
     resource_subscribers: Arc<std::sync::Mutex<HashMap<(ServerId, String), usize>>>,
+    /// The most verbose log level any client asked for.
+    log_levels: LogLevels,
+}
+
+/// The most verbose `logging/setLevel` level asked for so far.
+#[derive(Debug, Default)]
+struct LogLevels {
+    most_verbose: std::sync::Mutex<Option<usize>>,
+}
+
+impl LogLevels {
+    /// Records a level asked for; answers the level upstreams should log at (the most verbose
+    /// asked for so far), or `None` for a name that is not a level.
+    fn ask(&self, level: &str) -> Option<&'static str> {
+        let asked = mcpgw_core::log_severity(level)?;
+        let mut most_verbose = self
+            .most_verbose
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let level = most_verbose.map_or(asked, |current| current.min(asked));
+        *most_verbose = Some(level);
+        Some(mcpgw_core::LOG_LEVELS[level])
+    }
 }
 
 impl std::fmt::Debug for ToolCatalog {
@@ -149,6 +172,7 @@ impl ToolCatalog {
             probes_pending: watch::channel(0).0,
             probing: std::sync::atomic::AtomicBool::new(true),
             resource_subscribers: Arc::default(),
+            log_levels: LogLevels::default(),
         })
     }
 
@@ -808,6 +832,22 @@ impl McpFrontend for ToolCatalog {
 
     async fn complete(&self, caller: &Caller, params: Value) -> Result<Value, FrontendError> {
         self.route_completion(caller, params).await
+    }
+
+    async fn set_logging_level(&self, _caller: &Caller, level: &str) {
+        // Upstream sessions are shared by every client, each of which gets only the levels it
+        // asked for (the front end filters): the upstream logs at the most verbose level any
+        // client asked for.
+        let Some(level) = self.log_levels.ask(level) else {
+            return;
+        };
+        self.ask_running_servers(|session| {
+            Box::pin(async move {
+                session.set_logging_level(level).await?;
+                Ok(Vec::new())
+            })
+        })
+        .await;
     }
 
     async fn subscribe_resource(

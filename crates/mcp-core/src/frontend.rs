@@ -149,6 +149,14 @@ pub trait McpFrontend: Send + Sync {
         Ok(empty_completion())
     }
 
+    /// `logging/setLevel` from a client: the servers it may use are asked to log at `level`
+    /// (an RFC 5424 name: `debug`, `info`, ...) or more verbosely. Their log messages reach a
+    /// client through the relay of its calls (see [`crate::relay`]), which filters by each
+    /// client's own level. This default asks nobody.
+    async fn set_logging_level(&self, caller: &Caller, level: &str) {
+        let _ = (caller, level);
+    }
+
     /// `resources/subscribe`: the updates of `uri` that the server owning it announces, until
     /// the subscription is dropped (which unsubscribes). A resource the caller may not read is
     /// [`FrontendErrorKind::UnknownName`]; one whose server offers no subscriptions is

@@ -68,6 +68,7 @@ pub mod launch_mode;
 pub mod logs;
 pub mod manager;
 pub mod ports;
+pub mod relay;
 pub mod spec;
 pub mod state;
 pub mod suggest;
@@ -97,6 +98,10 @@ pub use ports::{
     ByteStreams, ExitStatusInfo, LaunchError, LaunchedServer, McpSession, ProcessControl,
     ProcessSpawner, RepositoryError, ServerLauncher, ServerOutput, ServerRepository, SessionError,
     SessionErrorKind, SpawnedProcess, StdioConnector, StoredToolList, TaskSpawner, ToolListStore,
+};
+pub use relay::{
+    CallTicket, ClientRelay, LOG_LEVELS, RelayCapabilities, RelayError, RelayRoutes, RelaySession,
+    Relayed, Route, log_severity,
 };
 pub use spec::{ContainerCli, ContainerEngine, CustomLaunch, LaunchSpec, ServerOrigin, ServerSpec};
 pub use state::{ServerState, TransitionError};

@@ -182,6 +182,14 @@ pub trait McpSession: Send + Sync {
         Ok(crate::frontend::empty_completion())
     }
 
+    /// `logging/setLevel`: asks the server to send log messages at `level` (an RFC 5424 name)
+    /// and above. A server that does not declare the `logging` capability is not asked, as in
+    /// this default.
+    async fn set_logging_level(&self, level: &str) -> Result<(), SessionError> {
+        let _ = level;
+        Ok(())
+    }
+
     /// `resources/subscribe`: asks the server to announce each change of `uri`; the
     /// announcements arrive on [`McpSession::resource_updates`]. A server that offers no
     /// subscriptions is refused with [`SessionErrorKind::Protocol`] -32601 without being

@@ -80,12 +80,16 @@ pub struct ProgressUpdate {
 
 pub type ProgressHandler = Arc<dyn Fn(ProgressUpdate) + Send + Sync>;
 
-/// Per-call context: cancellation from the caller, where progress goes, and who is calling.
+/// Per-call context: cancellation from the caller, where progress goes, who is calling, and
+/// the way back to the caller for what the server sends it mid-call.
 #[derive(Clone, Default)]
 pub struct CallContext {
     pub cancellation: CancellationToken,
     pub progress: Option<ProgressHandler>,
     pub principal: Option<String>,
+    /// Where the server's requests and log messages during this call go (see
+    /// [`crate::relay`]); `None` for a caller that can be sent nothing.
+    pub relay: Option<crate::relay::ClientRelay>,
 }
 
 impl std::fmt::Debug for CallContext {
@@ -94,6 +98,7 @@ impl std::fmt::Debug for CallContext {
             .field("cancelled", &self.cancellation.is_cancelled())
             .field("progress", &self.progress.is_some())
             .field("principal", &self.principal)
+            .field("relay", &self.relay)
             .finish()
     }
 }

@@ -64,6 +64,10 @@ struct TrackedSession {
     last_seen_ms: AtomicU64,
     /// Calls answered here and still running, by their JSON-RPC id (as canonical JSON).
     in_flight: Mutex<HashMap<String, CancellationToken>>,
+    /// Whether the client can be sent something mid-call (it declared capabilities to answer
+    /// server requests, or asked for log messages): its calls need an SSE stream, so they go
+    /// to rmcp.
+    relays: std::sync::atomic::AtomicBool,
 }
 
 impl TrackedSession {
@@ -229,10 +233,13 @@ impl DirectCalls {
     }
 
     /// Called with every answer rmcp gave: keeps the session table in step with rmcp's.
+    /// `posted` is the body of a POST, which says whether the session's client can be sent
+    /// anything mid-call.
     pub(crate) fn after_forwarded(
         &self,
         method: &http::Method,
         request_session: Option<&str>,
+        posted: Option<&[u8]>,
         response: &http::Response<McpHttpBody>,
     ) {
         let answered_session = response
@@ -246,7 +253,10 @@ impl DirectCalls {
         if ended || status == http::StatusCode::NOT_FOUND {
             self.forget(session);
         } else if status.is_success() {
-            self.touch(session);
+            let tracked = self.touch(session);
+            if posted.is_some_and(wants_relays) {
+                tracked.relays.store(true, Ordering::Relaxed);
+            }
         }
     }
 
@@ -323,6 +333,13 @@ impl DirectCalls {
                 {
                     return None;
                 }
+                if self
+                    .read_tracked()
+                    .get(session)
+                    .is_some_and(|tracked| tracked.relays.load(Ordering::Relaxed))
+                {
+                    return None;
+                }
                 if !self.session_exists(session).await {
                     return None;
                 }
@@ -387,6 +404,8 @@ impl DirectCalls {
             cancellation: token,
             progress: None,
             principal: caller.principal.clone(),
+            // Sessions whose clients can be sent anything mid-call are not served here.
+            relay: None,
         };
         // The call runs in its own task: when the client hangs up, this future is dropped and
         // the guard cancels the token, and the call still sees the cancellation and passes it
@@ -449,6 +468,32 @@ fn reply(
             };
             json_response(serde_json::to_vec(&fallback).unwrap_or_default())
         }
+    }
+}
+
+/// Whether a request makes its session one whose calls may carry relayed messages: an
+/// `initialize` that declares capabilities for server requests, or `logging/setLevel`.
+fn wants_relays(body: &[u8]) -> bool {
+    #[derive(Deserialize)]
+    struct Posted {
+        #[serde(default)]
+        method: Option<String>,
+        #[serde(default)]
+        params: Option<Value>,
+    }
+    let Ok(posted) = serde_json::from_slice::<Posted>(body) else {
+        return false;
+    };
+    match posted.method.as_deref() {
+        Some("logging/setLevel") => true,
+        Some("initialize") => posted
+            .params
+            .as_ref()
+            .and_then(|params| params.get("capabilities"))
+            .is_some_and(|declared| {
+                mcpgw_core::RelayCapabilities::from_client_capabilities(declared).answers_requests()
+            }),
+        _ => false,
     }
 }
 

@@ -203,12 +203,17 @@ pub fn streamable_http_handler(
                 None => response,
             };
             if response.status() == http::StatusCode::UNSUPPORTED_MEDIA_TYPE
-                && let Some(body) = posted_json
-                && let Some(malformed) = Malformed::diagnose(&body)
+                && let Some(body) = &posted_json
+                && let Some(malformed) = Malformed::diagnose(body)
             {
                 return malformed.into_response();
             }
-            direct.after_forwarded(&method, session.as_deref(), &response);
+            direct.after_forwarded(
+                &method,
+                session.as_deref(),
+                posted_json.as_deref(),
+                &response,
+            );
             response
         })
     })

@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::Poll;
 
-use mcpgw_core::{ServerId, ServerOutput};
+use mcpgw_core::{RelayRoutes, ServerId, ServerOutput};
 use rmcp::RoleClient;
 use rmcp::model::ProgressNotificationParam;
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
@@ -44,6 +44,7 @@ use tokio::runtime::{Handle, Id as RuntimeId};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::progress::ProgressRoutes;
+use crate::session::relay_log_message;
 
 /// The first id of the link's own requests. rmcp numbers its requests with a 32-bit counter, so
 /// ids from 2^32 never meet one of its; they stay exact in JavaScript's numbers (below 2^53).
@@ -74,6 +75,8 @@ pub(crate) struct StdioLink {
     waiters: Mutex<Waiters>,
     next_id: AtomicI64,
     progress: Arc<ProgressRoutes>,
+    /// Where log messages go: to the calling client, before the answer that follows them.
+    relay_routes: Arc<RelayRoutes>,
     tool_list_changes: watch::Sender<u64>,
     place: Mutex<ReaderPlace>,
     /// Where the reader goes when the runtime it runs on shuts down: the runtime that made the
@@ -119,6 +122,7 @@ impl StdioLink {
         to_server: Writer,
         from_server: ServerOutput,
         progress: Arc<ProgressRoutes>,
+        relay_routes: Arc<RelayRoutes>,
         tool_list_changes: watch::Sender<u64>,
     ) -> (Arc<Self>, LinkTransport) {
         let home = Handle::current();
@@ -129,6 +133,7 @@ impl StdioLink {
             waiters: Mutex::new(HashMap::new()),
             next_id: AtomicI64::new(DIRECT_ID_BASE),
             progress,
+            relay_routes,
             tool_list_changes,
             place: Mutex::new(ReaderPlace::default()),
             home: home.clone(),
@@ -341,6 +346,14 @@ impl StdioLink {
                         tracing::debug!(server = %self.server_id, "ignoring a malformed progress notification");
                     }
                 }
+                return;
+            }
+            Some("notifications/message") => {
+                let params = match message {
+                    Value::Object(mut message) => message.remove("params").unwrap_or_default(),
+                    _ => Value::Null,
+                };
+                relay_log_message(&self.relay_routes, params, None);
                 return;
             }
             Some("notifications/tools/list_changed") => {
@@ -709,6 +722,7 @@ mod tests {
             Box::pin(to_server),
             ServerOutput::Pipe(OwnedFd::from(stdout_reader)),
             Arc::clone(&progress),
+            Arc::new(RelayRoutes::new(true)),
             changes,
         );
         Opened {

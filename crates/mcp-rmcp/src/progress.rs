@@ -10,13 +10,15 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use mcpgw_core::ProgressUpdate;
 use mcpgw_core::tool::ProgressHandler;
+use mcpgw_core::{ProgressUpdate, RelayRoutes};
 use rmcp::RoleClient;
 use rmcp::model::{JsonRpcMessage, ProgressNotificationParam, ProgressToken, ServerNotification};
-use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::service::{InboundStreamOrigin, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use tokio::sync::watch;
+
+use crate::session::{origin_key, relay_log_message};
 
 /// Progress that arrived before its request's handler was registered is kept this long (in
 /// notifications, across all tokens), because rmcp only reveals a request's progress token once
@@ -106,6 +108,7 @@ impl Drop for ProgressRegistration {
 pub(crate) struct NotificationRelayTransport<T> {
     inner: T,
     routes: Arc<ProgressRoutes>,
+    relay_routes: Arc<RelayRoutes>,
     tool_list_changes: watch::Sender<u64>,
 }
 
@@ -113,11 +116,13 @@ impl<T> NotificationRelayTransport<T> {
     pub(crate) fn new(
         inner: T,
         routes: Arc<ProgressRoutes>,
+        relay_routes: Arc<RelayRoutes>,
         tool_list_changes: watch::Sender<u64>,
     ) -> Self {
         Self {
             inner,
             routes,
+            relay_routes,
             tool_list_changes,
         }
     }
@@ -144,6 +149,17 @@ where
                 JsonRpcMessage::Notification(notification) => match notification.notification {
                     ServerNotification::ProgressNotification(progress) => {
                         self.routes.deliver(progress.params);
+                    }
+                    // Log messages go to the calling client in order with the call's answer,
+                    // like progress.
+                    ServerNotification::LoggingMessageNotification(log) => {
+                        let origin = match log.extensions.get::<InboundStreamOrigin>() {
+                            Some(InboundStreamOrigin::OutboundRequest(id)) => Some(origin_key(id)),
+                            _ => None,
+                        };
+                        if let Ok(params) = serde_json::to_value(&log.params) {
+                            relay_log_message(&self.relay_routes, params, origin.as_deref());
+                        }
                     }
                     other => {
                         if matches!(other, ServerNotification::ToolListChangedNotification(_)) {

@@ -24,15 +24,22 @@
 //! - `completion/complete` goes to the front end, which routes it to the server owning the
 //!   prompt or resource template; one that offers no completions answers an empty completion
 //!   (`values: []`, `total: 0`, `hasMore: false`), as the spec allows.
-//! - `logging/setLevel` (the `initialize` era) is accepted and answers `{}`. The gateway relays
-//!   no upstream log messages (the session port has no channel for them), so it sends none at
-//!   any level, and it does not declare the `logging` capability.
+//! - `logging/setLevel` (the `initialize` era) is remembered for the connection and passed on
+//!   through the front end to the servers the client may use; their log messages come back
+//!   during the client's calls (see below), those below the client's level left out.
 //! - `resources/subscribe` (the `initialize` era) goes to the front end, which subscribes at
 //!   the server that owns the resource; its `notifications/resources/updated` come back on the
 //!   session's stream until `resources/unsubscribe` or the end of the session. A server that
 //!   offers no subscriptions answers -32601.
 //! - In the 2026-07-28 era these three methods do not exist: they answer -32601 (HTTP 404),
 //!   as rmcp answers for the other removed methods.
+//!
+//! What a server sends its client during a call (`sampling/createMessage`, `elicitation/
+//! create`, `roots/list`, `notifications/message`) reaches an `initialize`-era client through
+//! the call's [`ClientRelay`]: the handler drains it while the call runs and sends each message
+//! from the call's own task, so requests ride the call's SSE stream and everything arrives
+//! before the call's answer. A request for a capability the client did not declare is refused
+//! to the server with -32601 without asking the client.
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -41,8 +48,9 @@ use std::sync::{Arc, Mutex};
 
 use mcpgw_core::tool::ProgressHandler;
 use mcpgw_core::{
-    CallContext, Caller, ErrorKind, FrontendError, FrontendErrorKind, McpFrontend, ProgressUpdate,
-    Tool, ToolCallOutcome,
+    CallContext, Caller, ClientRelay, ErrorKind, FrontendError, FrontendErrorKind, McpFrontend,
+    ProgressUpdate, RelayCapabilities, RelayError, RelaySession, Relayed, Tool, ToolCallOutcome,
+    log_severity,
 };
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
@@ -55,11 +63,12 @@ use rmcp::model::{
 };
 // The `initialize` era's logging, which rmcp marks deprecated (SEP-2577), is still part of the
 // protocol the gateway serves to those clients.
+use rmcp::model::{ClientResult, ServerNotification, ServerRequest};
 #[allow(deprecated)]
 use rmcp::model::{SetLevelRequestMethod, SetLevelRequestParams};
 use rmcp::service::{
-    NotificationContext, Peer, RequestContext, RoleServer, ServerInitializeError,
-    SubscriptionContext,
+    NotificationContext, Peer, PeerRequestOptions, RequestContext, RoleServer,
+    ServerInitializeError, ServiceError, SubscriptionContext,
 };
 use rmcp::{ServerHandler, ServiceExt};
 use serde_json::Value;
@@ -215,6 +224,11 @@ struct ConnectionLifetime {
     /// The task relaying each subscribed resource's updates to the client, by URI; each ends
     /// on unsubscribe, or with the connection.
     resource_subscriptions: Mutex<std::collections::HashMap<String, tokio::task::JoinHandle<()>>>,
+    /// Who this connection is to the upstream sessions that relay to it.
+    relay_session: RelaySession,
+    /// The level the client asked for with `logging/setLevel`; log messages below it are not
+    /// relayed.
+    log_level: Mutex<Option<usize>>,
     _end_on_drop: DropGuard,
 }
 
@@ -228,6 +242,8 @@ impl ConnectionLifetime {
             change_watcher_started: AtomicBool::new(false),
             changes_since_listen_accepted: Mutex::new(VecDeque::new()),
             resource_subscriptions: Mutex::default(),
+            relay_session: RelaySession::new(),
+            log_level: Mutex::new(None),
         })
     }
 }
@@ -272,6 +288,28 @@ impl GatewayMcpServer {
 
     fn frontend(&self) -> &dyn McpFrontend {
         self.shared.frontend.as_ref()
+    }
+
+    /// The way back to the client for one call: `initialize`-era clients only, with the
+    /// capabilities they declared. 2026-07-28 clients are stateless: a server cannot send them
+    /// requests mid-call.
+    fn relay_for(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Option<(ClientRelay, mpsc::UnboundedReceiver<Relayed>)> {
+        if !uses_initialize_era(context) {
+            return None;
+        }
+        let capabilities = context
+            .peer
+            .peer_info()
+            .and_then(|info| serde_json::to_value(&info.capabilities).ok())
+            .map(|declared| RelayCapabilities::from_client_capabilities(&declared))
+            .unwrap_or_default();
+        Some(ClientRelay::channel(
+            self.connection.relay_session,
+            capabilities,
+        ))
     }
 
     fn page_size(&self) -> usize {
@@ -437,13 +475,17 @@ fn call_tool_result(outcome: ToolCallOutcome) -> Result<CallToolResult, ErrorDat
     Ok(result)
 }
 
-/// Runs `call` while relaying the progress it reports to the client, in order, and before the
-/// answer: progress is sent from this task, so the answer cannot overtake it.
-async fn call_relaying_progress<F>(
+/// Runs `call` while relaying to the client, in order and before the answer, the progress it
+/// reports and what its server sends the client mid-call (log messages, requests): all of it is
+/// sent from this task, so the answer cannot overtake it, and requests ride the call's own
+/// stream. A relayed request waits for the client's answer without holding up the rest.
+async fn call_relaying<F>(
     call: F,
     mut progress: mpsc::UnboundedReceiver<ProgressUpdate>,
+    relayed: Option<mpsc::UnboundedReceiver<Relayed>>,
     token: Option<ProgressToken>,
     peer: &Peer<RoleServer>,
+    log_level: Option<usize>,
 ) -> F::Output
 where
     F: Future,
@@ -457,15 +499,33 @@ where
             tracing::debug!(%error, "could not relay progress to the mcp client");
         }
     };
+    let mut relayed = relayed;
+    let mut asking = futures::stream::FuturesUnordered::new();
     let mut call = std::pin::pin!(call);
     loop {
         tokio::select! {
             biased;
             Some(update) = progress.recv() => send(update).await,
+            Some(item) = async { relayed.as_mut()?.recv().await }, if relayed.is_some() => {
+                if let Some(request) = relay_to_client(item, peer, log_level).await {
+                    asking.push(request);
+                }
+            }
+            Some(()) = futures::StreamExt::next(&mut asking), if !asking.is_empty() => {}
             outcome = &mut call => {
                 progress.close();
                 while let Ok(update) = progress.try_recv() {
                     send(update).await;
+                }
+                if let Some(relayed) = relayed.as_mut() {
+                    relayed.close();
+                    while let Ok(item) = relayed.try_recv() {
+                        // The call is over: a request now has no call to belong to, and
+                        // dropping it answers its server at once.
+                        if matches!(item, Relayed::Notification { .. }) {
+                            drop(relay_to_client(item, peer, log_level).await);
+                        }
+                    }
                 }
                 return outcome;
             }
@@ -473,11 +533,104 @@ where
     }
 }
 
+/// Sends one relayed message to the client: a notification at once, a request as a future that
+/// waits for the client's answer and hands it to the server that asked.
+async fn relay_to_client(
+    item: Relayed,
+    peer: &Peer<RoleServer>,
+    log_level: Option<usize>,
+) -> Option<futures::future::BoxFuture<'static, ()>> {
+    match item {
+        Relayed::Notification { method, params } => {
+            if method == "notifications/message" && !log_level_admits(log_level, &params) {
+                return None;
+            }
+            let notification = serde_json::json!({"method": method, "params": params});
+            match serde_json::from_value::<ServerNotification>(notification) {
+                Ok(notification) => {
+                    if let Err(error) = peer.send_notification(notification).await {
+                        tracing::debug!(%error, %method, "could not relay a notification to the mcp client");
+                    }
+                }
+                Err(error) => {
+                    tracing::debug!(%error, %method, "an upstream notification has no valid shape");
+                }
+            }
+            None
+        }
+        Relayed::Request {
+            method,
+            params,
+            answer,
+        } => {
+            let request = serde_json::json!({"method": method, "params": params});
+            let request = match serde_json::from_value::<ServerRequest>(request) {
+                Ok(request) => request,
+                Err(error) => {
+                    let _ = answer.send(Err(RelayError::new(
+                        ErrorCode::INVALID_PARAMS.0,
+                        format!("the gateway cannot relay this {method}: {error}"),
+                    )));
+                    return None;
+                }
+            };
+            // Sent from the call's task, so rmcp puts it on the call's own stream.
+            let sent = peer
+                .send_request_with_option(request, PeerRequestOptions::no_options())
+                .await;
+            Some(Box::pin(async move {
+                let result = match sent {
+                    Ok(handle) => handle.await_response().await,
+                    Err(error) => Err(error),
+                };
+                let _ = answer.send(client_answer(&method, result));
+            }))
+        }
+    }
+}
+
+/// The client's answer to a relayed request, as the upstream should get it.
+fn client_answer(
+    method: &str,
+    result: Result<ClientResult, ServiceError>,
+) -> Result<Value, RelayError> {
+    match result {
+        Ok(result) => serde_json::to_value(&result).map_err(|error| {
+            RelayError::new(
+                ErrorCode::INTERNAL_ERROR.0,
+                format!("the client's answer to {method} is not JSON: {error}"),
+            )
+        }),
+        Err(ServiceError::McpError(error)) => Err(RelayError {
+            code: error.code.0,
+            message: error.message.into_owned(),
+            data: error.data,
+        }),
+        Err(error) => Err(RelayError::new(
+            ErrorCode::INTERNAL_ERROR.0,
+            format!("the client did not answer {method}: {error}"),
+        )),
+    }
+}
+
+/// Whether a log message is at or above the severity the client asked for (all pass when it
+/// asked for none).
+fn log_level_admits(asked: Option<usize>, params: &Value) -> bool {
+    let Some(asked) = asked else { return true };
+    let level = params
+        .get("level")
+        .and_then(Value::as_str)
+        .and_then(log_severity);
+    level.is_none_or(|level| level >= asked)
+}
+
 fn with_complete_result_type(result_type: &mut Option<ResultType>) {
     result_type.get_or_insert(ResultType::COMPLETE);
 }
 
 impl ServerHandler for GatewayMcpServer {
+    // The `initialize` era's logging, which rmcp marks deprecated, is relayed to its clients.
+    #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
         InitializeResult::new(
             ServerCapabilities::builder()
@@ -487,6 +640,7 @@ impl ServerHandler for GatewayMcpServer {
                 .enable_resources()
                 .enable_resources_subscribe()
                 .enable_completions()
+                .enable_logging()
                 .build(),
         )
         .with_server_info(Implementation::new("mcpgw", env!("CARGO_PKG_VERSION")))
@@ -502,6 +656,8 @@ impl ServerHandler for GatewayMcpServer {
         if let Some(resources) = info.capabilities.resources.as_mut() {
             resources.subscribe = None;
         }
+        // Nor has it `logging/setLevel`, or a way for a server to send log messages mid-call.
+        info.capabilities.logging = None;
         Ok(DiscoverResult::from_server_info(
             self.supported_protocol_versions().into_owned(),
             info,
@@ -599,17 +755,27 @@ impl ServerHandler for GatewayMcpServer {
             }) as ProgressHandler
         });
         drop(progress_sender);
+        let (relay, relayed) = self.relay_for(&context).unzip();
         let call_context = CallContext {
             cancellation: context.ct.clone(),
             progress,
             principal: caller.principal.clone(),
+            relay,
         };
         let call =
             self.frontend()
                 .call_tool(&caller, &request.name, request.arguments, call_context);
-        let outcome = call_relaying_progress(call, progress_receiver, token, &context.peer)
-            .await
-            .map_err(|error| jsonrpc_error(error, ErrorCode::INVALID_PARAMS))?;
+        let log_level = *lock(&self.connection.log_level);
+        let outcome = call_relaying(
+            call,
+            progress_receiver,
+            relayed,
+            token,
+            &context.peer,
+            log_level,
+        )
+        .await
+        .map_err(|error| jsonrpc_error(error, ErrorCode::INVALID_PARAMS))?;
         call_tool_result(outcome).map(CallToolResponse::Complete)
     }
 
@@ -723,14 +889,20 @@ impl ServerHandler for GatewayMcpServer {
     #[allow(deprecated)]
     async fn set_level(
         &self,
-        _request: SetLevelRequestParams,
+        request: SetLevelRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        if uses_initialize_era(&context) {
-            Ok(())
-        } else {
-            Err(ErrorData::method_not_found::<SetLevelRequestMethod>())
+        if !uses_initialize_era(&context) {
+            return Err(ErrorData::method_not_found::<SetLevelRequestMethod>());
         }
+        let level = serde_json::to_value(request.level)
+            .ok()
+            .and_then(|level| level.as_str().map(str::to_owned))
+            .unwrap_or_else(|| "info".to_owned());
+        *lock(&self.connection.log_level) = log_severity(&level);
+        let caller = caller_from_extensions(&context.extensions);
+        self.frontend().set_logging_level(&caller, &level).await;
+        Ok(())
     }
 
     async fn subscribe(
@@ -1013,8 +1185,8 @@ mod tests {
             .expect("the server introduced itself")
             .capabilities;
         assert!(capabilities.completions.is_some());
-        // Log messages are not relayed, so logging is not declared; resource updates are.
-        assert!(capabilities.logging.is_none());
+        // Upstream log messages and resource updates are relayed.
+        assert!(capabilities.logging.is_some());
         assert_eq!(
             capabilities.resources.as_ref().and_then(|r| r.subscribe),
             Some(true)
@@ -1069,6 +1241,7 @@ mod tests {
             capabilities.resources.as_ref().and_then(|r| r.subscribe),
             None
         );
+        assert!(capabilities.logging.is_none(), "no logging in this era");
         let completion = client
             .complete(completion_request())
             .await

@@ -8,23 +8,29 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use mcpgw_core::{
-    CallContext, ExitStatusInfo, McpSession, ServerId, ServerOutput, SessionError,
-    SessionErrorKind, Tool, ToolCall, ToolCallOutcome,
+    CallContext, ExitStatusInfo, McpSession, RelayCapabilities, RelayError, RelayRoutes, Route,
+    ServerId, ServerOutput, SessionError, SessionErrorKind, Tool, ToolCall, ToolCallOutcome,
 };
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientConfig,
-    ClientRequest, CompleteRequest, CompleteRequestParams, GetPromptRequest,
-    GetPromptRequestParams, ListPromptsRequest, ListResourceTemplatesRequest, ListResourcesRequest,
-    ListToolsRequest, NumberOrString, PaginatedRequestParams, PingRequest, ProgressToken,
-    ReadResourceRequest, ReadResourceRequestParams, RequestId, ServerResult,
-    SubscribeRequestParams, UnsubscribeRequestParams,
+    ClientRequest, CompleteRequest, CompleteRequestParams, ElicitRequestParams, ElicitResult,
+    ErrorCode, ErrorData, GetPromptRequest, GetPromptRequestParams, ListPromptsRequest,
+    ListResourceTemplatesRequest, ListResourcesRequest, ListToolsRequest, NumberOrString,
+    PaginatedRequestParams, PingRequest, ProgressToken, ReadResourceRequest,
+    ReadResourceRequestParams, RequestId, ServerResult, SubscribeRequestParams,
+    UnsubscribeRequestParams,
 };
 // Upstream sessions are of the `initialize` era, whose resource subscriptions rmcp marks
 // deprecated in favour of the 2026-07-28 era's `subscriptions/listen`.
 #[allow(deprecated)]
-use rmcp::model::{SubscribeRequest, UnsubscribeRequest};
+use rmcp::model::{
+    CreateMessageRequestParams, CreateMessageResult, ListRootsResult,
+    LoggingMessageNotificationParam, SetLevelRequest, SetLevelRequestParams, SubscribeRequest,
+    UnsubscribeRequest,
+};
 use rmcp::service::{
-    ClientInitializeError, Peer, PeerRequestOptions, QuitReason, RoleClient, ServiceError,
+    ClientInitializeError, InboundStreamOrigin, Peer, PeerRequestOptions, QuitReason,
+    RequestContext, RoleClient, ServiceError,
 };
 use rmcp::transport::Transport;
 use serde_json::{Map, Value};
@@ -37,17 +43,57 @@ use crate::progress::{NotificationRelayTransport, ProgressRoutes};
 /// The `clientInfo.name` upstream servers see unless the settings say otherwise.
 pub(crate) const DEFAULT_CLIENT_NAME: &str = "mcpgw";
 
-/// What the gateway says about itself in an upstream `initialize`: its name and version, no
-/// client capabilities (it relays no server-initiated requests yet), and the newest protocol
-/// version that still has the handshake. Stdio servers are most likely to accept that one,
-/// and over Streamable HTTP its sessions are what tell the gateway (by HTTP 404) that a server
-/// restarted.
+/// What the gateway says about itself in an upstream `initialize`: its name and version, the
+/// client capabilities it relays to its own clients (sampling, elicitation in both modes,
+/// roots; see [`mcpgw_core::relay`]), and the newest protocol version that still has the
+/// handshake. Stdio servers are most likely to accept that one, and over Streamable HTTP its
+/// sessions are what tell the gateway (by HTTP 404) that a server restarted.
 pub(crate) fn upstream_client_config(name: &str, version: &str) -> ClientConfig {
     ClientConfig::new(
-        rmcp::model::ClientCapabilities::default(),
+        relayed_capabilities(),
         rmcp::model::Implementation::new(name.to_owned(), version.to_owned()),
     )
     .with_protocol_version(rmcp::model::ProtocolVersion::LATEST_WITH_INITIALIZE)
+}
+
+/// The client capabilities the gateway can relay. `roots.listChanged` is not among them: the
+/// upstream session is shared by many clients, whose roots change independently.
+fn relayed_capabilities() -> rmcp::model::ClientCapabilities {
+    serde_json::from_value(RelayCapabilities::ALL.to_client_capabilities()).unwrap_or_default()
+}
+
+/// The `_meta` key of a request's client capabilities (2026-07-28).
+const CLIENT_CAPABILITIES_META: &str = "io.modelcontextprotocol/clientCapabilities";
+
+/// How an upstream request id is written where the relay routes compare it.
+pub(crate) fn origin_key(id: &RequestId) -> String {
+    match id {
+        NumberOrString::Number(number) => number.to_string(),
+        NumberOrString::String(text) => format!("{text:?}"),
+    }
+}
+
+/// The outbound request a server's message came with, when the transport says (the SSE stream
+/// of a Streamable HTTP POST).
+fn origin_of(extensions: &rmcp::model::Extensions) -> Option<String> {
+    match extensions.get::<InboundStreamOrigin>()? {
+        InboundStreamOrigin::OutboundRequest(id) => Some(origin_key(id)),
+        InboundStreamOrigin::Unassociated => None,
+    }
+}
+
+/// Hands a log message of the server to the client whose call it came during; dropped when
+/// that client cannot be told which one it is.
+pub(crate) fn relay_log_message(routes: &RelayRoutes, params: Value, origin: Option<&str>) {
+    const METHOD: &str = "notifications/message";
+    match routes.route(METHOD, origin) {
+        Route::Client(relay) => {
+            relay.notify(METHOD, params);
+        }
+        Route::Nowhere(why) => {
+            tracing::debug!(%why, "dropping a log message of an upstream server");
+        }
+    }
 }
 
 /// How many resource updates a slow subscriber may fall behind before it misses some.
@@ -59,11 +105,92 @@ const RESOURCE_UPDATE_CAPACITY: usize = 64;
 struct UpstreamClient {
     config: ClientConfig,
     resource_updates: tokio::sync::broadcast::Sender<String>,
+    relay_routes: Arc<RelayRoutes>,
 }
 
+impl UpstreamClient {
+    /// Relays a request of the server to the client whose call it belongs to, and hands back
+    /// that client's answer, typed as rmcp wants it.
+    async fn relay<P, R>(
+        &self,
+        method: &str,
+        params: &P,
+        context: &RequestContext<RoleClient>,
+    ) -> Result<R, ErrorData>
+    where
+        P: serde::Serialize,
+        R: serde::de::DeserializeOwned,
+    {
+        let params = serde_json::to_value(params)
+            .map_err(|error| ErrorData::invalid_params(format!("{method}: {error}"), None))?;
+        let origin = origin_of(&context.extensions);
+        let relay = match self.relay_routes.route(method, origin.as_deref()) {
+            Route::Client(relay) => relay,
+            Route::Nowhere(why) => return Err(relay_error_data(why)),
+        };
+        let answer = relay
+            .request(method, params)
+            .await
+            .map_err(relay_error_data)?;
+        serde_json::from_value(answer).map_err(|error| {
+            ErrorData::internal_error(
+                format!("the client's answer to {method} has the wrong shape: {error}"),
+                None,
+            )
+        })
+    }
+}
+
+fn relay_error_data(error: RelayError) -> ErrorData {
+    ErrorData::new(ErrorCode(error.code), error.message, error.data)
+}
+
+// Sampling, roots and logging are the `initialize` era's, which rmcp marks deprecated.
+#[allow(deprecated)]
 impl rmcp::ClientHandler for UpstreamClient {
     fn get_info(&self) -> ClientConfig {
         self.config.clone()
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        self.relay("sampling/createMessage", &params, &context)
+            .await
+    }
+
+    async fn create_elicitation(
+        &self,
+        params: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        self.relay("elicitation/create", &params, &context).await
+    }
+
+    async fn list_roots(
+        &self,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        self.relay("roots/list", &serde_json::json!({}), &context)
+            .await
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        // Log messages reach this handler only when the transport did not take them off the
+        // stream first (see `progress`); route them all the same.
+        if let Ok(params) = serde_json::to_value(&params) {
+            relay_log_message(
+                &self.relay_routes,
+                params,
+                origin_of(&context.extensions).as_deref(),
+            );
+        }
     }
 
     async fn on_resource_updated(
@@ -108,6 +235,7 @@ pub(crate) struct SessionSetup {
 /// and for a stdio server the link that does the relaying itself.
 struct Relays {
     progress_routes: Arc<ProgressRoutes>,
+    relay_routes: Arc<RelayRoutes>,
     tool_list_changes: watch::Receiver<u64>,
     link: Option<Arc<StdioLink>>,
 }
@@ -122,6 +250,8 @@ pub struct RmcpSession {
     link: Option<Arc<StdioLink>>,
     request_timeout: Option<Duration>,
     progress_routes: Arc<ProgressRoutes>,
+    /// The calls in flight and the clients they came from, for what the server sends back.
+    relay_routes: Arc<RelayRoutes>,
     tool_list_changes: watch::Receiver<u64>,
     /// What the server announced with `notifications/resources/updated`; dropped with the
     /// session, which ends every receiver.
@@ -153,14 +283,18 @@ impl RmcpSession {
         T: Transport<RoleClient> + 'static,
     {
         let progress_routes = Arc::new(ProgressRoutes::default());
+        // Streamable HTTP says which POST a server's request came with.
+        let relay_routes = Arc::new(RelayRoutes::new(false));
         let (tool_list_sender, tool_list_changes) = watch::channel(0_u64);
         let transport = NotificationRelayTransport::new(
             transport,
             Arc::clone(&progress_routes),
+            Arc::clone(&relay_routes),
             tool_list_sender,
         );
         let relays = Relays {
             progress_routes,
+            relay_routes,
             tool_list_changes,
             link: None,
         };
@@ -176,16 +310,21 @@ impl RmcpSession {
         setup: SessionSetup,
     ) -> Result<Self, ClientInitializeError> {
         let progress_routes = Arc::new(ProgressRoutes::default());
+        // A stdio stream does not say which call a server's request belongs to: clients that
+        // can be asked take turns.
+        let relay_routes = Arc::new(RelayRoutes::new(true));
         let (tool_list_sender, tool_list_changes) = watch::channel(0_u64);
         let (link, transport) = StdioLink::open(
             server_id.clone(),
             to_server,
             from_server,
             Arc::clone(&progress_routes),
+            Arc::clone(&relay_routes),
             tool_list_sender,
         );
         let relays = Relays {
             progress_routes,
+            relay_routes,
             tool_list_changes,
             link: Some(link),
         };
@@ -209,6 +348,7 @@ impl RmcpSession {
         } = setup;
         let Relays {
             progress_routes,
+            relay_routes,
             tool_list_changes,
             link,
         } = relays;
@@ -217,6 +357,7 @@ impl RmcpSession {
         let client = UpstreamClient {
             config: client_config,
             resource_updates: resource_updates.clone(),
+            relay_routes: Arc::clone(&relay_routes),
         };
         // Boxed as `Send` here, where the types are concrete: left to async-trait's inference,
         // rustc fails to prove rmcp's handshake future `Send` for every lifetime.
@@ -256,6 +397,7 @@ impl RmcpSession {
             link,
             request_timeout,
             progress_routes,
+            relay_routes,
             tool_list_changes,
             resource_updates,
             failure_hint,
@@ -478,6 +620,7 @@ impl RmcpSession {
         link.follow_caller().await;
         let id = link.next_id();
         let (_expected, answer) = link.expect_answer(id);
+        let capabilities = caller_capabilities(&ctx);
         let progress_registration = ctx.progress.map(|handler| {
             self.progress_routes
                 .register(ProgressToken(NumberOrString::Number(id)), handler)
@@ -489,9 +632,10 @@ impl RmcpSession {
             params: LinkedCallParams {
                 name: &call.name,
                 arguments: call.arguments.as_ref(),
-                meta: progress_registration
-                    .as_ref()
-                    .map(|_| ProgressMeta { progress_token: id }),
+                meta: CallMeta {
+                    progress_token: progress_registration.as_ref().map(|_| id),
+                    client_capabilities: capabilities.as_ref(),
+                },
             },
         };
         let line = serde_json::to_vec(&request).map_err(|error| {
@@ -566,14 +710,37 @@ struct LinkedCallParams<'a> {
     name: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     arguments: Option<&'a Map<String, Value>>,
-    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
-    meta: Option<ProgressMeta>,
+    #[serde(rename = "_meta", skip_serializing_if = "CallMeta::is_empty")]
+    meta: CallMeta<'a>,
 }
 
 #[derive(serde::Serialize)]
-struct ProgressMeta {
-    #[serde(rename = "progressToken")]
-    progress_token: i64,
+struct CallMeta<'a> {
+    #[serde(rename = "progressToken", skip_serializing_if = "Option::is_none")]
+    progress_token: Option<i64>,
+    #[serde(
+        rename = "io.modelcontextprotocol/clientCapabilities",
+        skip_serializing_if = "Option::is_none"
+    )]
+    client_capabilities: Option<&'a Value>,
+}
+
+impl CallMeta<'_> {
+    fn is_empty(&self) -> bool {
+        self.progress_token.is_none() && self.client_capabilities.is_none()
+    }
+}
+
+/// What the caller of a tool can really be sent, for the server to read in place of what the
+/// gateway declared for the whole session (the 2026-07-28 per-request capabilities, which
+/// servers on the official SDKs prefer); `None` when the caller can be sent all of it.
+fn caller_capabilities(ctx: &CallContext) -> Option<Value> {
+    let capabilities = ctx
+        .relay
+        .as_ref()
+        .map(mcpgw_core::ClientRelay::capabilities)
+        .unwrap_or_default();
+    (capabilities != RelayCapabilities::ALL).then(|| capabilities.to_client_capabilities())
 }
 
 /// The session error of a JSON-RPC error answer to a direct `tools/call`.
@@ -704,11 +871,22 @@ impl McpSession for RmcpSession {
         if ctx.cancellation.is_cancelled() {
             return Err(cancelled_error());
         }
+        let ticket = tokio::select! {
+            biased;
+            ticket = self.relay_routes.enter(ctx.relay.clone()) => ticket,
+            () = ctx.cancellation.cancelled() => return Err(cancelled_error()),
+        };
         if let Some(link) = &self.link {
             return self.call_tool_linked(link, call, ctx).await;
         }
         let mut params = CallToolRequestParams::new(call.name);
         params.arguments = call.arguments;
+        if let Some(capabilities) = caller_capabilities(&ctx) {
+            params
+                .meta
+                .get_or_insert_default()
+                .insert(CLIENT_CAPABILITIES_META.to_owned(), capabilities);
+        }
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let handle = match self
             .peer
@@ -719,6 +897,7 @@ impl McpSession for RmcpSession {
             Err(error) => return Err(self.failure(error, "tools/call").await),
         };
         let request_id = handle.id.clone();
+        ticket.bind_origin(origin_key(&request_id));
         // rmcp puts a progress token on every request; routing it is what makes it ours.
         let _progress_registration = ctx.progress.map(|handler| {
             self.progress_routes
@@ -888,6 +1067,27 @@ impl McpSession for RmcpSession {
         self.request(request, "resources/unsubscribe")
             .await
             .map(drop)
+    }
+
+    // The `initialize` era's logging, which rmcp marks deprecated.
+    #[allow(deprecated)]
+    async fn set_logging_level(&self, level: &str) -> Result<(), SessionError> {
+        let logs = self
+            .peer
+            .peer_info()
+            .is_some_and(|info| info.capabilities.logging.is_some());
+        if !logs {
+            return Ok(());
+        }
+        let level = serde_json::from_value(Value::String(level.to_owned())).map_err(|_| {
+            SessionError::new(
+                SessionErrorKind::Protocol { code: -32602 },
+                format!("`{level}` is not a log level"),
+            )
+        })?;
+        let request =
+            ClientRequest::SetLevelRequest(SetLevelRequest::new(SetLevelRequestParams::new(level)));
+        self.request(request, "logging/setLevel").await.map(|_| ())
     }
 
     fn resource_updates(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {

@@ -1,0 +1,586 @@
+//! Traffic that an upstream server starts: requests it sends to the client (`sampling/
+//! createMessage`, `elicitation/create`, `roots/list`) and notifications (`notifications/
+//! message`), relayed to the downstream client whose call caused them.
+//!
+//! Two halves meet here, both without I/O:
+//!
+//! - A front end gives each call a [`ClientRelay`]: a channel to the client that made it, and
+//!   what that client declared it can answer. The front end drains the channel while the call
+//!   runs and sends what comes out to the client on the call's own stream, in order with the
+//!   call's progress and before its answer.
+//! - An upstream session keeps [`RelayRoutes`]: the calls it has in flight and their relays.
+//!   When the server sends a request, the session asks the routes which call it belongs to:
+//!   the call whose stream it came on, when the transport can tell (Streamable HTTP), else the
+//!   calls in flight, when they all come from one client session.
+//!
+//! Over a transport that cannot tell (stdio), two clients with calls in flight at once would
+//! make a request ambiguous. The routes prevent that instead of guessing: a call from a client
+//! that can answer requests runs on such a session only while no other client's call does,
+//! and calls from other clients wait their turn (calls from clients that can answer nothing
+//! run side by side as before). A request that has nowhere to go (nobody calling, a client
+//! that did not declare the capability, a call that ended) is answered at once with a
+//! JSON-RPC error, never left to wait.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+
+/// JSON-RPC "method not found": what a client answers for a capability it lacks.
+pub const METHOD_NOT_FOUND: i32 = -32601;
+/// JSON-RPC "internal error": the gateway could not deliver the request.
+pub const INTERNAL_ERROR: i32 = -32603;
+
+/// MCP's log levels (RFC 5424 severities), least severe first.
+pub const LOG_LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
+/// A log level's severity (0 for `debug`, 7 for `emergency`); `None` for a name that is not a
+/// level.
+pub fn log_severity(level: &str) -> Option<usize> {
+    LOG_LEVELS.iter().position(|known| *known == level)
+}
+
+/// The downstream connection a call came on. Calls of one connection share it; it tells the
+/// routes which calls belong to the same client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RelaySession(u64);
+
+impl RelaySession {
+    /// A session no other connection has.
+    pub fn new() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        Self(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+impl Default for RelaySession {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What a client declared it can be asked (its `initialize` capabilities).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RelayCapabilities {
+    pub sampling: bool,
+    /// Form-mode elicitation (what an empty `elicitation: {}` declares).
+    pub elicitation_form: bool,
+    /// URL-mode elicitation.
+    pub elicitation_url: bool,
+    pub roots: bool,
+}
+
+impl RelayCapabilities {
+    /// Everything a client can be asked.
+    pub const ALL: Self = Self {
+        sampling: true,
+        elicitation_form: true,
+        elicitation_url: true,
+        roots: true,
+    };
+
+    /// As MCP `ClientCapabilities` JSON. `roots.listChanged` is never declared: the gateway
+    /// does not pass a client's roots changes on.
+    pub fn to_client_capabilities(self) -> Value {
+        let mut declared = serde_json::Map::new();
+        if self.sampling {
+            declared.insert("sampling".to_owned(), serde_json::json!({}));
+        }
+        if self.elicitation_form || self.elicitation_url {
+            let mut modes = serde_json::Map::new();
+            if self.elicitation_form {
+                modes.insert("form".to_owned(), serde_json::json!({}));
+            }
+            if self.elicitation_url {
+                modes.insert("url".to_owned(), serde_json::json!({}));
+            }
+            declared.insert("elicitation".to_owned(), Value::Object(modes));
+        }
+        if self.roots {
+            declared.insert("roots".to_owned(), serde_json::json!({}));
+        }
+        Value::Object(declared)
+    }
+
+    /// Reads MCP `ClientCapabilities` JSON.
+    pub fn from_client_capabilities(capabilities: &Value) -> Self {
+        let present = |key: &str| capabilities.get(key).is_some_and(|value| !value.is_null());
+        let elicitation = capabilities.get("elicitation").filter(|v| !v.is_null());
+        let (form, url) = match elicitation {
+            None => (false, false),
+            Some(declared) => {
+                let form = declared.get("form").is_some_and(|v| !v.is_null());
+                let url = declared.get("url").is_some_and(|v| !v.is_null());
+                // An elicitation capability that names no mode means form mode.
+                (form || !url, url)
+            }
+        };
+        Self {
+            sampling: present("sampling"),
+            elicitation_form: form,
+            elicitation_url: url,
+            roots: present("roots"),
+        }
+    }
+
+    /// Whether the client can be asked anything at all.
+    pub fn answers_requests(self) -> bool {
+        self.sampling || self.elicitation_form || self.elicitation_url || self.roots
+    }
+
+    /// The capability `method` (with `params`) needs, when the client lacks it.
+    pub fn missing_for(self, method: &str, params: &Value) -> Option<&'static str> {
+        match method {
+            "sampling/createMessage" if !self.sampling => Some("sampling"),
+            "roots/list" if !self.roots => Some("roots"),
+            "elicitation/create" => {
+                let url_mode = params.get("mode").and_then(Value::as_str) == Some("url");
+                match (url_mode, self.elicitation_url, self.elicitation_form) {
+                    (true, false, _) => Some("elicitation.url"),
+                    (false, _, false) => Some("elicitation.form"),
+                    _ => None,
+                }
+            }
+            "sampling/createMessage" | "roots/list" | "ping" => None,
+            _ => Some("a capability for this method"),
+        }
+    }
+}
+
+fn cannot_be_sent(method: &str) -> RelayError {
+    RelayError::new(
+        METHOD_NOT_FOUND,
+        format!("the client that made the call cannot be sent {method}"),
+    )
+}
+
+/// A JSON-RPC error for the upstream that sent a request.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct RelayError {
+    pub code: i32,
+    pub message: String,
+    pub data: Option<Value>,
+}
+
+impl RelayError {
+    pub fn new(code: i32, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    fn no_client(method: &str, why: &str) -> Self {
+        Self::new(
+            INTERNAL_ERROR,
+            format!("the gateway has no client to relay {method} to: {why}"),
+        )
+    }
+}
+
+/// Something for the client, as it comes out of a [`ClientRelay`]'s channel.
+#[derive(Debug)]
+pub enum Relayed {
+    /// A notification (`notifications/message`, ...).
+    Notification { method: String, params: Value },
+    /// A request; its answer (the client's result, or its error) goes to `answer`.
+    Request {
+        method: String,
+        params: Value,
+        answer: oneshot::Sender<Result<Value, RelayError>>,
+    },
+}
+
+/// The way back to the client that made a call. Cheap to clone.
+#[derive(Clone)]
+pub struct ClientRelay {
+    inner: Arc<RelayInner>,
+}
+
+struct RelayInner {
+    session: RelaySession,
+    capabilities: RelayCapabilities,
+    sender: mpsc::UnboundedSender<Relayed>,
+}
+
+impl std::fmt::Debug for ClientRelay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientRelay")
+            .field("session", &self.inner.session)
+            .field("capabilities", &self.inner.capabilities)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientRelay {
+    /// A relay for one call of `session`, and the receiving end the front end drains while
+    /// the call runs. Dropping the receiver (the call ended) fails the requests still waiting.
+    pub fn channel(
+        session: RelaySession,
+        capabilities: RelayCapabilities,
+    ) -> (Self, mpsc::UnboundedReceiver<Relayed>) {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        let relay = Self {
+            inner: Arc::new(RelayInner {
+                session,
+                capabilities,
+                sender,
+            }),
+        };
+        (relay, receiver)
+    }
+
+    pub fn session(&self) -> RelaySession {
+        self.inner.session
+    }
+
+    pub fn capabilities(&self) -> RelayCapabilities {
+        self.inner.capabilities
+    }
+
+    /// Sends a request to the client and waits for its answer. A capability the client did
+    /// not declare is refused at once with "method not found", as the client itself would;
+    /// a call that ended (answered, cancelled, its client gone) fails at once too.
+    pub async fn request(&self, method: &str, params: Value) -> Result<Value, RelayError> {
+        if let Some(missing) = self.inner.capabilities.missing_for(method, &params) {
+            return Err(RelayError::new(
+                METHOD_NOT_FOUND,
+                format!(
+                    "the client did not declare the {missing} capability, so {method} cannot be relayed to it"
+                ),
+            ));
+        }
+        let (answer, answered) = oneshot::channel();
+        let request = Relayed::Request {
+            method: method.to_owned(),
+            params,
+            answer,
+        };
+        if self.inner.sender.send(request).is_err() {
+            return Err(RelayError::no_client(
+                method,
+                "the call it belongs to has ended",
+            ));
+        }
+        answered.await.unwrap_or_else(|_| {
+            Err(RelayError::no_client(
+                method,
+                "the call it belongs to ended before the client answered",
+            ))
+        })
+    }
+
+    /// Sends a notification to the client; `false` when the call has ended.
+    pub fn notify(&self, method: &str, params: Value) -> bool {
+        self.inner
+            .sender
+            .send(Relayed::Notification {
+                method: method.to_owned(),
+                params,
+            })
+            .is_ok()
+    }
+
+    /// Whether the call it belongs to is still running.
+    pub fn is_open(&self) -> bool {
+        !self.inner.sender.is_closed()
+    }
+}
+
+/// The calls in flight on one upstream session, and which client each belongs to. See the
+/// module documentation.
+pub struct RelayRoutes {
+    /// Whether the transport cannot tell which call a request belongs to, so that calls from
+    /// different clients that can be asked must take turns.
+    take_turns: bool,
+    state: Mutex<RoutesState>,
+}
+
+#[derive(Default)]
+struct RoutesState {
+    next_key: u64,
+    calls: HashMap<u64, InFlight>,
+    /// The client session whose calls have the session to themselves (turn-taking only).
+    holder: Option<RelaySession>,
+    /// Calls in flight, the holder's included.
+    running: usize,
+    waiting: VecDeque<Waiter>,
+}
+
+struct InFlight {
+    relay: Option<ClientRelay>,
+    origin: Option<String>,
+}
+
+struct Waiter {
+    id: u64,
+    session: Option<RelaySession>,
+    admitted: oneshot::Sender<()>,
+}
+
+fn lock(state: &Mutex<RoutesState>) -> MutexGuard<'_, RoutesState> {
+    state.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl std::fmt::Debug for RelayRoutes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = lock(&self.state);
+        f.debug_struct("RelayRoutes")
+            .field("take_turns", &self.take_turns)
+            .field("running", &state.running)
+            .field("waiting", &state.waiting.len())
+            .finish()
+    }
+}
+
+/// Where a request or notification from the upstream goes.
+#[derive(Debug)]
+pub enum Route {
+    /// To this client.
+    Client(ClientRelay),
+    /// Nowhere; the error says why.
+    Nowhere(RelayError),
+}
+
+impl RoutesState {
+    /// Whether a call of `session` (`None`: a client that answers no requests) may start now.
+    fn admits(&self, session: Option<RelaySession>) -> bool {
+        match (self.holder, session) {
+            (Some(holder), Some(session)) => holder == session,
+            (Some(_), None) => false,
+            (None, Some(_)) => self.running == 0,
+            (None, None) => true,
+        }
+    }
+
+    fn start(&mut self, session: Option<RelaySession>) {
+        self.running += 1;
+        if session.is_some() {
+            self.holder = session;
+        }
+    }
+
+    /// Lets in the waiters at the head of the queue that may start now.
+    fn admit_waiting(&mut self) {
+        while let Some(first) = self.waiting.front() {
+            if !self.admits(first.session) {
+                return;
+            }
+            let Some(waiter) = self.waiting.pop_front() else {
+                return;
+            };
+            self.start(waiter.session);
+            if waiter.admitted.send(()).is_err() {
+                // It gave up in the meantime: take its place back.
+                self.finish();
+            }
+        }
+    }
+
+    fn finish(&mut self) {
+        self.running = self.running.saturating_sub(1);
+        if self.running == 0 {
+            self.holder = None;
+        }
+    }
+}
+
+impl RelayRoutes {
+    /// Routes for a transport that tells which call a request came on (`take_turns` false),
+    /// or one that cannot (`take_turns` true: stdio).
+    pub fn new(take_turns: bool) -> Self {
+        Self {
+            take_turns,
+            state: Mutex::new(RoutesState::default()),
+        }
+    }
+
+    /// Registers a call before it is sent upstream, waiting for its turn where turns are
+    /// taken. The call is in flight until the ticket is dropped.
+    pub async fn enter(&self, relay: Option<ClientRelay>) -> CallTicket<'_> {
+        let turn = self.take_turns.then(|| {
+            relay
+                .as_ref()
+                .filter(|relay| relay.capabilities().answers_requests())
+                .map(ClientRelay::session)
+        });
+        let waiting = {
+            let mut state = lock(&self.state);
+            match turn {
+                Some(session) => {
+                    let own_turn = session.is_some() && state.holder == session;
+                    if own_turn || (state.waiting.is_empty() && state.admits(session)) {
+                        state.start(session);
+                        None
+                    } else {
+                        let (admitted, receiver) = oneshot::channel();
+                        let id = state.next_key;
+                        state.next_key += 1;
+                        state.waiting.push_back(Waiter {
+                            id,
+                            session,
+                            admitted,
+                        });
+                        Some((id, receiver))
+                    }
+                }
+                None => {
+                    state.running += 1;
+                    None
+                }
+            }
+        };
+        if let Some((id, receiver)) = waiting {
+            let mut pending = PendingTurn {
+                routes: self,
+                id,
+                receiver: Some(receiver),
+            };
+            pending.wait().await;
+        }
+        let mut state = lock(&self.state);
+        let key = state.next_key;
+        state.next_key += 1;
+        if relay.is_some() {
+            state.calls.insert(
+                key,
+                InFlight {
+                    relay,
+                    origin: None,
+                },
+            );
+        }
+        CallTicket { routes: self, key }
+    }
+
+    /// The client a request or notification from the upstream goes to. `origin` is the
+    /// upstream request id (as [`CallTicket::bind_origin`] was given it) of the call whose
+    /// stream it came on, when the transport knows it.
+    pub fn route(&self, method: &str, origin: Option<&str>) -> Route {
+        let state = lock(&self.state);
+        if let Some(origin) = origin
+            && let Some(call) = state
+                .calls
+                .values()
+                .find(|call| call.origin.as_deref() == Some(origin))
+        {
+            return match &call.relay {
+                Some(relay) => Route::Client(relay.clone()),
+                None => Route::Nowhere(cannot_be_sent(method)),
+            };
+        }
+        // Only calls with a relay are in the table; the others are counted.
+        let untracked = state.running.saturating_sub(state.calls.len());
+        let mut sessions = state.calls.values().filter_map(|call| call.relay.as_ref());
+        let Some(first) = sessions.next() else {
+            return Route::Nowhere(if untracked > 0 {
+                cannot_be_sent(method)
+            } else {
+                RelayError::no_client(method, "no call is in flight on this server")
+            });
+        };
+        if untracked == 0 && sessions.all(|relay| relay.session() == first.session()) {
+            return Route::Client(first.clone());
+        }
+        Route::Nowhere(RelayError::no_client(
+            method,
+            "calls of several clients are in flight on this server and its transport does not \
+             say which one this belongs to",
+        ))
+    }
+
+    /// Calls in flight right now.
+    pub fn in_flight(&self) -> usize {
+        lock(&self.state).running
+    }
+
+    fn leave(&self, key: u64) {
+        let mut state = lock(&self.state);
+        state.calls.remove(&key);
+        if self.take_turns {
+            state.finish();
+            state.admit_waiting();
+        } else {
+            state.running = state.running.saturating_sub(1);
+        }
+    }
+}
+
+/// A call waiting for its turn; dropping it (the caller gave up) leaves the queue, or gives
+/// the turn back if it had just been granted.
+struct PendingTurn<'a> {
+    routes: &'a RelayRoutes,
+    id: u64,
+    receiver: Option<oneshot::Receiver<()>>,
+}
+
+impl PendingTurn<'_> {
+    async fn wait(&mut self) {
+        if let Some(receiver) = self.receiver.as_mut() {
+            // The sender is dropped only after `admitted.send` was tried, so an error cannot
+            // mean anything but a granted turn that the queue already counted.
+            let _ = receiver.await;
+        }
+        self.receiver = None;
+    }
+}
+
+impl Drop for PendingTurn<'_> {
+    fn drop(&mut self) {
+        let Some(mut receiver) = self.receiver.take() else {
+            return;
+        };
+        let mut state = lock(&self.routes.state);
+        if receiver.try_recv().is_ok() {
+            state.finish();
+            state.admit_waiting();
+        } else {
+            state.waiting.retain(|waiter| waiter.id != self.id);
+            state.admit_waiting();
+        }
+    }
+}
+
+/// A call in flight on an upstream session, until dropped.
+pub struct CallTicket<'a> {
+    routes: &'a RelayRoutes,
+    key: u64,
+}
+
+impl CallTicket<'_> {
+    /// Records the upstream request id the call went out with, for transports that say which
+    /// request a server's request came with.
+    pub fn bind_origin(&self, origin: String) {
+        let mut state = lock(&self.routes.state);
+        if let Some(call) = state.calls.get_mut(&self.key) {
+            call.origin = Some(origin);
+        }
+    }
+}
+
+impl std::fmt::Debug for CallTicket<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallTicket")
+            .field("key", &self.key)
+            .finish()
+    }
+}
+
+impl Drop for CallTicket<'_> {
+    fn drop(&mut self) {
+        self.routes.leave(self.key);
+    }
+}
