@@ -14,6 +14,8 @@ Rust test asserts on:
      "list_changed": null | n, "list_changed_trigger": null | {call}, "list_changed_listener": {...},
      "tools_after_list_changed": null | [names], "notifications": [methods], "transport_errors": [],
      "subscription": null | {"error": null | {"code", "message"}, "updates": [URIs announced]},
+     "asked": [{"method", "text"}] (what the server asked the client: sampling, elicitation, roots),
+     "logs": [{"level", "data"}] (the log messages the client got),
      "session_end": null | HTTP status of the DELETE that ended the session (HTTP, 2025 era),
      "client_warnings": [what the SDK logged at WARNING or above, closing included]}
 
@@ -196,6 +198,38 @@ def add_operation_arguments(parser: argparse.ArgumentParser) -> None:
         "in subscription.updates",
     )
     parser.add_argument(
+        "--sampling-reply",
+        metavar="TEXT",
+        default=None,
+        help="declare sampling and answer every sampling/createMessage with TEXT",
+    )
+    parser.add_argument(
+        "--elicitation-reply",
+        metavar="TEXT",
+        default=None,
+        help="declare elicitation and accept every elicitation/create with {\"answer\": TEXT}",
+    )
+    parser.add_argument(
+        "--elicitation-hang",
+        metavar="PATH",
+        type=Path,
+        default=None,
+        help="declare elicitation, write PATH when asked, and never answer (the test kills the client)",
+    )
+    parser.add_argument(
+        "--root",
+        action="append",
+        default=[],
+        metavar="URI",
+        help="declare roots and list URI among them; repeatable",
+    )
+    parser.add_argument(
+        "--log-level",
+        metavar="LEVEL",
+        default=None,
+        help="send logging/setLevel LEVEL after connecting (2025 era); the messages are in logs",
+    )
+    parser.add_argument(
         "--no-list",
         action="store_true",
         help="skip tools/list before the calls (the 2026-07-28 SDK still lists a tool it must call)",
@@ -375,6 +409,9 @@ async def run_operations(
 
     mode = {"2025-11-25": "legacy", "2026-07-28": MODERN_PROTOCOL, "auto": "auto"}[options.protocol]
     output: dict[str, Any] = {}
+    asked: list[dict[str, Any]] = []
+    logs: list[dict[str, Any]] = []
+    callbacks = _relay_callbacks(options, asked, logs)
     warnings = _WarningRecorder()
     logging.getLogger().addHandler(warnings)
     with anyio.fail_after(options.timeout):
@@ -385,7 +422,10 @@ async def run_operations(
             client_info=CLIENT_INFO,
             message_handler=on_message,
             read_timeout_seconds=options.timeout,
+            **callbacks,
         ) as client:
+            if options.log_level is not None:
+                await client.set_logging_level(options.log_level)
             discover: dict[str, Any] | None = None
             if options.protocol == MODERN_PROTOCOL:
                 # Adopting 2026-07-28 sends nothing; a real server/discover proves the server
@@ -430,10 +470,54 @@ async def run_operations(
             output["session_id"] = probe.session_id()
             output["notifications"] = notifications
             output["transport_errors"] = transport_errors
+            output["asked"] = asked
+            output["logs"] = logs
     # Closing the client ends its session: what the server answered, and what the SDK said.
     output["session_end"] = probe.session_end()
     output["client_warnings"] = warnings.messages
     return output
+
+
+def _relay_callbacks(options: argparse.Namespace, asked: list[dict[str, Any]], logs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The client callbacks the options ask for; each records what the server asked in `asked`
+    ({"method", "text"}) and every log message in `logs` ({"level", "data"})."""
+    callbacks: dict[str, Any] = {}
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append({"level": params.level, "data": params.data})
+
+    callbacks["logging_callback"] = on_log
+    if options.sampling_reply is not None:
+
+        async def sample(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+            content = params.messages[0].content if params.messages else None
+            text = getattr(content, "text", None)
+            asked.append({"method": "sampling/createMessage", "text": text})
+            return types.CreateMessageResult(
+                role="assistant",
+                content=types.TextContent(type="text", text=options.sampling_reply),
+                model="mcpgw-e2e-test-model",
+            )
+
+        callbacks["sampling_callback"] = sample
+    if options.elicitation_reply is not None or options.elicitation_hang is not None:
+
+        async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+            asked.append({"method": "elicitation/create", "text": getattr(params, "message", None)})
+            if options.elicitation_hang is not None:
+                options.elicitation_hang.write_text("asked\n")
+                await anyio.sleep_forever()
+            return types.ElicitResult(action="accept", content={"answer": options.elicitation_reply})
+
+        callbacks["elicitation_callback"] = elicit
+    if options.root:
+
+        async def list_roots(context: Any) -> types.ListRootsResult:
+            asked.append({"method": "roots/list", "text": None})
+            return types.ListRootsResult(roots=[types.Root(uri=uri) for uri in options.root])
+
+        callbacks["list_roots_callback"] = list_roots
+    return callbacks
 
 
 def main(build: Callable[[argparse.Namespace], tuple[AbstractAsyncContextManager[Any], TransportProbe]],

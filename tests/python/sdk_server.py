@@ -18,6 +18,14 @@ Tools:
 - `fail {message}`: a tool-level error (`isError: true`) with the message.
 - `add_tool {name}`: registers a tool `name` (answering its own name) and announces the change:
   to every `subscriptions/listen` stream (2026-07-28) and on the calling session (2025 era).
+- `ask_model {prompt}`: asks the client's model (`sampling/createMessage`) and answers
+  `the model said: TEXT`.
+- `ask_user {question}`: asks the user (`elicitation/create`, a form with one `answer` string)
+  and answers `the user said: ANSWER`, or `the user chose ACTION`; writes
+  `sdk_server ask_user failed: ERROR` on stderr when the request fails, and
+  `sdk_server ask_user cancelled` when the call is cancelled while it waits.
+- `roots`: the client's roots (`roots/list`), their URIs separated by spaces.
+- `log_and_echo {message}`: logs the message at `info` and at `debug`, then answers it.
 """
 
 from __future__ import annotations
@@ -27,8 +35,10 @@ import socket
 import sys
 
 import anyio
+import mcp_types as types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel
 
 server = MCPServer(name="mcpgw-sdk-test-server", log_level="WARNING")
 
@@ -75,6 +85,49 @@ async def add_tool(name: str, ctx: Context) -> str:
         except Exception as error:  # noqa: BLE001 - the 2026 wire has no session to notify
             print(f"sdk_server: no session notification ({error})", file=sys.stderr, flush=True)
     return f"added {name}"
+
+
+@server.tool(description="Asks the client's model to complete the prompt and answers what it said.")
+async def ask_model(prompt: str, ctx: Context) -> str:
+    message = types.SamplingMessage(role="user", content=types.TextContent(type="text", text=prompt))
+    result = await ctx.session.create_message(
+        messages=[message], max_tokens=64, related_request_id=ctx.request_id
+    )
+    content = result.content if isinstance(result.content, list) else [result.content]
+    text = " ".join(block.text for block in content if isinstance(block, types.TextContent))
+    return f"the model said: {text}"
+
+
+class Answer(BaseModel):
+    answer: str
+
+
+@server.tool(description="Asks the user a question and answers what they said.")
+async def ask_user(question: str, ctx: Context) -> str:
+    try:
+        result = await ctx.elicit(question, Answer)
+    except anyio.get_cancelled_exc_class():
+        print("sdk_server ask_user cancelled", file=sys.stderr, flush=True)
+        raise
+    except Exception as error:
+        print(f"sdk_server ask_user failed: {error}", file=sys.stderr, flush=True)
+        raise
+    if result.action == "accept" and result.data is not None:
+        return f"the user said: {result.data.answer}"
+    return f"the user chose {result.action}"
+
+
+@server.tool(description="Lists the client's roots.")
+async def roots(ctx: Context) -> str:
+    listed = await ctx.session.list_roots()
+    return " ".join(str(root.uri) for root in listed.roots)
+
+
+@server.tool(description="Logs the message at info and at debug level, then answers it.")
+async def log_and_echo(message: str, ctx: Context) -> str:
+    await ctx.info(f"info: {message}")
+    await ctx.debug(f"debug: {message}")
+    return message
 
 
 async def serve_http(host: str, port: int) -> None:

@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -107,6 +107,12 @@ pub struct PythonClient {
 }
 
 impl PythonClient {
+    /// Kills the client at once, as a client that goes away without a word does.
+    pub fn kill(mut self) {
+        let _ = self.output.child.kill();
+        let _ = self.output.child.wait();
+    }
+
     /// Whether the client has exited (its answer is then ready for [`PythonClient::wait`]).
     pub fn has_exited(&mut self) -> bool {
         self.output.child.try_wait().ok().flatten().is_some()
@@ -501,6 +507,7 @@ pub struct RunningPeer {
     /// The MCP endpoint, e.g. `http://127.0.0.1:PORT/mcp`.
     pub url: String,
     description: String,
+    stderr: Arc<Mutex<Vec<String>>>,
 }
 
 impl RunningPeer {
@@ -521,11 +528,14 @@ impl RunningPeer {
             .unwrap_or_else(|error| panic!("cannot start {description}: {error}"));
         let stderr = child.stderr.take().unwrap();
         let (url_sender, url_receiver) = mpsc::channel();
+        let kept = Arc::new(Mutex::new(Vec::new()));
+        let keeping = Arc::clone(&kept);
         std::thread::spawn(move || {
             let mut seen = Vec::new();
             let mut sent = false;
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
+                keeping.lock().unwrap().push(line.clone());
                 if !sent && let Some(url) = url_from_stderr_line(&line) {
                     let _ = url_sender.send(Ok(url));
                     sent = true;
@@ -542,6 +552,7 @@ impl RunningPeer {
             child,
             url: String::new(),
             description: description.to_owned(),
+            stderr: kept,
         };
         match url_receiver.recv_timeout(PEER_START_DEADLINE) {
             Ok(Ok(url)) => peer.url = url,
@@ -551,6 +562,13 @@ impl RunningPeer {
             }
         }
         peer
+    }
+}
+
+impl RunningPeer {
+    /// What the peer wrote on stderr so far, one line per line.
+    pub fn stderr_text(&self) -> String {
+        self.stderr.lock().unwrap().join("\n")
     }
 }
 

@@ -161,7 +161,10 @@ impl RelayCapabilities {
 fn cannot_be_sent(method: &str) -> RelayError {
     RelayError::new(
         METHOD_NOT_FOUND,
-        format!("the client that made the call cannot be sent {method}"),
+        format!(
+            "the client that made the call cannot be sent {method}: it did not declare the \
+             capability for it (or its protocol era has no requests from servers mid-call)"
+        ),
     )
 }
 
@@ -582,5 +585,299 @@ impl std::fmt::Debug for CallTicket<'_> {
 impl Drop for CallTicket<'_> {
     fn drop(&mut self) {
         self.routes.leave(self.key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::pin::pin;
+
+    use futures::poll;
+    use serde_json::json;
+
+    use super::*;
+
+    fn relay(capabilities: RelayCapabilities) -> (ClientRelay, mpsc::UnboundedReceiver<Relayed>) {
+        ClientRelay::channel(RelaySession::new(), capabilities)
+    }
+
+    fn routed_to(route: Route) -> ClientRelay {
+        match route {
+            Route::Client(relay) => relay,
+            Route::Nowhere(error) => panic!("expected a client, got {error:?}"),
+        }
+    }
+
+    fn refused(route: Route) -> RelayError {
+        match route {
+            Route::Client(relay) => panic!("expected no client, got {relay:?}"),
+            Route::Nowhere(error) => error,
+        }
+    }
+
+    #[test]
+    fn capabilities_are_read_as_the_client_declared_them() {
+        let none = RelayCapabilities::from_client_capabilities(&json!({}));
+        assert_eq!(none, RelayCapabilities::default());
+        assert!(!none.answers_requests());
+
+        // An elicitation capability that names no mode is form mode; nulls declare nothing.
+        let form = RelayCapabilities::from_client_capabilities(
+            &json!({"elicitation": {}, "sampling": null}),
+        );
+        assert!(form.elicitation_form && !form.elicitation_url && !form.sampling);
+        let url_only =
+            RelayCapabilities::from_client_capabilities(&json!({"elicitation": {"url": {}}}));
+        assert!(url_only.elicitation_url && !url_only.elicitation_form);
+
+        let all = RelayCapabilities::from_client_capabilities(
+            &RelayCapabilities::ALL.to_client_capabilities(),
+        );
+        assert_eq!(all, RelayCapabilities::ALL, "the JSON form reads back");
+
+        assert_eq!(
+            form.missing_for("elicitation/create", &json!({"mode": "url"})),
+            Some("elicitation.url")
+        );
+        assert_eq!(form.missing_for("elicitation/create", &json!({})), None);
+        assert_eq!(
+            url_only.missing_for("elicitation/create", &json!({"mode": "form"})),
+            Some("elicitation.form")
+        );
+        assert_eq!(
+            none.missing_for("sampling/createMessage", &json!({})),
+            Some("sampling")
+        );
+        assert_eq!(none.missing_for("roots/list", &json!({})), Some("roots"));
+        assert_eq!(none.missing_for("ping", &json!({})), None);
+        assert!(all.missing_for("tasks/get", &json!({})).is_some());
+    }
+
+    #[test]
+    fn log_levels_are_ordered_by_severity() {
+        assert_eq!(log_severity("debug"), Some(0));
+        assert_eq!(log_severity("emergency"), Some(7));
+        assert!(log_severity("warning") > log_severity("notice"));
+        assert_eq!(log_severity("loud"), None);
+    }
+
+    #[tokio::test]
+    async fn a_request_reaches_the_client_and_its_answer_comes_back() {
+        let (relay, mut receiver) = relay(RelayCapabilities::ALL);
+        let client = async {
+            match receiver.recv().await {
+                Some(Relayed::Request {
+                    method,
+                    params,
+                    answer,
+                }) => {
+                    assert_eq!(method, "sampling/createMessage");
+                    let _ = answer.send(Ok(json!({"echo": params})));
+                }
+                other => panic!("expected a request, got {other:?}"),
+            }
+        };
+        let (answer, ()) = tokio::join!(
+            relay.request("sampling/createMessage", json!({"maxTokens": 5})),
+            client
+        );
+        assert_eq!(answer.unwrap(), json!({"echo": {"maxTokens": 5}}));
+
+        assert!(relay.notify("notifications/message", json!({"level": "info"})));
+        match receiver.try_recv() {
+            Ok(Relayed::Notification { method, params }) => {
+                assert_eq!(method, "notifications/message");
+                assert_eq!(params["level"], "info");
+            }
+            other => panic!("expected the notification, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_capability_the_client_lacks_is_refused_without_asking_it() {
+        let capabilities = RelayCapabilities {
+            sampling: true,
+            ..RelayCapabilities::default()
+        };
+        let (relay, mut receiver) = relay(capabilities);
+        let error = relay
+            .request("elicitation/create", json!({"message": "name?"}))
+            .await
+            .unwrap_err();
+        assert_eq!(error.code, METHOD_NOT_FOUND);
+        assert!(error.message.contains("elicitation.form"), "{error}");
+        assert!(receiver.try_recv().is_err(), "the client was not asked");
+    }
+
+    #[tokio::test]
+    async fn a_call_that_ended_fails_its_requests_at_once() {
+        // The call ended before the server asked.
+        let (relay, receiver) = relay(RelayCapabilities::ALL);
+        drop(receiver);
+        assert!(!relay.is_open());
+        let error = relay.request("roots/list", json!({})).await.unwrap_err();
+        assert_eq!(error.code, INTERNAL_ERROR);
+        assert!(!relay.notify("notifications/message", json!({})));
+
+        // The call ended while the client was being asked.
+        let (relay, mut receiver) = relay_with_all();
+        let asking = relay.request("roots/list", json!({}));
+        let hang_up = async {
+            assert!(matches!(
+                receiver.recv().await,
+                Some(Relayed::Request { .. })
+            ));
+            drop(receiver);
+        };
+        let (answer, ()) = tokio::join!(asking, hang_up);
+        let error = answer.unwrap_err();
+        assert_eq!(error.code, INTERNAL_ERROR);
+        assert!(error.message.contains("ended"), "{error}");
+    }
+
+    fn relay_with_all() -> (ClientRelay, mpsc::UnboundedReceiver<Relayed>) {
+        relay(RelayCapabilities::ALL)
+    }
+
+    #[tokio::test]
+    async fn requests_follow_the_stream_they_came_on() {
+        let routes = RelayRoutes::new(false);
+        let (first, _first_messages) = relay_with_all();
+        let (second, _second_messages) = relay_with_all();
+        let one = routes.enter(Some(first.clone())).await;
+        one.bind_origin("1".to_owned());
+        let two = routes.enter(Some(second.clone())).await;
+        two.bind_origin("2".to_owned());
+        let bare = routes.enter(None).await;
+        bare.bind_origin("3".to_owned());
+        assert_eq!(routes.in_flight(), 3);
+
+        let to_second = routed_to(routes.route("sampling/createMessage", Some("2")));
+        assert_eq!(to_second.session(), second.session());
+        let to_first = routed_to(routes.route("sampling/createMessage", Some("1")));
+        assert_eq!(to_first.session(), first.session());
+        // Without an origin (the standalone stream), three calls of different clients are
+        // ambiguous; a call whose client can be sent nothing is never given another's relay.
+        let ambiguous = refused(routes.route("roots/list", None));
+        assert_eq!(ambiguous.code, INTERNAL_ERROR);
+        assert!(ambiguous.message.contains("several clients"), "{ambiguous}");
+        let unknown_origin = refused(routes.route("roots/list", Some("3")));
+        assert_eq!(unknown_origin.code, INTERNAL_ERROR);
+
+        drop((one, two, bare));
+        assert_eq!(routes.in_flight(), 0);
+        let idle = refused(routes.route("roots/list", None));
+        assert!(idle.message.contains("no call is in flight"), "{idle}");
+    }
+
+    #[tokio::test]
+    async fn without_origins_the_calls_of_one_client_are_its_own() {
+        let routes = RelayRoutes::new(false);
+        let session = RelaySession::new();
+        let (relay, _messages) = ClientRelay::channel(session, RelayCapabilities::ALL);
+        let (same_client, _more) = ClientRelay::channel(session, RelayCapabilities::ALL);
+        let first = routes.enter(Some(relay)).await;
+        let second = routes.enter(Some(same_client)).await;
+        assert_eq!(
+            routed_to(routes.route("elicitation/create", None)).session(),
+            session
+        );
+        drop((first, second));
+
+        // One call whose client can be sent nothing: refused as that client would.
+        let bare = routes.enter(None).await;
+        let error = refused(routes.route("sampling/createMessage", None));
+        assert_eq!(error.code, METHOD_NOT_FOUND);
+        drop(bare);
+    }
+
+    #[tokio::test]
+    async fn without_origins_clients_that_can_be_asked_take_turns() {
+        let routes = RelayRoutes::new(true);
+        let (alice, _alice_messages) = relay_with_all();
+        let (bob, _bob_messages) = relay_with_all();
+        let (alice_again, _more) = ClientRelay::channel(alice.session(), RelayCapabilities::ALL);
+
+        let alice_call = routes.enter(Some(alice.clone())).await;
+        // Alice's second call joins her turn at once; Bob and a client that can be asked
+        // nothing wait until Alice's calls are over.
+        let alice_second = routes.enter(Some(alice_again)).await;
+        let mut bob_call = pin!(routes.enter(Some(bob.clone())));
+        assert!(poll!(bob_call.as_mut()).is_pending());
+        let mut bare_call = pin!(routes.enter(None));
+        assert!(poll!(bare_call.as_mut()).is_pending());
+        assert_eq!(
+            routed_to(routes.route("elicitation/create", None)).session(),
+            alice.session(),
+            "while Alice's calls run, every request is hers"
+        );
+
+        drop(alice_call);
+        assert!(
+            poll!(bob_call.as_mut()).is_pending(),
+            "Alice still has a call"
+        );
+        drop(alice_second);
+        let bob_ticket = bob_call.await;
+        assert!(
+            poll!(bare_call.as_mut()).is_pending(),
+            "the queue is served in order"
+        );
+        assert_eq!(
+            routed_to(routes.route("elicitation/create", None)).session(),
+            bob.session()
+        );
+        drop(bob_ticket);
+        let bare_ticket = bare_call.await;
+        assert_eq!(
+            refused(routes.route("sampling/createMessage", None)).code,
+            METHOD_NOT_FOUND
+        );
+
+        // Calls of clients that can be asked nothing run side by side.
+        let another_bare = routes.enter(None).await;
+        assert_eq!(routes.in_flight(), 2);
+        drop((bare_ticket, another_bare));
+        assert_eq!(routes.in_flight(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_call_that_gives_up_waiting_leaves_the_queue() {
+        let routes = RelayRoutes::new(true);
+        let (alice, _alice_messages) = relay_with_all();
+        let (bob, _bob_messages) = relay_with_all();
+        let (carol, _carol_messages) = relay_with_all();
+        let alice_call = routes.enter(Some(alice)).await;
+        {
+            let mut bob_call = pin!(routes.enter(Some(bob)));
+            assert!(poll!(bob_call.as_mut()).is_pending());
+        }
+        let mut carol_call = pin!(routes.enter(Some(carol.clone())));
+        assert!(poll!(carol_call.as_mut()).is_pending());
+        drop(alice_call);
+        let carol_ticket = carol_call.await;
+        assert_eq!(routes.in_flight(), 1, "Bob's place was not kept");
+        assert_eq!(
+            routed_to(routes.route("roots/list", None)).session(),
+            carol.session()
+        );
+        drop(carol_ticket);
+
+        // A turn granted to a call that is dropped before it runs is handed on.
+        let (dave, _dave_messages) = relay_with_all();
+        let (erin, _erin_messages) = relay_with_all();
+        let dave_call = routes.enter(Some(dave)).await;
+        let mut erin_call = Box::pin(routes.enter(Some(erin)));
+        assert!(poll!(erin_call.as_mut()).is_pending());
+        let mut bare_call = pin!(routes.enter(None));
+        assert!(poll!(bare_call.as_mut()).is_pending());
+        drop(dave_call); // Erin's turn is granted here, but she is never polled again...
+        assert_eq!(routes.in_flight(), 1);
+        // ...and gives up, which passes the turn to the next in line.
+        drop(erin_call);
+        let bare_ticket = bare_call.await;
+        assert_eq!(routes.in_flight(), 1);
+        drop(bare_ticket);
+        assert_eq!(routes.in_flight(), 0);
     }
 }

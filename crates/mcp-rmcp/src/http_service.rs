@@ -18,7 +18,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, BodyStream, Full, StreamBody};
 use mcpgw_core::{McpFrontend, bounded_for_message};
 use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::streamable_http_server::session::SessionManager as _;
@@ -214,9 +214,114 @@ pub fn streamable_http_handler(
                 posted_json.as_deref(),
                 &response,
             );
-            response
+            match (session, posted_json) {
+                (Some(session), Some(posted)) => {
+                    cancel_on_hang_up(response, &sessions, session, &posted)
+                }
+                _ => response,
+            }
         })
     })
+}
+
+/// An `initialize`-era request answered over SSE, whose client hangs up before the stream
+/// ends, is cancelled as if the client had sent `notifications/cancelled`: rmcp would keep its
+/// handler running (a stream can be resumed), and a call whose server waits for the client's
+/// answer to a relayed request would hold that server until the session expired.
+fn cancel_on_hang_up(
+    response: http::Response<McpHttpBody>,
+    sessions: &Arc<LocalSessionManager>,
+    session: String,
+    posted: &[u8],
+) -> http::Response<McpHttpBody> {
+    #[derive(serde::Deserialize)]
+    struct Request<'a> {
+        #[serde(borrow)]
+        id: Option<&'a RawValue>,
+        #[serde(borrow)]
+        method: Option<&'a RawValue>,
+    }
+    let streams = response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("text/event-stream"));
+    if !streams || !response.status().is_success() {
+        return response;
+    }
+    let Ok(Request {
+        id: Some(id),
+        method: Some(_),
+    }) = serde_json::from_slice::<Request<'_>>(posted)
+    else {
+        return response;
+    };
+    let Ok(request_id) = serde_json::from_str::<serde_json::Value>(id.get()) else {
+        return response;
+    };
+    let guard = CancelOnHangUp {
+        sessions: Arc::clone(sessions),
+        session,
+        request_id,
+    };
+    response.map(|body| {
+        StreamBody::new(HangUpWatch {
+            frames: BodyStream::new(body),
+            guard: Some(guard),
+        })
+        .boxed()
+    })
+}
+
+/// The frames of an SSE answer; dropping it before the last one drops the guard armed.
+struct HangUpWatch<S> {
+    frames: S,
+    guard: Option<CancelOnHangUp>,
+}
+
+impl<S: futures::Stream + Unpin> futures::Stream for HangUpWatch<S> {
+    type Item = S::Item;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        let next = std::pin::Pin::new(&mut self.frames).poll_next(cx);
+        if let std::task::Poll::Ready(None) = next {
+            // The answer was sent whole: nothing to cancel.
+            self.guard = None;
+        }
+        next
+    }
+}
+
+/// Cancels one request of one session when dropped.
+struct CancelOnHangUp {
+    sessions: Arc<LocalSessionManager>,
+    session: String,
+    request_id: serde_json::Value,
+}
+
+impl Drop for CancelOnHangUp {
+    fn drop(&mut self) {
+        let cancel = serde_json::json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": self.request_id, "reason": "the client hung up"},
+        });
+        let Ok(cancel) = serde_json::from_value::<ClientJsonRpcMessage>(cancel) else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let sessions = Arc::clone(&self.sessions);
+        let session = self.session.as_str().into();
+        runtime.spawn(async move {
+            // A session that ended meanwhile has cancelled its requests itself.
+            let _ = sessions.accept_message(&session, cancel).await;
+        });
+    }
 }
 
 /// A `DELETE` that names a session: whether that session existed when the request came in.
