@@ -299,3 +299,81 @@ fn a_client_that_hangs_up_mid_question_leaves_nothing_waiting() {
         "the remote server's question did not end: {stderr}"
     );
 }
+
+#[test]
+fn a_log_level_reaches_the_servers_running_now_and_those_started_later() {
+    // The conformance server logs from `test_logging_tool` only once its client set a level.
+    let binary = mcpgw_fixtures::conformance::conformance_server_binary();
+    let yaml = format!(
+        "mcp_servers:\n  conformance: {{mode: subprocess, command: [\"{}\"]}}\n",
+        binary.display()
+    );
+    let gateway = support::gateway()
+        .config(&yaml)
+        .env("MCP_RATE_LIMIT_RPS", "0")
+        .start();
+    assert_eq!(
+        gateway
+            .post_empty("/api/mcp_servers/conformance/start")
+            .status,
+        200
+    );
+    let url = format!("{}/mcp", gateway.base_url);
+    // A client that sets no level but can be asked something is served over SSE, and is sent
+    // every message; one that can be asked nothing and sets no level gets its answers as plain
+    // JSON, with no room for messages.
+    let logging_call = |log_level: Option<&str>| {
+        let mut args = vec![
+            url.clone(),
+            "--protocol".to_owned(),
+            "2025-11-25".to_owned(),
+            "--no-list".to_owned(),
+            "--root".to_owned(),
+            "file:///tmp".to_owned(),
+        ];
+        if let Some(level) = log_level {
+            args.extend(["--log-level".to_owned(), level.to_owned()]);
+        }
+        args.extend(call("conformance__test_logging_tool", json!({})));
+        let run = spawn_python_client("http_client.py", &args).wait();
+        assert_eq!(call_texts(&run), ["Logging tool completed"]);
+        run["logs"].as_array().cloned().unwrap_or_default()
+    };
+    // Before any client asked for a level, the server sends nothing.
+    assert_eq!(logging_call(None), Vec::<Value>::new());
+    // A client's level reaches the running server, whose message comes back to that client.
+    let logs = logging_call(Some("debug"));
+    assert!(
+        logs.iter()
+            .any(|log| log["data"] == "test_logging_tool ran"),
+        "{logs:?}"
+    );
+    // A server started later is told the level when it starts: a client that never set one
+    // gets its message.
+    assert_eq!(
+        gateway
+            .post_empty("/api/mcp_servers/conformance/stop")
+            .status,
+        200
+    );
+    assert_eq!(
+        gateway
+            .post_empty("/api/mcp_servers/conformance/start")
+            .status,
+        200
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let logs = logging_call(None);
+        if logs
+            .iter()
+            .any(|log| log["data"] == "test_logging_tool ran")
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the restarted server was not told the level: {logs:?}"
+        );
+    }
+}

@@ -100,6 +100,8 @@ pub struct ToolCatalog {
     resource_subscribers: Arc<std::sync::Mutex<HashMap<(ServerId, String), usize>>>,
     /// The most verbose log level any client asked for.
     log_levels: LogLevels,
+    /// Where work started by event observers runs (observers may be called off the runtime).
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 /// The most verbose `logging/setLevel` level asked for so far.
@@ -109,6 +111,15 @@ struct LogLevels {
 }
 
 impl LogLevels {
+    /// The level upstreams log at, once any client asked for one.
+    fn current(&self) -> Option<&'static str> {
+        let most_verbose = *self
+            .most_verbose
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        most_verbose.and_then(|level| mcpgw_core::LOG_LEVELS.get(level).copied())
+    }
+
     /// Records a level asked for; answers the level upstreams should log at (the most verbose
     /// asked for so far), or `None` for a name that is not a level.
     fn ask(&self, level: &str) -> Option<&'static str> {
@@ -173,7 +184,31 @@ impl ToolCatalog {
             probing: std::sync::atomic::AtomicBool::new(true),
             resource_subscribers: Arc::default(),
             log_levels: LogLevels::default(),
+            runtime: tokio::runtime::Handle::try_current().ok(),
         })
+    }
+
+    /// Tells a server that just started the log level clients asked for, if any asked.
+    fn apply_log_level(&self, server: &ServerId) {
+        let Some(level) = self.log_levels.current() else {
+            return;
+        };
+        let Some(session) = self.manager.running_session(server) else {
+            return;
+        };
+        let Some(runtime) = tokio::runtime::Handle::try_current()
+            .ok()
+            .or_else(|| self.runtime.clone())
+        else {
+            return;
+        };
+        let server = server.clone();
+        runtime.spawn(async move {
+            let asked = tokio::time::timeout(FAN_OUT_TIMEOUT, session.set_logging_level(level));
+            if !matches!(asked.await, Ok(Ok(()))) {
+                tracing::debug!(%server, level, "a started server was not told the log level");
+            }
+        });
     }
 
     /// The event observer that marks the catalogue stale when a server's tools may have changed.
@@ -1024,6 +1059,9 @@ impl EventObserver for CatalogObserver {
         | DomainEvent::McpServerRemoved { mcp_server_id } = &published.event
         {
             catalog.forget_probe(mcp_server_id);
+        }
+        if let DomainEvent::McpServerStarted { mcp_server_id, .. } = &published.event {
+            catalog.apply_log_level(mcp_server_id);
         }
         if relevant {
             catalog.mark_dirty();

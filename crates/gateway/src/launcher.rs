@@ -146,6 +146,10 @@ impl McpSession for ProcessSession {
         self.session.unsubscribe_resource(uri).await
     }
 
+    async fn set_logging_level(&self, level: &str) -> Result<(), SessionError> {
+        self.session.set_logging_level(level).await
+    }
+
     fn resource_updates(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
         self.session.resource_updates()
     }

@@ -393,6 +393,22 @@ impl RoutesState {
         }
     }
 
+    /// Gives a call that has started its key, and remembers its relay.
+    fn register(&mut self, relay: Option<ClientRelay>) -> u64 {
+        let key = self.next_key;
+        self.next_key += 1;
+        if relay.is_some() {
+            self.calls.insert(
+                key,
+                InFlight {
+                    relay,
+                    origin: None,
+                },
+            );
+        }
+        key
+    }
+
     fn finish(&mut self) {
         self.running = self.running.saturating_sub(1);
         if self.running == 0 {
@@ -420,52 +436,46 @@ impl RelayRoutes {
                 .filter(|relay| relay.capabilities().answers_requests())
                 .map(ClientRelay::session)
         });
-        let waiting = {
+        let (id, receiver) = {
             let mut state = lock(&self.state);
-            match turn {
+            let now = match turn {
                 Some(session) => {
                     let own_turn = session.is_some() && state.holder == session;
-                    if own_turn || (state.waiting.is_empty() && state.admits(session)) {
+                    let admitted = own_turn || (state.waiting.is_empty() && state.admits(session));
+                    if admitted {
                         state.start(session);
-                        None
-                    } else {
-                        let (admitted, receiver) = oneshot::channel();
-                        let id = state.next_key;
-                        state.next_key += 1;
-                        state.waiting.push_back(Waiter {
-                            id,
-                            session,
-                            admitted,
-                        });
-                        Some((id, receiver))
                     }
+                    admitted
                 }
                 None => {
                     state.running += 1;
-                    None
+                    true
                 }
-            }
-        };
-        if let Some((id, receiver)) = waiting {
-            let mut pending = PendingTurn {
-                routes: self,
-                id,
-                receiver: Some(receiver),
             };
-            pending.wait().await;
-        }
-        let mut state = lock(&self.state);
-        let key = state.next_key;
-        state.next_key += 1;
-        if relay.is_some() {
-            state.calls.insert(
-                key,
-                InFlight {
-                    relay,
-                    origin: None,
-                },
-            );
-        }
+            if now {
+                // The common case: one lock, no wait.
+                return CallTicket {
+                    routes: self,
+                    key: state.register(relay),
+                };
+            }
+            let (admitted, receiver) = oneshot::channel();
+            let id = state.next_key;
+            state.next_key += 1;
+            state.waiting.push_back(Waiter {
+                id,
+                session: turn.flatten(),
+                admitted,
+            });
+            (id, receiver)
+        };
+        let mut pending = PendingTurn {
+            routes: self,
+            id,
+            receiver: Some(receiver),
+        };
+        pending.wait().await;
+        let key = lock(&self.state).register(relay);
         CallTicket { routes: self, key }
     }
 

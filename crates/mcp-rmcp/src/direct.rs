@@ -333,13 +333,6 @@ impl DirectCalls {
                 {
                     return None;
                 }
-                if self
-                    .read_tracked()
-                    .get(session)
-                    .is_some_and(|tracked| tracked.relays.load(Ordering::Relaxed))
-                {
-                    return None;
-                }
                 if !self.session_exists(session).await {
                     return None;
                 }
@@ -363,6 +356,9 @@ impl DirectCalls {
                     .cloned()
                     .unwrap_or_default();
                 let tracked = self.touch(session);
+                if tracked.relays.load(Ordering::Relaxed) {
+                    return None;
+                }
                 Some(self.call(&tracked, &caller, id, params).await)
             }
             ("notifications/cancelled", None) => {

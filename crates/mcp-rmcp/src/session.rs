@@ -634,7 +634,7 @@ impl RmcpSession {
                 arguments: call.arguments.as_ref(),
                 meta: CallMeta {
                     progress_token: progress_registration.as_ref().map(|_| id),
-                    client_capabilities: capabilities.as_ref(),
+                    client_capabilities: capabilities.as_deref(),
                 },
             },
         };
@@ -734,13 +734,14 @@ impl CallMeta<'_> {
 /// What the caller of a tool can really be sent, for the server to read in place of what the
 /// gateway declared for the whole session (the 2026-07-28 per-request capabilities, which
 /// servers on the official SDKs prefer); `None` when the caller can be sent all of it.
-fn caller_capabilities(ctx: &CallContext) -> Option<Value> {
-    let capabilities = ctx
-        .relay
-        .as_ref()
-        .map(mcpgw_core::ClientRelay::capabilities)
-        .unwrap_or_default();
-    (capabilities != RelayCapabilities::ALL).then(|| capabilities.to_client_capabilities())
+fn caller_capabilities(ctx: &CallContext) -> Option<std::borrow::Cow<'static, Value>> {
+    static NONE: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| serde_json::json!({}));
+    let Some(relay) = &ctx.relay else {
+        return Some(std::borrow::Cow::Borrowed(&NONE));
+    };
+    let capabilities = relay.capabilities();
+    (capabilities != RelayCapabilities::ALL)
+        .then(|| std::borrow::Cow::Owned(capabilities.to_client_capabilities()))
 }
 
 /// The session error of a JSON-RPC error answer to a direct `tools/call`.
@@ -882,10 +883,10 @@ impl McpSession for RmcpSession {
         let mut params = CallToolRequestParams::new(call.name);
         params.arguments = call.arguments;
         if let Some(capabilities) = caller_capabilities(&ctx) {
-            params
-                .meta
-                .get_or_insert_default()
-                .insert(CLIENT_CAPABILITIES_META.to_owned(), capabilities);
+            params.meta.get_or_insert_default().insert(
+                CLIENT_CAPABILITIES_META.to_owned(),
+                capabilities.into_owned(),
+            );
         }
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let handle = match self
