@@ -22,9 +22,10 @@ use support::peers::{
 /// The baseline: requirement set -> `scenario` or `scenario:check-id` -> why it fails.
 const BASELINE: &str = include_str!("conformance/baseline.json");
 
-/// The suite's tools that the conformance server does not serve: the 2026-07-28
-/// input-required flow needs a 2026-07-28 upstream connection and a port that carries input
-/// responses and request state. The scenarios that call them fail (and are in the baseline) or
+/// The suite's tools that the conformance server does not serve: the suite expects them to
+/// answer `InputRequiredResult`s of their own (with its keys), which needs a 2026-07-28
+/// upstream session whose results the gateway passes through; the gateway's upstream sessions
+/// are of the `initialize` era. The scenarios that call them fail (and are in the baseline) or
 /// pass vacuously (see [`passes_on_unknown_names`]).
 const TOOLS_NOT_SERVED_PREFIX: &str = "test_input_required_result_";
 const INPUT_REQUIRED_SCENARIO_PREFIX: &str = "input-required-result-";

@@ -1,7 +1,9 @@
 //! What upstream servers send their client during a call, through the gateway: sampling,
 //! elicitation and roots requests, and log messages. The upstream is the official Python SDK's
 //! server (`tests/python/sdk_server.py`), over stdio and over Streamable HTTP; the clients are
-//! the official Python SDK's, over the gateway's `/mcp` (the `initialize` era).
+//! the official Python SDK's, over the gateway's `/mcp`, in both eras: `initialize`-era
+//! clients are sent the requests on their call's stream, 2026-07-28 clients get
+//! input-required results and call again with the answers.
 
 mod support;
 
@@ -41,10 +43,14 @@ fn call(name: &str, arguments: Value) -> Vec<String> {
 /// The client options of one person: answers that name them, so that an answer that reaches
 /// the wrong client shows.
 fn person(url: &str, who: &str) -> Vec<String> {
+    person_in(url, who, "2025-11-25")
+}
+
+fn person_in(url: &str, who: &str, protocol: &str) -> Vec<String> {
     vec![
         url.to_owned(),
         "--protocol".to_owned(),
-        "2025-11-25".to_owned(),
+        protocol.to_owned(),
         "--no-list".to_owned(),
         "--sampling-reply".to_owned(),
         format!("{who}'s model"),
@@ -73,11 +79,32 @@ fn call_texts(run: &Value) -> Vec<String> {
 
 /// Two people call the same upstream at once; each gets only their own questions, and each
 /// call answers with what its own client said.
-fn two_clients_at_once(gateway: &support::RunningGateway, server: &str, with_roots: bool) {
+///
+/// A 2026-07-28 client is not on the line while its call runs, so it does not take turns; over
+/// stdio, where nothing says which call a request belongs to, its clients are run one after
+/// the other (`stateless_at_once` false), as concurrent ones would be refused, not misrouted.
+fn two_clients_at_once(
+    gateway: &support::RunningGateway,
+    server: &str,
+    with_roots: bool,
+    stateless_at_once: bool,
+) {
+    two_clients_in(gateway, server, with_roots, "2025-11-25", true);
+    two_clients_in(gateway, server, with_roots, "2026-07-28", stateless_at_once);
+}
+
+fn two_clients_in(
+    gateway: &support::RunningGateway,
+    server: &str,
+    with_roots: bool,
+    protocol: &str,
+    at_once: bool,
+) {
     let url = format!("{}/mcp", gateway.base_url);
     let mut runs = Vec::new();
+    let mut finished = Vec::new();
     for who in ["alice", "bob"] {
-        let mut args = person(&url, who);
+        let mut args = person_in(&url, who, protocol);
         for round in 0..3 {
             args.extend(call(
                 &format!("{server}__ask_user"),
@@ -92,9 +119,13 @@ fn two_clients_at_once(gateway: &support::RunningGateway, server: &str, with_roo
             args.extend(call(&format!("{server}__roots"), json!({})));
         }
         runs.push((who, spawn_python_client("http_client.py", &args)));
+        if !at_once {
+            let (who, client) = runs.pop().expect("the client just started");
+            finished.push((who, client.wait()));
+        }
     }
-    for (who, client) in runs {
-        let run = client.wait();
+    finished.extend(runs.into_iter().map(|(who, client)| (who, client.wait())));
+    for (who, run) in finished {
         let texts = call_texts(&run);
         for round in 0..3 {
             assert_eq!(texts[2 * round], format!("the user said: {who}'s answer"));
@@ -110,7 +141,7 @@ fn two_clients_at_once(gateway: &support::RunningGateway, server: &str, with_roo
         assert_eq!(
             asked.len(),
             6 + usize::from(with_roots),
-            "{who} was asked once per question, prompt and roots: {asked:?}"
+            "{who} ({protocol}) was asked once per question, prompt and roots: {asked:?}"
         );
         for question in asked {
             if let Some(text) = question["text"].as_str() {
@@ -128,11 +159,11 @@ fn server_requests_reach_the_client_whose_call_made_them() {
     let remote = start_sdk_server_http();
     let gateway = relay_gateway(&remote);
     // Over stdio nothing says which call a request belongs to: the two clients take turns.
-    two_clients_at_once(&gateway, "stdio", true);
+    two_clients_at_once(&gateway, "stdio", true, false);
     // Over Streamable HTTP a request comes on its call's stream.
-    two_clients_at_once(&gateway, "remote", false);
+    two_clients_at_once(&gateway, "remote", false, true);
     // Through a group, to the client whose call the group routed to the member.
-    two_clients_at_once(&gateway, "pool", true);
+    two_clients_at_once(&gateway, "pool", true, false);
 
     // A request on the upstream's standalone stream (the SDK sends roots/list there) goes to
     // the one client calling.
@@ -376,4 +407,149 @@ fn a_log_level_reaches_the_servers_running_now_and_those_started_later() {
             "the restarted server was not told the level: {logs:?}"
         );
     }
+}
+
+/// One stateless (2026-07-28) `tools/call` on `/mcp` with `params`, with the API key `key`
+/// when given.
+fn stateless_call(gateway: &support::RunningGateway, key: Option<&str>, params: Value) -> Value {
+    const PROTOCOL: &str = "2026-07-28";
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": PROTOCOL,
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+        "io.modelcontextprotocol/clientInfo": {"name": "mcpgw-relays", "version": "0"},
+    });
+    let tool = params["name"].as_str().unwrap_or_default().to_owned();
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params});
+    let agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(60)))
+        .build()
+        .new_agent();
+    let mut request = agent
+        .post(&format!("{}/mcp", gateway.base_url))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", PROTOCOL)
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", &tool);
+    if let Some(key) = key {
+        request = request.header("x-api-key", key);
+    }
+    let mut response = request.send_json(&body).expect("the gateway answers");
+    let text = response.body_mut().read_to_string().unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|_| {
+        text.lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+            .find(|message| message.get("id").is_some())
+            .unwrap_or_else(|| panic!("no answer in {text}"))
+    })
+}
+
+fn input_required(answer: &Value) -> (String, String) {
+    let result = &answer["result"];
+    assert_eq!(result["resultType"], "input_required", "{answer}");
+    let requests = result["inputRequests"].as_object().expect("input requests");
+    assert_eq!(requests.len(), 1, "{answer}");
+    let (key, request) = requests.iter().next().unwrap();
+    assert_eq!(request["method"], "elicitation/create", "{answer}");
+    let state = result["requestState"].as_str().expect("a request state");
+    (key.clone(), state.to_owned())
+}
+
+fn refused_state(answer: &Value, wanted: &str) {
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(wanted),
+        "{message:?} does not say {wanted:?}"
+    );
+}
+
+#[test]
+fn request_states_are_the_gateways_own_and_answer_once() {
+    let remote = start_sdk_server_http();
+    let gateway = relay_gateway(&remote);
+    let ask = json!({"name": "stdio__ask_user", "arguments": {"question": "colour?"}});
+    let (key, state) = input_required(&stateless_call(&gateway, None, ask.clone()));
+    let answer = json!({key.clone(): {"action": "accept", "content": {"answer": "blue"}}});
+
+    // Bad input: a state with a changed byte, one with a suffix, one made up.
+    let mut changed = state.clone().into_bytes();
+    let last = changed.len() - 1;
+    changed[last] = if changed[last] == b'0' { b'1' } else { b'0' };
+    for bad in [
+        String::from_utf8(changed).unwrap(),
+        format!("{state}-TAMPERED"),
+        "mcpgw1.0123.1.00".to_owned(),
+    ] {
+        let mut retry = ask.clone();
+        retry["requestState"] = json!(bad);
+        retry["inputResponses"] = answer.clone();
+        refused_state(
+            &stateless_call(&gateway, None, retry),
+            "not issued by this gateway",
+        );
+    }
+
+    // A retry without the answer asked for is asked again, under a new state; the old state
+    // is then spent.
+    let mut unanswered = ask.clone();
+    unanswered["requestState"] = json!(state);
+    unanswered["inputResponses"] = json!({"something-else": {"action": "decline"}});
+    let (again_key, again_state) = input_required(&stateless_call(&gateway, None, unanswered));
+    assert_eq!(again_key, key, "the same question keeps its key");
+    assert_ne!(again_state, state);
+    let mut replayed = ask.clone();
+    replayed["requestState"] = json!(state);
+    replayed["inputResponses"] = answer.clone();
+    refused_state(
+        &stateless_call(&gateway, None, replayed.clone()),
+        "answered already",
+    );
+
+    // The latest state with the answer completes the call, once.
+    let mut retry = ask.clone();
+    retry["requestState"] = json!(again_state);
+    retry["inputResponses"] = answer;
+    let done = stateless_call(&gateway, None, retry.clone());
+    assert_eq!(
+        done["result"]["content"][0]["text"], "the user said: blue",
+        "{done}"
+    );
+    refused_state(&stateless_call(&gateway, None, retry), "over or expired");
+}
+
+#[test]
+fn a_parked_call_is_resumed_only_by_whoever_made_it() {
+    let command = json!([
+        python().display().to_string(),
+        python_script("sdk_server.py").display().to_string(),
+        "stdio"
+    ]);
+    let data_dir = tempfile::tempdir().unwrap();
+    let alice = support::cli_key(data_dir.path(), "user:alice", Some("admin"));
+    let bob = support::cli_key(data_dir.path(), "user:bob", Some("admin"));
+    let gateway = support::gateway()
+        .data_dir(data_dir)
+        .config(&format!(
+            "auth:\n  enabled: true\nmcp_servers:\n  stdio: {{mode: subprocess, command: {command}}}\n"
+        ))
+        .env("MCP_RATE_LIMIT_RPS", "0")
+        .start();
+    let ask = json!({"name": "stdio__ask_user", "arguments": {"question": "pin?"}});
+    let (key, state) = input_required(&stateless_call(&gateway, Some(&alice), ask.clone()));
+    let mut retry = ask;
+    retry["requestState"] = json!(state);
+    retry["inputResponses"] = json!({key: {"action": "accept", "content": {"answer": "1234"}}});
+    // Bad input: Bob holds Alice's state, signature and all.
+    refused_state(
+        &stateless_call(&gateway, Some(&bob), retry.clone()),
+        "over or expired",
+    );
+    let done = stateless_call(&gateway, Some(&alice), retry);
+    assert_eq!(
+        done["result"]["content"][0]["text"], "the user said: 1234",
+        "{done}"
+    );
 }

@@ -216,6 +216,9 @@ pub struct ClientRelay {
 struct RelayInner {
     session: RelaySession,
     capabilities: RelayCapabilities,
+    /// Whether the client is on the line while the call runs (an `initialize`-era session),
+    /// rather than asked through the call's result and answering with a later request.
+    live: bool,
     sender: mpsc::UnboundedSender<Relayed>,
 }
 
@@ -235,15 +238,43 @@ impl ClientRelay {
         session: RelaySession,
         capabilities: RelayCapabilities,
     ) -> (Self, mpsc::UnboundedReceiver<Relayed>) {
+        Self::new(session, capabilities, true)
+    }
+
+    /// Like [`ClientRelay::channel`], for a client that is not on the line while the call
+    /// runs: a 2026-07-28 client, asked through an input-required result, which answers with
+    /// its next request (or never). Such a call does not take turns with other clients (it
+    /// would hold its server while it waits), so over a transport that cannot tell which call
+    /// a request belongs to, a request of it that comes while other clients' calls run is
+    /// refused rather than guessed.
+    pub fn stateless_channel(
+        session: RelaySession,
+        capabilities: RelayCapabilities,
+    ) -> (Self, mpsc::UnboundedReceiver<Relayed>) {
+        Self::new(session, capabilities, false)
+    }
+
+    fn new(
+        session: RelaySession,
+        capabilities: RelayCapabilities,
+        live: bool,
+    ) -> (Self, mpsc::UnboundedReceiver<Relayed>) {
         let (sender, receiver) = mpsc::unbounded_channel();
         let relay = Self {
             inner: Arc::new(RelayInner {
                 session,
                 capabilities,
+                live,
                 sender,
             }),
         };
         (relay, receiver)
+    }
+
+    /// Whether the client is on the line while the call runs (see
+    /// [`ClientRelay::stateless_channel`]).
+    pub fn is_live(&self) -> bool {
+        self.inner.live
     }
 
     pub fn session(&self) -> RelaySession {
@@ -318,8 +349,11 @@ struct RoutesState {
     calls: HashMap<u64, InFlight>,
     /// The client session whose calls have the session to themselves (turn-taking only).
     holder: Option<RelaySession>,
-    /// Calls in flight, the holder's included.
+    /// Calls in flight that take turns, the holder's included.
     running: usize,
+    /// Calls in flight that take no turns: all of them where turns are not taken, and those
+    /// of clients that are not on the line.
+    outside: usize,
     waiting: VecDeque<Waiter>,
 }
 
@@ -344,6 +378,7 @@ impl std::fmt::Debug for RelayRoutes {
         f.debug_struct("RelayRoutes")
             .field("take_turns", &self.take_turns)
             .field("running", &state.running)
+            .field("outside", &state.outside)
             .field("waiting", &state.waiting.len())
             .finish()
     }
@@ -430,12 +465,14 @@ impl RelayRoutes {
     /// Registers a call before it is sent upstream, waiting for its turn where turns are
     /// taken. The call is in flight until the ticket is dropped.
     pub async fn enter(&self, relay: Option<ClientRelay>) -> CallTicket<'_> {
-        let turn = self.take_turns.then(|| {
+        let stateless = relay.as_ref().is_some_and(|relay| !relay.is_live());
+        let turn = (self.take_turns && !stateless).then(|| {
             relay
                 .as_ref()
                 .filter(|relay| relay.capabilities().answers_requests())
                 .map(ClientRelay::session)
         });
+        let gated = turn.is_some();
         let (id, receiver) = {
             let mut state = lock(&self.state);
             let now = match turn {
@@ -448,7 +485,7 @@ impl RelayRoutes {
                     admitted
                 }
                 None => {
-                    state.running += 1;
+                    state.outside += 1;
                     true
                 }
             };
@@ -457,6 +494,7 @@ impl RelayRoutes {
                 return CallTicket {
                     routes: self,
                     key: state.register(relay),
+                    gated,
                 };
             }
             let (admitted, receiver) = oneshot::channel();
@@ -476,7 +514,11 @@ impl RelayRoutes {
         };
         pending.wait().await;
         let key = lock(&self.state).register(relay);
-        CallTicket { routes: self, key }
+        CallTicket {
+            routes: self,
+            key,
+            gated,
+        }
     }
 
     /// The client a request or notification from the upstream goes to. `origin` is the
@@ -496,7 +538,7 @@ impl RelayRoutes {
             };
         }
         // Only calls with a relay are in the table; the others are counted.
-        let untracked = state.running.saturating_sub(state.calls.len());
+        let untracked = (state.running + state.outside).saturating_sub(state.calls.len());
         let mut sessions = state.calls.values().filter_map(|call| call.relay.as_ref());
         let Some(first) = sessions.next() else {
             return Route::Nowhere(if untracked > 0 {
@@ -517,17 +559,18 @@ impl RelayRoutes {
 
     /// Calls in flight right now.
     pub fn in_flight(&self) -> usize {
-        lock(&self.state).running
+        let state = lock(&self.state);
+        state.running + state.outside
     }
 
-    fn leave(&self, key: u64) {
+    fn leave(&self, key: u64, gated: bool) {
         let mut state = lock(&self.state);
         state.calls.remove(&key);
-        if self.take_turns {
+        if gated {
             state.finish();
             state.admit_waiting();
         } else {
-            state.running = state.running.saturating_sub(1);
+            state.outside = state.outside.saturating_sub(1);
         }
     }
 }
@@ -571,6 +614,8 @@ impl Drop for PendingTurn<'_> {
 pub struct CallTicket<'a> {
     routes: &'a RelayRoutes,
     key: u64,
+    /// Whether the call takes turns.
+    gated: bool,
 }
 
 impl CallTicket<'_> {
@@ -594,7 +639,7 @@ impl std::fmt::Debug for CallTicket<'_> {
 
 impl Drop for CallTicket<'_> {
     fn drop(&mut self) {
-        self.routes.leave(self.key);
+        self.routes.leave(self.key, self.gated);
     }
 }
 
@@ -889,5 +934,30 @@ mod tests {
         assert_eq!(routes.in_flight(), 1);
         drop(bare_ticket);
         assert_eq!(routes.in_flight(), 0);
+    }
+
+    #[tokio::test]
+    async fn stateless_clients_do_not_take_turns_and_are_never_guessed() {
+        let routes = RelayRoutes::new(true);
+        let (stateless, _asked_later) =
+            ClientRelay::stateless_channel(RelaySession::new(), RelayCapabilities::ALL);
+        assert!(!stateless.is_live());
+        let (live, _on_the_line) = relay_with_all();
+        let parked = routes.enter(Some(stateless.clone())).await;
+        // A live client's call is not held up by a call whose client may never come back...
+        let mut live_call = pin!(routes.enter(Some(live)));
+        let live_ticket = match poll!(live_call.as_mut()) {
+            std::task::Poll::Ready(ticket) => ticket,
+            std::task::Poll::Pending => panic!("the live call waited for a stateless one"),
+        };
+        // ...and a request that could be either's is refused, not guessed.
+        let refused = refused(routes.route("elicitation/create", None));
+        assert!(refused.message.contains("several clients"), "{refused}");
+        drop(live_ticket);
+        assert_eq!(
+            routed_to(routes.route("elicitation/create", None)).session(),
+            stateless.session()
+        );
+        drop(parked);
     }
 }

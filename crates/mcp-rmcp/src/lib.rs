@@ -47,6 +47,7 @@
 
 mod direct;
 mod http_service;
+mod input_required;
 mod link;
 mod progress;
 mod remote;

@@ -63,7 +63,9 @@ use rmcp::model::{
 };
 // The `initialize` era's logging, which rmcp marks deprecated (SEP-2577), is still part of the
 // protocol the gateway serves to those clients.
-use rmcp::model::{ClientResult, ServerNotification, ServerRequest};
+use rmcp::model::{ClientResult, InputRequiredResult, ServerNotification, ServerRequest};
+
+use crate::input_required::{ParkedCalls, Round};
 #[allow(deprecated)]
 use rmcp::model::{SetLevelRequestMethod, SetLevelRequestParams};
 use rmcp::service::{
@@ -200,6 +202,8 @@ pub struct GatewayMcpServer {
 
 struct Shared {
     frontend: Arc<dyn McpFrontend>,
+    /// 2026-07-28 calls waiting for their callers' answers to what their servers asked.
+    parked: ParkedCalls,
     settings: McpServerSettings,
     /// The last tool list converted to rmcp's type, keyed by the front end's `Arc`: paging
     /// through a large list converts it once, not once per page.
@@ -270,6 +274,7 @@ impl GatewayMcpServer {
         Self {
             shared: Arc::new(Shared {
                 frontend,
+                parked: ParkedCalls::new(),
                 settings,
                 converted_tools: Mutex::new(None),
             }),
@@ -288,6 +293,70 @@ impl GatewayMcpServer {
 
     fn frontend(&self) -> &dyn McpFrontend {
         self.shared.frontend.as_ref()
+    }
+
+    /// A 2026-07-28 call of a client that can be asked something: run so that what its server
+    /// asks becomes an input-required result (see [`crate::input_required`]). `None` when the
+    /// client declared nothing it can be asked, whose calls take the plain path.
+    async fn call_asking_statelessly(
+        &self,
+        caller: &Caller,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Option<Result<Round, ErrorData>> {
+        let capabilities = context
+            .client_capabilities()
+            .and_then(|declared| serde_json::to_value(declared).ok())
+            .map(|declared| RelayCapabilities::from_client_capabilities(&declared))
+            .unwrap_or_default();
+        if !capabilities.answers_requests() {
+            return None;
+        }
+        // Each stateless call is a client of its own.
+        let (relay, relayed) = ClientRelay::stateless_channel(RelaySession::new(), capabilities);
+        let cancel = CancellationToken::new();
+        // Progress reaches the client while the first round runs, on that request's stream.
+        let token = context.meta.get_progress_token();
+        let (progress_sender, progress_receiver) = mpsc::unbounded_channel();
+        let progress: Option<ProgressHandler> = token.is_some().then(|| {
+            Arc::new(move |update: ProgressUpdate| {
+                let _ = progress_sender.send(update);
+            }) as ProgressHandler
+        });
+        let ctx = CallContext {
+            cancellation: cancel.clone(),
+            progress,
+            principal: caller.principal.clone(),
+            relay: Some(relay),
+        };
+        let frontend = Arc::clone(&self.shared.frontend);
+        let (call_caller, name, arguments) = (
+            caller.clone(),
+            request.name.to_string(),
+            request.arguments.clone(),
+        );
+        // The call outlives this request when its server asks something: it waits, parked,
+        // for the caller's next request.
+        let call = tokio::spawn(async move {
+            frontend
+                .call_tool(&call_caller, &name, arguments, ctx)
+                .await
+        });
+        let first_round =
+            self.shared
+                .parked
+                .start(caller.principal.clone(), call, relayed, cancel, &context.ct);
+        Some(
+            call_relaying(
+                first_round,
+                progress_receiver,
+                None,
+                token,
+                &context.peer,
+                None,
+            )
+            .await,
+        )
     }
 
     /// The way back to the client for one call: `initialize`-era clients only, with the
@@ -624,6 +693,20 @@ fn log_level_admits(asked: Option<usize>, params: &Value) -> bool {
     level.is_none_or(|level| level >= asked)
 }
 
+/// What a round of a 2026-07-28 call answers: the call's result, or what its server asks.
+fn round_response(round: Round) -> Result<CallToolResponse, ErrorData> {
+    match round {
+        Round::Done(outcome) => {
+            let outcome =
+                outcome.map_err(|error| jsonrpc_error(error, ErrorCode::INVALID_PARAMS))?;
+            call_tool_result(outcome).map(CallToolResponse::Complete)
+        }
+        Round::InputRequired(json) => serde_json::from_value::<InputRequiredResult>(json)
+            .map(CallToolResponse::InputRequired)
+            .map_err(|error| relay_error("input-required result", &error)),
+    }
+}
+
 fn with_complete_result_type(result_type: &mut Option<ResultType>) {
     result_type.get_or_insert(ResultType::COMPLETE);
 }
@@ -746,6 +829,27 @@ impl ServerHandler for GatewayMcpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let caller = caller_from_extensions(&context.extensions);
+        if !uses_initialize_era(&context) {
+            if let Some(state) = request.request_state.as_deref() {
+                let round = self
+                    .shared
+                    .parked
+                    .resume(
+                        state,
+                        request.input_responses.as_ref(),
+                        caller.principal.as_deref(),
+                        &context.ct,
+                    )
+                    .await?;
+                return round_response(round);
+            }
+            if let Some(round) = self
+                .call_asking_statelessly(&caller, &request, &context)
+                .await
+            {
+                return round_response(round?);
+            }
+        }
         let token = context.meta.get_progress_token();
         let (progress_sender, progress_receiver) = mpsc::unbounded_channel();
         let progress: Option<ProgressHandler> = token.is_some().then(|| {

@@ -1,0 +1,405 @@
+//! The 2026-07-28 era's input-required results, for servers that ask their client mid-call.
+//!
+//! A 2026-07-28 client is stateless: a server cannot send it a request in the middle of a
+//! call. Instead the call answers an `InputRequiredResult` (`resultType: "input_required"`)
+//! listing what it needs (`inputRequests`, keyed), with an opaque `requestState`, and the
+//! client calls again with its answers (`inputResponses`, same keys) and that state.
+//!
+//! The gateway's upstream sessions are of the `initialize` era, whose servers ask with real
+//! requests (`elicitation/create`, `sampling/createMessage`, `roots/list`) and wait for the
+//! answer. For a 2026-07-28 caller the gateway translates: when the server asks, the call is
+//! *parked* (the upstream request stays open, waiting) and the caller gets an
+//! `InputRequiredResult` with the server's requests; the retry hands the answers to the
+//! waiting server and goes on waiting for the call's result, or for the server's next
+//! question (another round).
+//!
+//! The `requestState` names the parked call and its round, signed with HMAC-SHA256 under a
+//! key the gateway draws at start: a state that was changed, or made up, is refused; a state
+//! of a round already answered is refused; a parked call is resumed only by the principal that
+//! made it. A parked call nobody resumes is cancelled upstream after [`PARK_TIMEOUT`]. Parked
+//! calls live in this gateway process: a retry that reaches another replica, or comes after a
+//! restart, is told to call again.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use mcpgw_core::{FrontendError, RelayError, Relayed, ToolCallOutcome};
+use rmcp::model::ErrorData;
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// How long a parked call waits for its caller to come back with the answers.
+pub(crate) const PARK_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// At most this many calls wait for their callers at once; more are refused.
+const MAX_PARKED: usize = 1024;
+
+const STATE_VERSION: &str = "mcpgw1";
+
+type CallTask = JoinHandle<Result<ToolCallOutcome, FrontendError>>;
+
+/// A question of the server that the caller has not answered yet.
+struct Question {
+    key: String,
+    method: String,
+    params: Value,
+    answer: oneshot::Sender<Result<Value, RelayError>>,
+}
+
+/// A call whose server asked something, waiting for its caller to answer.
+struct Parked {
+    principal: Option<String>,
+    round: u64,
+    call: CallTask,
+    relayed: mpsc::UnboundedReceiver<Relayed>,
+    questions: Vec<Question>,
+    asked: u64,
+    cancel: CancellationToken,
+    expires_at: Instant,
+}
+
+impl Drop for Parked {
+    fn drop(&mut self) {
+        // Nobody will answer: the server's questions fail (the senders drop) and the call is
+        // cancelled upstream.
+        self.cancel.cancel();
+    }
+}
+
+/// What one round of a call ends with.
+pub(crate) enum Round {
+    /// The call answered.
+    Done(Result<ToolCallOutcome, FrontendError>),
+    /// The server asks: the `InputRequiredResult` as JSON.
+    InputRequired(Value),
+}
+
+/// The calls parked by one MCP endpoint.
+pub(crate) struct ParkedCalls {
+    key: [u8; 32],
+    calls: Mutex<HashMap<String, Parked>>,
+}
+
+impl std::fmt::Debug for ParkedCalls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParkedCalls")
+            .field("parked", &self.lock().len())
+            .finish_non_exhaustive()
+    }
+}
+
+fn invalid_state(message: &str) -> ErrorData {
+    ErrorData::invalid_params(message.to_owned(), None)
+}
+
+impl ParkedCalls {
+    pub(crate) fn new() -> Self {
+        let mut key = [0_u8; 32];
+        fill_random(&mut key);
+        Self {
+            key,
+            calls: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Parked>> {
+        self.calls.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs a new call (already started as `call`, cancelled by `cancel`) until it answers or
+    /// its server asks something.
+    pub(crate) async fn start(
+        &self,
+        principal: Option<String>,
+        call: CallTask,
+        relayed: mpsc::UnboundedReceiver<Relayed>,
+        cancel: CancellationToken,
+        caller_gone: &CancellationToken,
+    ) -> Result<Round, ErrorData> {
+        let parked = Parked {
+            principal,
+            round: 0,
+            call,
+            relayed,
+            questions: Vec::new(),
+            asked: 0,
+            cancel,
+            expires_at: Instant::now() + PARK_TIMEOUT,
+        };
+        self.run(random_id(), parked, caller_gone).await
+    }
+
+    /// Resumes the parked call `request_state` names with the caller's answers.
+    pub(crate) async fn resume(
+        &self,
+        request_state: &str,
+        answers: Option<&std::collections::BTreeMap<String, Value>>,
+        principal: Option<&str>,
+        caller_gone: &CancellationToken,
+    ) -> Result<Round, ErrorData> {
+        let (id, round) = self.verify(request_state).ok_or_else(|| {
+            invalid_state(
+                "the requestState was not issued by this gateway, or was changed: call the tool \
+                 again without it",
+            )
+        })?;
+        let mut parked = {
+            let mut calls = self.lock();
+            self.expire(&mut calls);
+            match calls.get(&id) {
+                Some(parked) if parked.principal.as_deref() == principal => {}
+                _ => {
+                    return Err(invalid_state(
+                        "the call this requestState belongs to is over or expired (or was \
+                         parked by another gateway replica): call the tool again",
+                    ));
+                }
+            }
+            if calls.get(&id).is_some_and(|parked| parked.round != round) {
+                return Err(invalid_state(
+                    "this requestState was answered already: use the one of the latest \
+                     input-required result",
+                ));
+            }
+            calls
+                .remove(&id)
+                .ok_or_else(|| invalid_state("the call is over"))?
+        };
+        // Answers go to the questions they name; keys the server did not ask are ignored, and
+        // questions left unanswered are asked again.
+        let mut unanswered = Vec::new();
+        for question in std::mem::take(&mut parked.questions) {
+            match answers.and_then(|answers| answers.get(&question.key)) {
+                Some(answer) => {
+                    let _ = question.answer.send(Ok(answer.clone()));
+                }
+                None => unanswered.push(question),
+            }
+        }
+        parked.questions = unanswered;
+        parked.expires_at = Instant::now() + PARK_TIMEOUT;
+        self.run(id, parked, caller_gone).await
+    }
+
+    /// Waits for the call to answer or its server to ask; parks it in the second case.
+    async fn run(
+        &self,
+        id: String,
+        mut parked: Parked,
+        caller_gone: &CancellationToken,
+    ) -> Result<Round, ErrorData> {
+        if parked.questions.is_empty() {
+            loop {
+                tokio::select! {
+                    biased;
+                    outcome = &mut parked.call => {
+                        let outcome = outcome.unwrap_or_else(|error| {
+                            tracing::error!(%error, "a parked tool call ended without an answer");
+                            Err(FrontendError::new(
+                                mcpgw_core::FrontendErrorKind::Unavailable,
+                                "the gateway failed while running the call; see its log",
+                            ))
+                        });
+                        return Ok(Round::Done(outcome));
+                    }
+                    item = parked.relayed.recv() => match item {
+                        Some(Relayed::Request { method, params, answer }) => {
+                            parked.asked += 1;
+                            let key = format!("{}-{}", short_name(&method), parked.asked);
+                            parked.questions.push(Question { key, method, params, answer });
+                            break;
+                        }
+                        // Log messages have no stream to ride in this era.
+                        Some(Relayed::Notification { .. }) => {}
+                        None => {}
+                    },
+                    () = caller_gone.cancelled() => return Err(ErrorData::new(
+                        rmcp::model::ErrorCode(crate::CANCELLED_ERROR_CODE),
+                        "the request was cancelled",
+                        None,
+                    )),
+                }
+            }
+            // Questions asked together are answered together.
+            while let Ok(item) = parked.relayed.try_recv() {
+                if let Relayed::Request {
+                    method,
+                    params,
+                    answer,
+                } = item
+                {
+                    parked.asked += 1;
+                    let key = format!("{}-{}", short_name(&method), parked.asked);
+                    parked.questions.push(Question {
+                        key,
+                        method,
+                        params,
+                        answer,
+                    });
+                }
+            }
+        }
+        parked.round += 1;
+        let input_requests: Map<String, Value> = parked
+            .questions
+            .iter()
+            .map(|question| {
+                let request =
+                    serde_json::json!({"method": question.method, "params": question.params});
+                (question.key.clone(), request)
+            })
+            .collect();
+        let request_state = self.sign(&id, parked.round);
+        let mut calls = self.lock();
+        self.expire(&mut calls);
+        if calls.len() >= MAX_PARKED {
+            return Err(ErrorData::internal_error(
+                "the gateway has too many calls waiting for their callers' answers; try again \
+                 later",
+                None,
+            ));
+        }
+        calls.insert(id, parked);
+        Ok(Round::InputRequired(serde_json::json!({
+            "resultType": "input_required",
+            "inputRequests": input_requests,
+            "requestState": request_state,
+        })))
+    }
+
+    fn expire(&self, calls: &mut HashMap<String, Parked>) {
+        let now = Instant::now();
+        calls.retain(|_, parked| parked.expires_at > now);
+    }
+
+    fn sign(&self, id: &str, round: u64) -> String {
+        let payload = format!("{STATE_VERSION}.{id}.{round}");
+        let mac = hex(&hmac_sha256(&self.key, payload.as_bytes()));
+        format!("{payload}.{mac}")
+    }
+
+    /// The parked call and round a state names, when this gateway signed it.
+    fn verify(&self, state: &str) -> Option<(String, u64)> {
+        let (payload, mac) = state.rsplit_once('.')?;
+        let expected = hex(&hmac_sha256(&self.key, payload.as_bytes()));
+        if !constant_time_eq(mac.as_bytes(), expected.as_bytes()) {
+            return None;
+        }
+        let mut parts = payload.split('.');
+        let (Some(STATE_VERSION), Some(id), Some(round), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return None;
+        };
+        Some((id.to_owned(), round.parse().ok()?))
+    }
+}
+
+/// `elicitation`, `sampling`, `roots`: the key stem of a question.
+fn short_name(method: &str) -> &str {
+    match method {
+        "elicitation/create" => "elicitation",
+        "sampling/createMessage" => "sampling",
+        "roots/list" => "roots",
+        other => other.split('/').next().unwrap_or("request"),
+    }
+}
+
+fn hmac_sha256(key: &[u8; 32], message: &[u8]) -> [u8; 32] {
+    const BLOCK: usize = 64;
+    let mut inner_pad = [0x36_u8; BLOCK];
+    let mut outer_pad = [0x5c_u8; BLOCK];
+    for (index, byte) in key.iter().enumerate() {
+        inner_pad[index] ^= byte;
+        outer_pad[index] ^= byte;
+    }
+    let inner = Sha256::new()
+        .chain_update(inner_pad)
+        .chain_update(message)
+        .finalize();
+    Sha256::new()
+        .chain_update(outer_pad)
+        .chain_update(inner)
+        .finalize()
+        .into()
+}
+
+fn constant_time_eq(left: &[u8], right: &[u8]) -> bool {
+    left.len() == right.len()
+        && left
+            .iter()
+            .zip(right)
+            .fold(0_u8, |difference, (a, b)| difference | (a ^ b))
+            == 0
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes.iter().fold(String::new(), |mut text, byte| {
+        let _ = write!(text, "{byte:02x}");
+        text
+    })
+}
+
+/// A parked call's id: 128 random bits.
+fn random_id() -> String {
+    let mut id = [0_u8; 16];
+    fill_random(&mut id);
+    hex(&id)
+}
+
+/// Fills `bytes` from the operating system's random source. Without it (no `/dev/urandom`)
+/// the time and the address space layout stand in, which still keeps states of one process
+/// apart; the signature, not the id, is what makes a state unforgeable, and its key is
+/// drawn the same way.
+fn fill_random(bytes: &mut [u8]) {
+    use std::io::Read as _;
+    if let Ok(mut source) = std::fs::File::open("/dev/urandom")
+        && source.read_exact(bytes).is_ok()
+    {
+        return;
+    }
+    let seed = format!("{:?}{:p}", std::time::SystemTime::now(), &bytes);
+    let digest = Sha256::digest(seed.as_bytes());
+    for (index, byte) in bytes.iter_mut().enumerate() {
+        *byte = digest[index % digest.len()];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hmac_matches_the_rfc_4231_vector() {
+        // RFC 4231 test case 2 uses a 4-byte key; this one pads a 32-byte key of 0x0b * 20
+        // (test case 1's key) with zeros, which HMAC does itself for short keys.
+        let mut key = [0_u8; 32];
+        key[..20].copy_from_slice(&[0x0b; 20]);
+        assert_eq!(
+            hex(&hmac_sha256(&key, b"Hi There")),
+            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"
+        );
+    }
+
+    #[test]
+    fn states_are_refused_when_changed_or_made_up() {
+        let parked = ParkedCalls::new();
+        let state = parked.sign("abc", 2);
+        assert_eq!(parked.verify(&state), Some(("abc".to_owned(), 2)));
+        // Bad input: a changed round, a changed id, an appended suffix, another gateway's key,
+        // garbage.
+        let changed_round = state.replacen(".2.", ".3.", 1);
+        assert_eq!(parked.verify(&changed_round), None);
+        assert_eq!(parked.verify(&state.replacen("abc", "abd", 1)), None);
+        assert_eq!(parked.verify(&format!("{state}-TAMPERED")), None);
+        assert_eq!(ParkedCalls::new().verify(&state), None);
+        for garbage in ["", ".", "mcpgw1", "mcpgw1.a.b.c.d", "not a state at all"] {
+            assert_eq!(parked.verify(garbage), None, "{garbage:?}");
+        }
+    }
+}
