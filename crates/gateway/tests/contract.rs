@@ -164,6 +164,7 @@ impl McpSessionFixture for ProcessSessions {
 
 mod process_session {
     mcpgw_testkit::mcp_session_contract_suite!(super::ProcessSessions);
+    mcpgw_testkit::mcp_session_relay_suite!(super::ProcessSessions);
 }
 
 // ----- the event bus and its observers ------------------------------------------------------

@@ -93,6 +93,7 @@ impl McpSessionFixture for FixtureProcesses {
 
 mod stdio_session {
     mcpgw_testkit::mcp_session_contract_suite!(super::FixtureProcesses::default());
+    mcpgw_testkit::mcp_session_relay_suite!(super::FixtureProcesses::default());
 }
 
 /// Starts a fixture server over Streamable HTTP and answers its endpoint.
@@ -149,6 +150,7 @@ impl McpSessionFixture for RemoteSessions {
 
 mod remote_session {
     mcpgw_testkit::mcp_session_contract_suite!(super::RemoteSessions::default());
+    mcpgw_testkit::mcp_session_relay_suite!(super::RemoteSessions::default());
 }
 
 /// The remote launcher, with one fixture server over Streamable HTTP to launch.

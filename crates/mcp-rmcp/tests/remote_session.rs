@@ -175,7 +175,8 @@ async fn lists_calls_and_pings_over_streamable_http() {
             "stderr",
             "env",
             "notify_tools_changed",
-            "drop_session"
+            "drop_session",
+            "roots"
         ],
         "every page"
     );

@@ -164,6 +164,7 @@ async fn lists_every_tool_across_pages() {
             "env",
             "notify_tools_changed",
             "drop_session",
+            "roots",
             "tool_0",
             "tool_1",
             "tool_2",

@@ -6,7 +6,8 @@
 //!   [`discovery_store_suite`], [`tool_list_store_suite`], [`group_repository_suite`],
 //!   [`rate_limiter_suite`], [`config_file_suite`], [`discovery_source_suite`],
 //!   [`process_spawner_suite`], [`history_suite`], [`runtime_suites`], [`token_verifier_suite`],
-//!   [`policy_decider_suite`], [`server_launcher_suite`], [`mcp_session_suite`],
+//!   [`policy_decider_suite`], [`server_launcher_suite`], [`mcp_session_suite`] (and
+//!   [`mcp_session_relay_suite`] for what a session's server sends its client mid-call),
 //!   [`stdio_connector_suite`], [`event_suites`], [`mcp_frontend_suite`]): one set of tests per
 //!   port that every implementation, fake or real, must pass. A downstream adapter author runs
 //!   the same suite.
@@ -51,6 +52,7 @@ pub mod fakes;
 pub mod group_repository_suite;
 pub mod history_suite;
 pub mod mcp_frontend_suite;
+pub mod mcp_session_relay_suite;
 pub mod mcp_session_suite;
 pub mod policy_decider_suite;
 pub mod process_spawner_suite;

@@ -102,20 +102,20 @@ macro_rules! __mcp_session_contract_case {
 // ----- helpers ------------------------------------------------------------------------------
 
 /// Fails the case instead of hanging it when a broken session never answers.
-pub(crate) async fn within<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
+pub async fn within<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(PATIENCE, future)
         .await
         .unwrap_or_else(|_| panic!("{what} did not finish within {PATIENCE:?}"))
 }
 
-pub(crate) fn tool_call(name: &str, arguments: Value) -> ToolCall {
+pub fn tool_call(name: &str, arguments: Value) -> ToolCall {
     ToolCall {
         name: name.to_owned(),
         arguments: arguments.as_object().cloned(),
     }
 }
 
-pub(crate) async fn call(
+pub async fn call(
     session: &dyn McpSession,
     name: &str,
     arguments: Value,
@@ -128,7 +128,7 @@ pub(crate) async fn call(
     .await
 }
 
-pub(crate) async fn echo(session: &dyn McpSession, said: &str) -> Result<String, SessionError> {
+pub async fn echo(session: &dyn McpSession, said: &str) -> Result<String, SessionError> {
     let outcome = call(
         session,
         "echo",
@@ -140,7 +140,7 @@ pub(crate) async fn echo(session: &dyn McpSession, said: &str) -> Result<String,
     Ok(first_text(&outcome))
 }
 
-pub(crate) fn first_text(outcome: &ToolCallOutcome) -> String {
+pub fn first_text(outcome: &ToolCallOutcome) -> String {
     outcome.result["content"][0]["text"]
         .as_str()
         .unwrap_or_else(|| panic!("no text content in {:?}", outcome.result))
