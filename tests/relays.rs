@@ -553,3 +553,33 @@ fn a_parked_call_is_resumed_only_by_whoever_made_it() {
         "{done}"
     );
 }
+
+#[test]
+fn prompt_and_resource_list_changes_reach_the_clients() {
+    let remote = start_sdk_server_http();
+    let gateway = relay_gateway(&remote);
+    let url = format!("{}/mcp", gateway.base_url);
+    for server in ["stdio", "remote"] {
+        let mut args = vec![
+            url.clone(),
+            "--protocol".to_owned(),
+            "2025-11-25".to_owned(),
+            "--no-list".to_owned(),
+            "--linger".to_owned(),
+            "2".to_owned(),
+        ];
+        args.extend(call(&format!("{server}__announce_lists"), json!({})));
+        let run = spawn_python_client("http_client.py", &args).wait();
+        assert_eq!(call_texts(&run), ["announced"]);
+        let notifications = run["notifications"].as_array().expect("notifications");
+        for wanted in [
+            "notifications/prompts/list_changed",
+            "notifications/resources/list_changed",
+        ] {
+            assert!(
+                notifications.iter().any(|method| method == wanted),
+                "{server}: no {wanted} in {notifications:?}"
+            );
+        }
+    }
+}

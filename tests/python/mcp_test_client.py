@@ -230,6 +230,13 @@ def add_operation_arguments(parser: argparse.ArgumentParser) -> None:
         help="send logging/setLevel LEVEL after connecting (2025 era); the messages are in logs",
     )
     parser.add_argument(
+        "--linger",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="after everything else, keep the connection open this long (notifications still arrive)",
+    )
+    parser.add_argument(
         "--no-list",
         action="store_true",
         help="skip tools/list before the calls (the 2026-07-28 SDK still lists a tool it must call)",
@@ -466,6 +473,8 @@ async def run_operations(
             output["subscription"] = None
             if options.subscribe is not None:
                 output["subscription"] = await _subscribe(client, options.subscribe, updated_uris)
+            if options.linger > 0:
+                await anyio.sleep(options.linger)
             # Read once more: a 2025-era session id is known after initialize, and stays.
             output["session_id"] = probe.session_id()
             output["notifications"] = notifications

@@ -26,6 +26,7 @@ Tools:
   `sdk_server ask_user cancelled` when the call is cancelled while it waits.
 - `roots`: the client's roots (`roots/list`), their URIs separated by spaces.
 - `log_and_echo {message}`: logs the message at `info` and at `debug`, then answers it.
+- `announce_lists`: announces that its prompts and its resources changed (2025 era).
 """
 
 from __future__ import annotations
@@ -128,6 +129,14 @@ async def log_and_echo(message: str, ctx: Context) -> str:
     await ctx.info(f"info: {message}")
     await ctx.debug(f"debug: {message}")
     return message
+
+
+@server.tool(description="Announces that the server's prompts and resources changed.")
+async def announce_lists(ctx: Context) -> str:
+    session = ctx.request_context.session
+    await session.send_prompt_list_changed()
+    await session.send_resource_list_changed()
+    return "announced"
 
 
 async def serve_http(host: str, port: int) -> None:

@@ -250,6 +250,10 @@ impl McpFrontend for AuthorizedFrontend {
         self.catalog.changes()
     }
 
+    fn list_changes(&self) -> Option<watch::Receiver<mcpgw_core::ListChanges>> {
+        self.catalog.list_changes()
+    }
+
     async fn settle(&self) {
         self.catalog.settle().await;
     }

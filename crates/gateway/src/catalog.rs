@@ -100,6 +100,8 @@ pub struct ToolCatalog {
     resource_subscribers: Arc<std::sync::Mutex<HashMap<(ServerId, String), usize>>>,
     /// The most verbose log level any client asked for.
     log_levels: LogLevels,
+    /// The prompt and resource list changes the running servers announced.
+    list_changes: watch::Sender<mcpgw_core::ListChanges>,
     /// Where work started by event observers runs (observers may be called off the runtime).
     runtime: Option<tokio::runtime::Handle>,
 }
@@ -184,8 +186,50 @@ impl ToolCatalog {
             probing: std::sync::atomic::AtomicBool::new(true),
             resource_subscribers: Arc::default(),
             log_levels: LogLevels::default(),
+            list_changes: watch::Sender::new(mcpgw_core::ListChanges::default()),
             runtime: tokio::runtime::Handle::try_current().ok(),
         })
+    }
+
+    /// Passes on, while a server that just started runs, its announcements that its prompts or
+    /// resources changed.
+    fn follow_list_changes(&self, server: &ServerId) {
+        let Some(mut announced) = self
+            .manager
+            .running_session(server)
+            .and_then(|session| session.list_changes())
+        else {
+            return;
+        };
+        let Some(runtime) = tokio::runtime::Handle::try_current()
+            .ok()
+            .or_else(|| self.runtime.clone())
+        else {
+            return;
+        };
+        let changes = self.list_changes.clone();
+        runtime.spawn(async move {
+            // The session counts from zero: what it announced before this task ran counts too.
+            let mut seen = mcpgw_core::ListChanges::default();
+            loop {
+                let now = *announced.borrow_and_update();
+                if now != seen {
+                    changes.send_modify(|total| {
+                        total.prompts = total
+                            .prompts
+                            .wrapping_add(now.prompts.wrapping_sub(seen.prompts));
+                        total.resources = total
+                            .resources
+                            .wrapping_add(now.resources.wrapping_sub(seen.resources));
+                    });
+                    seen = now;
+                }
+                // Ends with the session, which drops its sender.
+                if announced.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
     }
 
     /// Tells a server that just started the log level clients asked for, if any asked.
@@ -747,6 +791,10 @@ impl McpFrontend for ToolCatalog {
         self.changes.subscribe()
     }
 
+    fn list_changes(&self) -> Option<watch::Receiver<mcpgw_core::ListChanges>> {
+        Some(self.list_changes.subscribe())
+    }
+
     async fn settle(&self) {
         let mut pending = self.probes_pending.subscribe();
         let _ = tokio::time::timeout(SETTLE_TIMEOUT, pending.wait_for(|count| *count == 0)).await;
@@ -1062,6 +1110,7 @@ impl EventObserver for CatalogObserver {
         }
         if let DomainEvent::McpServerStarted { mcp_server_id, .. } = &published.event {
             catalog.apply_log_level(mcp_server_id);
+            catalog.follow_list_changes(mcp_server_id);
         }
         if relevant {
             catalog.mark_dirty();

@@ -110,6 +110,10 @@ impl McpSession for ProcessSession {
         self.session.tool_list_changes()
     }
 
+    fn list_changes(&self) -> Option<tokio::sync::watch::Receiver<mcpgw_core::ListChanges>> {
+        self.session.list_changes()
+    }
+
     async fn list_prompts(&self) -> Result<Vec<Value>, SessionError> {
         self.session.list_prompts().await
     }

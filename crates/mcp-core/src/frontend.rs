@@ -40,6 +40,14 @@ impl Caller {
     }
 }
 
+/// How many times servers announced that their prompts, or their resources, changed
+/// (`notifications/prompts/list_changed`, `notifications/resources/list_changed`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ListChanges {
+    pub prompts: u64,
+    pub resources: u64,
+}
+
 /// Why a front-end request failed, in terms a protocol adapter can map to its own errors.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -147,6 +155,13 @@ pub trait McpFrontend: Send + Sync {
     async fn complete(&self, caller: &Caller, params: Value) -> Result<Value, FrontendError> {
         let _ = (caller, params);
         Ok(empty_completion())
+    }
+
+    /// Moves whenever a server announces that its prompts or its resources changed, so that a
+    /// protocol adapter can tell its clients; `None` when this front end cannot tell, as in
+    /// this default.
+    fn list_changes(&self) -> Option<watch::Receiver<ListChanges>> {
+        None
     }
 
     /// `logging/setLevel` from a client: the servers it may use are asked to log at `level`

@@ -81,7 +81,8 @@ pub use events::{
     DomainEvent, EVENT_TYPES, EventObserver, EventSink, NullEventSink, PublishedEvent,
 };
 pub use frontend::{
-    Caller, FrontendError, FrontendErrorKind, McpFrontend, ResourceSubscription, empty_completion,
+    Caller, FrontendError, FrontendErrorKind, ListChanges, McpFrontend, ResourceSubscription,
+    empty_completion,
 };
 pub use health::{BackoffPolicy, FailureTracker};
 pub use history::{HistoryPage, InMemoryInvocationHistory, InvocationHistory, InvocationRecord};

@@ -138,6 +138,12 @@ pub trait McpSession: Send + Sync {
         None
     }
 
+    /// Counters that move each time the upstream announces that its prompts or its resources
+    /// changed; `None` when the session cannot tell.
+    fn list_changes(&self) -> Option<tokio::sync::watch::Receiver<crate::frontend::ListChanges>> {
+        None
+    }
+
     /// The upstream's prompts, as MCP `Prompt` objects, pagination followed to the end.
     async fn list_prompts(&self) -> Result<Vec<Value>, SessionError> {
         Ok(Vec::new())

@@ -48,9 +48,9 @@ use std::sync::{Arc, Mutex};
 
 use mcpgw_core::tool::ProgressHandler;
 use mcpgw_core::{
-    CallContext, Caller, ClientRelay, ErrorKind, FrontendError, FrontendErrorKind, McpFrontend,
-    ProgressUpdate, RelayCapabilities, RelayError, RelaySession, Relayed, Tool, ToolCallOutcome,
-    log_severity,
+    CallContext, Caller, ClientRelay, ErrorKind, FrontendError, FrontendErrorKind, ListChanges,
+    McpFrontend, ProgressUpdate, RelayCapabilities, RelayError, RelaySession, Relayed, Tool,
+    ToolCallOutcome, log_severity,
 };
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
@@ -417,6 +417,13 @@ impl GatewayMcpServer {
             .take()
             .unwrap_or_else(|| self.frontend().changes());
         let ended = self.connection.ended.clone();
+        if let Some(list_changes) = self.frontend().list_changes() {
+            tokio::spawn(relay_list_changes(
+                list_changes,
+                peer.clone(),
+                ended.clone(),
+            ));
+        }
         tokio::spawn(async move {
             loop {
                 tokio::select! {
@@ -439,6 +446,41 @@ impl GatewayMcpServer {
 
 /// The front end's tool in rmcp's type. A tool whose input schema is not a JSON object is
 /// listed with the empty object schema rather than dropped, so that it stays callable.
+/// Sends an `initialize`-era client `notifications/prompts/list_changed` and
+/// `notifications/resources/list_changed` as servers announce them, until the connection ends.
+async fn relay_list_changes(
+    mut changes: watch::Receiver<ListChanges>,
+    peer: Peer<RoleServer>,
+    ended: CancellationToken,
+) {
+    let mut seen = *changes.borrow_and_update();
+    loop {
+        tokio::select! {
+            () = ended.cancelled() => return,
+            changed = changes.changed() => {
+                if changed.is_err() || peer.is_transport_closed() {
+                    return;
+                }
+            }
+        }
+        let now = *changes.borrow_and_update();
+        let sent = async {
+            if now.prompts != seen.prompts {
+                peer.notify_prompt_list_changed().await?;
+            }
+            if now.resources != seen.resources {
+                peer.notify_resource_list_changed().await?;
+            }
+            Ok::<(), ServiceError>(())
+        };
+        if let Err(error) = sent.await {
+            tracing::debug!(%error, "mcp client is gone; stopping list_changed");
+            return;
+        }
+        seen = now;
+    }
+}
+
 fn rmcp_tool(tool: &Tool) -> Option<rmcp::model::Tool> {
     let mut json = serde_json::to_value(tool).ok()?;
     if !tool.input_schema.is_object() {
@@ -720,8 +762,10 @@ impl ServerHandler for GatewayMcpServer {
                 .enable_tools()
                 .enable_tool_list_changed()
                 .enable_prompts()
+                .enable_prompts_list_changed()
                 .enable_resources()
                 .enable_resources_subscribe()
+                .enable_resources_list_changed()
                 .enable_completions()
                 .enable_logging()
                 .build(),
@@ -738,6 +782,11 @@ impl ServerHandler for GatewayMcpServer {
         let mut info = self.get_info();
         if let Some(resources) = info.capabilities.resources.as_mut() {
             resources.subscribe = None;
+            // Its `subscriptions/listen` carries the tool list's changes only here.
+            resources.list_changed = None;
+        }
+        if let Some(prompts) = info.capabilities.prompts.as_mut() {
+            prompts.list_changed = None;
         }
         // Nor has it `logging/setLevel`, or a way for a server to send log messages mid-call.
         info.capabilities.logging = None;
@@ -1289,8 +1338,17 @@ mod tests {
             .expect("the server introduced itself")
             .capabilities;
         assert!(capabilities.completions.is_some());
-        // Upstream log messages and resource updates are relayed.
+        // Upstream log messages, resource updates and prompt and resource list changes are
+        // relayed.
         assert!(capabilities.logging.is_some());
+        assert_eq!(
+            capabilities.prompts.as_ref().and_then(|p| p.list_changed),
+            Some(true)
+        );
+        assert_eq!(
+            capabilities.resources.as_ref().and_then(|r| r.list_changed),
+            Some(true)
+        );
         assert_eq!(
             capabilities.resources.as_ref().and_then(|r| r.subscribe),
             Some(true)
@@ -1346,6 +1404,15 @@ mod tests {
             None
         );
         assert!(capabilities.logging.is_none(), "no logging in this era");
+        // Its `subscriptions/listen` carries the tool list's changes only.
+        assert_eq!(
+            capabilities.prompts.as_ref().and_then(|p| p.list_changed),
+            None
+        );
+        assert_eq!(
+            capabilities.resources.as_ref().and_then(|r| r.list_changed),
+            None
+        );
         let completion = client
             .complete(completion_request())
             .await

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use mcpgw_core::{
-    CallContext, ExitStatusInfo, McpSession, RelayCapabilities, RelayError, RelayRoutes, Route,
-    ServerId, ServerOutput, SessionError, SessionErrorKind, Tool, ToolCall, ToolCallOutcome,
+    CallContext, ExitStatusInfo, ListChanges, McpSession, RelayCapabilities, RelayError,
+    RelayRoutes, Route, ServerId, ServerOutput, SessionError, SessionErrorKind, Tool, ToolCall,
+    ToolCallOutcome,
 };
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientConfig,
@@ -106,6 +107,7 @@ struct UpstreamClient {
     config: ClientConfig,
     resource_updates: tokio::sync::broadcast::Sender<String>,
     relay_routes: Arc<RelayRoutes>,
+    list_changes: watch::Sender<ListChanges>,
 }
 
 impl UpstreamClient {
@@ -175,6 +177,22 @@ impl rmcp::ClientHandler for UpstreamClient {
     ) -> Result<ListRootsResult, ErrorData> {
         self.relay("roots/list", &serde_json::json!({}), &context)
             .await
+    }
+
+    async fn on_prompt_list_changed(
+        &self,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        self.list_changes
+            .send_modify(|changes| changes.prompts = changes.prompts.wrapping_add(1));
+    }
+
+    async fn on_resource_list_changed(
+        &self,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        self.list_changes
+            .send_modify(|changes| changes.resources = changes.resources.wrapping_add(1));
     }
 
     async fn on_logging_message(
@@ -253,6 +271,9 @@ pub struct RmcpSession {
     /// The calls in flight and the clients they came from, for what the server sends back.
     relay_routes: Arc<RelayRoutes>,
     tool_list_changes: watch::Receiver<u64>,
+    /// What the server announced with `notifications/prompts/list_changed` and
+    /// `notifications/resources/list_changed`.
+    list_changes: watch::Receiver<ListChanges>,
     /// What the server announced with `notifications/resources/updated`; dropped with the
     /// session, which ends every receiver.
     resource_updates: tokio::sync::broadcast::Sender<String>,
@@ -354,10 +375,12 @@ impl RmcpSession {
         } = relays;
         let shutdown = CancellationToken::new();
         let (resource_updates, _) = tokio::sync::broadcast::channel(RESOURCE_UPDATE_CAPACITY);
+        let (list_changes_sender, list_changes) = watch::channel(ListChanges::default());
         let client = UpstreamClient {
             config: client_config,
             resource_updates: resource_updates.clone(),
             relay_routes: Arc::clone(&relay_routes),
+            list_changes: list_changes_sender,
         };
         // Boxed as `Send` here, where the types are concrete: left to async-trait's inference,
         // rustc fails to prove rmcp's handshake future `Send` for every lifetime.
@@ -399,6 +422,7 @@ impl RmcpSession {
             progress_routes,
             relay_routes,
             tool_list_changes,
+            list_changes,
             resource_updates,
             failure_hint,
             _shutdown_on_drop: shutdown.clone().drop_guard(),
@@ -942,6 +966,10 @@ impl McpSession for RmcpSession {
 
     fn tool_list_changes(&self) -> Option<watch::Receiver<u64>> {
         Some(self.tool_list_changes.clone())
+    }
+
+    fn list_changes(&self) -> Option<watch::Receiver<ListChanges>> {
+        Some(self.list_changes.clone())
     }
 
     async fn list_prompts(&self) -> Result<Vec<Value>, SessionError> {
