@@ -344,13 +344,7 @@ fn mcp_call_at(base_url: &str, tool: &str, arguments: &Value) -> Value {
         .send_json(&body)
         .expect("the gateway answers");
     let text = response.body_mut().read_to_string().unwrap();
-    serde_json::from_str(&text).unwrap_or_else(|_| {
-        text.lines()
-            .filter_map(|line| line.strip_prefix("data:"))
-            .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
-            .find(|message| message.get("id").is_some())
-            .unwrap_or_else(|| panic!("no answer in {text}"))
-    })
+    support::jsonrpc_answer(&text)
 }
 
 fn error_message(answer: &Value) -> String {

@@ -36,6 +36,16 @@ fn relay_gateway(remote: &RunningPeer) -> support::RunningGateway {
         .start()
 }
 
+/// A client of the `initialize` era that skips listing tools.
+fn session_client(url: &str) -> Vec<String> {
+    vec![
+        url.to_owned(),
+        "--protocol".to_owned(),
+        "2025-11-25".to_owned(),
+        "--no-list".to_owned(),
+    ]
+}
+
 fn call(name: &str, arguments: Value) -> Vec<String> {
     vec!["--call".to_owned(), name.to_owned(), arguments.to_string()]
 }
@@ -182,12 +192,7 @@ fn a_client_that_cannot_be_asked_is_never_asked() {
     // Bad input: a client that declared no sampling, elicitation or roots calls tools that
     // need them. The upstream is refused at once ("method not found", as the client itself
     // would answer) and the call ends with the tool's error instead of waiting.
-    let mut args = vec![
-        url,
-        "--protocol".to_owned(),
-        "2025-11-25".to_owned(),
-        "--no-list".to_owned(),
-    ];
+    let mut args = session_client(&url);
     for server in ["stdio", "remote"] {
         args.extend(call(
             &format!("{server}__ask_user"),
@@ -222,14 +227,8 @@ fn log_messages_reach_the_caller_at_its_level() {
     let gateway = relay_gateway(&remote);
     let url = format!("{}/mcp", gateway.base_url);
     for server in ["stdio", "remote"] {
-        let mut args = vec![
-            url.clone(),
-            "--protocol".to_owned(),
-            "2025-11-25".to_owned(),
-            "--no-list".to_owned(),
-            "--log-level".to_owned(),
-            "info".to_owned(),
-        ];
+        let mut args = session_client(&url);
+        args.extend(["--log-level".to_owned(), "info".to_owned()]);
         args.extend(call(
             &format!("{server}__log_and_echo"),
             json!({"message": "hello"}),
@@ -281,14 +280,11 @@ fn a_client_that_hangs_up_mid_question_leaves_nothing_waiting() {
     let asked = tempfile::tempdir().unwrap();
     for server in ["stdio", "remote"] {
         let asked_file = asked.path().join(server);
-        let mut args = vec![
-            url.clone(),
-            "--protocol".to_owned(),
-            "2025-11-25".to_owned(),
-            "--no-list".to_owned(),
+        let mut args = session_client(&url);
+        args.extend([
             "--elicitation-hang".to_owned(),
             asked_file.display().to_string(),
-        ];
+        ]);
         args.extend(call(
             &format!("{server}__ask_user"),
             json!({"question": "will you answer?"}),
@@ -354,14 +350,8 @@ fn a_log_level_reaches_the_servers_running_now_and_those_started_later() {
     // every message; one that can be asked nothing and sets no level gets its answers as plain
     // JSON, with no room for messages.
     let logging_call = |log_level: Option<&str>| {
-        let mut args = vec![
-            url.clone(),
-            "--protocol".to_owned(),
-            "2025-11-25".to_owned(),
-            "--no-list".to_owned(),
-            "--root".to_owned(),
-            "file:///tmp".to_owned(),
-        ];
+        let mut args = session_client(&url);
+        args.extend(["--root".to_owned(), "file:///tmp".to_owned()]);
         if let Some(level) = log_level {
             args.extend(["--log-level".to_owned(), level.to_owned()]);
         }
@@ -437,13 +427,7 @@ fn stateless_call(gateway: &support::RunningGateway, key: Option<&str>, params: 
     }
     let mut response = request.send_json(&body).expect("the gateway answers");
     let text = response.body_mut().read_to_string().unwrap();
-    serde_json::from_str(&text).unwrap_or_else(|_| {
-        text.lines()
-            .filter_map(|line| line.strip_prefix("data:"))
-            .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
-            .find(|message| message.get("id").is_some())
-            .unwrap_or_else(|| panic!("no answer in {text}"))
-    })
+    support::jsonrpc_answer(&text)
 }
 
 fn input_required(answer: &Value) -> (String, String) {
@@ -560,14 +544,8 @@ fn prompt_and_resource_list_changes_reach_the_clients() {
     let gateway = relay_gateway(&remote);
     let url = format!("{}/mcp", gateway.base_url);
     for server in ["stdio", "remote"] {
-        let mut args = vec![
-            url.clone(),
-            "--protocol".to_owned(),
-            "2025-11-25".to_owned(),
-            "--no-list".to_owned(),
-            "--linger".to_owned(),
-            "2".to_owned(),
-        ];
+        let mut args = session_client(&url);
+        args.extend(["--linger".to_owned(), "2".to_owned()]);
         args.extend(call(&format!("{server}__announce_lists"), json!({})));
         let run = spawn_python_client("http_client.py", &args).wait();
         assert_eq!(call_texts(&run), ["announced"]);

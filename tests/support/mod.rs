@@ -646,3 +646,16 @@ fn dechunked(mut data: &[u8]) -> Vec<u8> {
     }
     out
 }
+
+/// The JSON-RPC answer in the body of a POST to `/mcp`: the body itself when it is JSON, else
+/// the first message with an `id` among its Server-Sent Events.
+#[track_caller]
+pub fn jsonrpc_answer(body: &str) -> Value {
+    serde_json::from_str(body).unwrap_or_else(|_| {
+        body.lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+            .find(|message| message.get("id").is_some())
+            .unwrap_or_else(|| panic!("no answer in {body}"))
+    })
+}

@@ -191,6 +191,13 @@ impl ToolCatalog {
         })
     }
 
+    /// Where to run work an event observer starts.
+    fn runtime(&self) -> Option<tokio::runtime::Handle> {
+        tokio::runtime::Handle::try_current()
+            .ok()
+            .or_else(|| self.runtime.clone())
+    }
+
     /// Passes on, while a server that just started runs, its announcements that its prompts or
     /// resources changed.
     fn follow_list_changes(&self, server: &ServerId) {
@@ -201,10 +208,7 @@ impl ToolCatalog {
         else {
             return;
         };
-        let Some(runtime) = tokio::runtime::Handle::try_current()
-            .ok()
-            .or_else(|| self.runtime.clone())
-        else {
+        let Some(runtime) = self.runtime() else {
             return;
         };
         let changes = self.list_changes.clone();
@@ -240,10 +244,7 @@ impl ToolCatalog {
         let Some(session) = self.manager.running_session(server) else {
             return;
         };
-        let Some(runtime) = tokio::runtime::Handle::try_current()
-            .ok()
-            .or_else(|| self.runtime.clone())
-        else {
+        let Some(runtime) = self.runtime() else {
             return;
         };
         let server = server.clone();

@@ -61,6 +61,14 @@ macro_rules! __mcp_session_relay_case {
     };
 }
 
+/// A client that can be asked for its roots, and nothing else.
+fn roots_only() -> RelayCapabilities {
+    RelayCapabilities {
+        roots: true,
+        ..RelayCapabilities::default()
+    }
+}
+
 fn with_relay(relay: ClientRelay) -> CallContext {
     CallContext {
         relay: Some(relay),
@@ -72,11 +80,7 @@ pub async fn a_servers_request_reaches_the_callers_relay_and_the_answer_returns(
     fixture: &dyn McpSessionFixture,
 ) {
     let session = fixture.connect().await;
-    let capabilities = RelayCapabilities {
-        roots: true,
-        ..RelayCapabilities::default()
-    };
-    let (relay, mut asked) = ClientRelay::channel(RelaySession::new(), capabilities);
+    let (relay, mut asked) = ClientRelay::channel(RelaySession::new(), roots_only());
     let client = tokio::spawn(async move {
         match asked.recv().await {
             Some(Relayed::Request { method, answer, .. }) => {
@@ -129,11 +133,7 @@ pub async fn a_call_cancelled_while_its_client_is_asked_ends_at_once(
     fixture: &dyn McpSessionFixture,
 ) {
     let session = fixture.connect().await;
-    let capabilities = RelayCapabilities {
-        roots: true,
-        ..RelayCapabilities::default()
-    };
-    let (relay, mut asked) = ClientRelay::channel(RelaySession::new(), capabilities);
+    let (relay, mut asked) = ClientRelay::channel(RelaySession::new(), roots_only());
     let ctx = with_relay(relay);
     let cancellation = ctx.cancellation.clone();
     let calling = {
