@@ -198,17 +198,24 @@ impl ToolCatalog {
             .or_else(|| self.runtime.clone())
     }
 
-    /// Passes on, while a server that just started runs, its announcements that its prompts or
-    /// resources changed.
-    fn follow_list_changes(&self, server: &ServerId) {
-        let Some(mut announced) = self
-            .manager
-            .running_session(server)
-            .and_then(|session| session.list_changes())
+    /// Follows a server that just started: tells it the log level clients asked for, if any
+    /// asked, and passes on, while it runs, its announcements that its prompts or resources
+    /// changed.
+    fn follow_started_server(&self, server: &ServerId) {
+        let (Some(session), Some(runtime)) = (self.manager.running_session(server), self.runtime())
         else {
             return;
         };
-        let Some(runtime) = self.runtime() else {
+        if let Some(level) = self.log_levels.current() {
+            let (session, server) = (Arc::clone(&session), server.clone());
+            runtime.spawn(async move {
+                let asked = tokio::time::timeout(FAN_OUT_TIMEOUT, session.set_logging_level(level));
+                if !matches!(asked.await, Ok(Ok(()))) {
+                    tracing::debug!(%server, level, "a started server was not told the log level");
+                }
+            });
+        }
+        let Some(mut announced) = session.list_changes() else {
             return;
         };
         let changes = self.list_changes.clone();
@@ -232,26 +239,6 @@ impl ToolCatalog {
                 if announced.changed().await.is_err() {
                     return;
                 }
-            }
-        });
-    }
-
-    /// Tells a server that just started the log level clients asked for, if any asked.
-    fn apply_log_level(&self, server: &ServerId) {
-        let Some(level) = self.log_levels.current() else {
-            return;
-        };
-        let Some(session) = self.manager.running_session(server) else {
-            return;
-        };
-        let Some(runtime) = self.runtime() else {
-            return;
-        };
-        let server = server.clone();
-        runtime.spawn(async move {
-            let asked = tokio::time::timeout(FAN_OUT_TIMEOUT, session.set_logging_level(level));
-            if !matches!(asked.await, Ok(Ok(()))) {
-                tracing::debug!(%server, level, "a started server was not told the log level");
             }
         });
     }
@@ -1110,8 +1097,7 @@ impl EventObserver for CatalogObserver {
             catalog.forget_probe(mcp_server_id);
         }
         if let DomainEvent::McpServerStarted { mcp_server_id, .. } = &published.event {
-            catalog.apply_log_level(mcp_server_id);
-            catalog.follow_list_changes(mcp_server_id);
+            catalog.follow_started_server(mcp_server_id);
         }
         if relevant {
             catalog.mark_dirty();

@@ -102,7 +102,7 @@ pub use ports::{
 };
 pub use relay::{
     CallTicket, ClientRelay, LOG_LEVELS, RelayCapabilities, RelayError, RelayRoutes, RelaySession,
-    Relayed, Route, log_severity,
+    Relayed, log_severity,
 };
 pub use spec::{ContainerCli, ContainerEngine, CustomLaunch, LaunchSpec, ServerOrigin, ServerSpec};
 pub use state::{ServerState, TransitionError};

@@ -384,15 +384,6 @@ impl std::fmt::Debug for RelayRoutes {
     }
 }
 
-/// Where a request or notification from the upstream goes.
-#[derive(Debug)]
-pub enum Route {
-    /// To this client.
-    Client(ClientRelay),
-    /// Nowhere; the error says why.
-    Nowhere(RelayError),
-}
-
 impl RoutesState {
     /// Whether a call of `session` (`None`: a client that answers no requests) may start now.
     fn admits(&self, session: Option<RelaySession>) -> bool {
@@ -521,10 +512,11 @@ impl RelayRoutes {
         }
     }
 
-    /// The client a request or notification from the upstream goes to. `origin` is the
+    /// The client a request or notification from the upstream goes to, or why it goes
+    /// nowhere. `origin` is the
     /// upstream request id (as [`CallTicket::bind_origin`] was given it) of the call whose
     /// stream it came on, when the transport knows it.
-    pub fn route(&self, method: &str, origin: Option<&str>) -> Route {
+    pub fn route(&self, method: &str, origin: Option<&str>) -> Result<ClientRelay, RelayError> {
         let state = lock(&self.state);
         if let Some(origin) = origin
             && let Some(call) = state
@@ -533,24 +525,24 @@ impl RelayRoutes {
                 .find(|call| call.origin.as_deref() == Some(origin))
         {
             return match &call.relay {
-                Some(relay) => Route::Client(relay.clone()),
-                None => Route::Nowhere(cannot_be_sent(method)),
+                Some(relay) => Ok(relay.clone()),
+                None => Err(cannot_be_sent(method)),
             };
         }
         // Only calls with a relay are in the table; the others are counted.
         let untracked = (state.running + state.outside).saturating_sub(state.calls.len());
         let mut sessions = state.calls.values().filter_map(|call| call.relay.as_ref());
         let Some(first) = sessions.next() else {
-            return Route::Nowhere(if untracked > 0 {
+            return Err(if untracked > 0 {
                 cannot_be_sent(method)
             } else {
                 RelayError::no_client(method, "no call is in flight on this server")
             });
         };
         if untracked == 0 && sessions.all(|relay| relay.session() == first.session()) {
-            return Route::Client(first.clone());
+            return Ok(first.clone());
         }
-        Route::Nowhere(RelayError::no_client(
+        Err(RelayError::no_client(
             method,
             "calls of several clients are in flight on this server and its transport does not \
              say which one this belongs to",
@@ -656,18 +648,12 @@ mod tests {
         ClientRelay::channel(RelaySession::new(), capabilities)
     }
 
-    fn routed_to(route: Route) -> ClientRelay {
-        match route {
-            Route::Client(relay) => relay,
-            Route::Nowhere(error) => panic!("expected a client, got {error:?}"),
-        }
+    fn routed_to(route: Result<ClientRelay, RelayError>) -> ClientRelay {
+        route.unwrap_or_else(|error| panic!("expected a client, got {error:?}"))
     }
 
-    fn refused(route: Route) -> RelayError {
-        match route {
-            Route::Client(relay) => panic!("expected no client, got {relay:?}"),
-            Route::Nowhere(error) => error,
-        }
+    fn refused(route: Result<ClientRelay, RelayError>) -> RelayError {
+        route.expect_err("expected no client")
     }
 
     #[test]

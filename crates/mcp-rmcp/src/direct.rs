@@ -88,13 +88,13 @@ pub(crate) struct DirectCalls {
     tracked: RwLock<HashMap<Arc<str>, Arc<TrackedSession>>>,
 }
 
-/// One JSON-RPC message, as far as routing needs it.
+/// One JSON-RPC request or notification, as far as routing needs it (read without copying).
 #[derive(Deserialize)]
-struct Incoming<'a> {
+pub(crate) struct Incoming<'a> {
     #[serde(borrow)]
     jsonrpc: std::borrow::Cow<'a, str>,
     #[serde(default, borrow)]
-    id: Option<&'a RawValue>,
+    pub(crate) id: Option<&'a RawValue>,
     #[serde(borrow)]
     method: std::borrow::Cow<'a, str>,
     #[serde(default, borrow)]
@@ -233,13 +233,13 @@ impl DirectCalls {
     }
 
     /// Called with every answer rmcp gave: keeps the session table in step with rmcp's.
-    /// `posted` is the body of a POST, which says whether the session's client can be sent
+    /// `posted` is the message of a POST, which says whether the session's client can be sent
     /// anything mid-call.
     pub(crate) fn after_forwarded(
         &self,
         method: &http::Method,
         request_session: Option<&str>,
-        posted: Option<&[u8]>,
+        posted: Option<&Incoming<'_>>,
         response: &http::Response<McpHttpBody>,
     ) {
         let answered_session = response
@@ -469,25 +469,20 @@ fn reply(
 
 /// Whether a request makes its session one whose calls may carry relayed messages: an
 /// `initialize` that declares capabilities for server requests, or `logging/setLevel`.
-fn wants_relays(body: &[u8]) -> bool {
+fn wants_relays(posted: &Incoming<'_>) -> bool {
     #[derive(Deserialize)]
-    struct Posted {
+    struct Initialize {
         #[serde(default)]
-        method: Option<String>,
-        #[serde(default)]
-        params: Option<Value>,
+        capabilities: Value,
     }
-    let Ok(posted) = serde_json::from_slice::<Posted>(body) else {
-        return false;
-    };
-    match posted.method.as_deref() {
-        Some("logging/setLevel") => true,
-        Some("initialize") => posted
+    match posted.method.as_ref() {
+        "logging/setLevel" => true,
+        "initialize" => posted
             .params
-            .as_ref()
-            .and_then(|params| params.get("capabilities"))
-            .is_some_and(|declared| {
-                mcpgw_core::RelayCapabilities::from_client_capabilities(declared).answers_requests()
+            .and_then(|params| serde_json::from_str::<Initialize>(params.get()).ok())
+            .is_some_and(|initialize| {
+                mcpgw_core::RelayCapabilities::from_client_capabilities(&initialize.capabilities)
+                    .answers_requests()
             }),
         _ => false,
     }

@@ -28,7 +28,7 @@ use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
-use crate::direct::DirectCalls;
+use crate::direct::{DirectCalls, Incoming};
 use crate::server::{GatewayMcpServer, McpServerSettings};
 
 /// The body of every answer: a complete body for JSON answers and errors, an unending stream of
@@ -208,39 +208,30 @@ pub fn streamable_http_handler(
             {
                 return malformed.into_response();
             }
-            direct.after_forwarded(
-                &method,
-                session.as_deref(),
-                posted_json.as_deref(),
-                &response,
-            );
-            match (session, posted_json) {
-                (Some(session), Some(posted)) => {
-                    cancel_on_hang_up(response, &sessions, session, &posted)
-                }
+            // Read once, without copying, for both uses.
+            let posted = posted_json
+                .as_deref()
+                .and_then(|body| serde_json::from_slice::<Incoming<'_>>(body).ok());
+            direct.after_forwarded(&method, session.as_deref(), posted.as_ref(), &response);
+            match (session, posted.as_ref().and_then(|posted| posted.id)) {
+                (Some(session), Some(id)) => cancel_on_hang_up(response, &sessions, session, id),
                 _ => response,
             }
         })
     })
 }
 
-/// An `initialize`-era request answered over SSE, whose client hangs up before the stream
-/// ends, is cancelled as if the client had sent `notifications/cancelled`: rmcp would keep its
+/// An `initialize`-era request (a message with an `id` and a `method`) answered over SSE,
+/// whose client hangs up before the stream ends, is cancelled as if the client had sent
+/// `notifications/cancelled`: rmcp would keep its
 /// handler running (a stream can be resumed), and a call whose server waits for the client's
 /// answer to a relayed request would hold that server until the session expired.
 fn cancel_on_hang_up(
     response: http::Response<McpHttpBody>,
     sessions: &Arc<LocalSessionManager>,
     session: String,
-    posted: &[u8],
+    id: &RawValue,
 ) -> http::Response<McpHttpBody> {
-    #[derive(serde::Deserialize)]
-    struct Request<'a> {
-        #[serde(borrow)]
-        id: Option<&'a RawValue>,
-        #[serde(borrow)]
-        method: Option<&'a RawValue>,
-    }
     let streams = response
         .headers()
         .get(http::header::CONTENT_TYPE)
@@ -249,13 +240,6 @@ fn cancel_on_hang_up(
     if !streams || !response.status().is_success() {
         return response;
     }
-    let Ok(Request {
-        id: Some(id),
-        method: Some(_),
-    }) = serde_json::from_slice::<Request<'_>>(posted)
-    else {
-        return response;
-    };
     let Ok(request_id) = serde_json::from_str::<serde_json::Value>(id.get()) else {
         return response;
     };

@@ -62,6 +62,28 @@ struct Parked {
     expires_at: Instant,
 }
 
+impl Parked {
+    /// Records a question of the server under a key of its own; anything else (a log message,
+    /// which has no stream to ride in this era) is dropped.
+    fn ask(&mut self, item: Relayed) {
+        if let Relayed::Request {
+            method,
+            params,
+            answer,
+        } = item
+        {
+            self.asked += 1;
+            let key = format!("{}-{}", short_name(&method), self.asked);
+            self.questions.push(Question {
+                key,
+                method,
+                params,
+                answer,
+            });
+        }
+    }
+}
+
 impl Drop for Parked {
     fn drop(&mut self) {
         // Nobody will answer: the server's questions fail (the senders drop) and the call is
@@ -207,10 +229,8 @@ impl ParkedCalls {
                         return Ok(Round::Done(outcome));
                     }
                     item = parked.relayed.recv() => match item {
-                        Some(Relayed::Request { method, params, answer }) => {
-                            parked.asked += 1;
-                            let key = format!("{}-{}", short_name(&method), parked.asked);
-                            parked.questions.push(Question { key, method, params, answer });
+                        Some(item @ Relayed::Request { .. }) => {
+                            parked.ask(item);
                             break;
                         }
                         // Log messages have no stream to ride in this era.
@@ -226,21 +246,7 @@ impl ParkedCalls {
             }
             // Questions asked together are answered together.
             while let Ok(item) = parked.relayed.try_recv() {
-                if let Relayed::Request {
-                    method,
-                    params,
-                    answer,
-                } = item
-                {
-                    parked.asked += 1;
-                    let key = format!("{}-{}", short_name(&method), parked.asked);
-                    parked.questions.push(Question {
-                        key,
-                        method,
-                        params,
-                        answer,
-                    });
-                }
+                parked.ask(item);
             }
         }
         parked.round += 1;

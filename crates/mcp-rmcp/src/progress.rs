@@ -14,11 +14,11 @@ use mcpgw_core::tool::ProgressHandler;
 use mcpgw_core::{ProgressUpdate, RelayRoutes};
 use rmcp::RoleClient;
 use rmcp::model::{JsonRpcMessage, ProgressNotificationParam, ProgressToken, ServerNotification};
-use rmcp::service::{InboundStreamOrigin, RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use tokio::sync::watch;
 
-use crate::session::{origin_key, relay_log_message};
+use crate::session::{origin_of, relay_log_message};
 
 /// Progress that arrived before its request's handler was registered is kept this long (in
 /// notifications, across all tokens), because rmcp only reveals a request's progress token once
@@ -153,11 +153,8 @@ where
                     // Log messages go to the calling client in order with the call's answer,
                     // like progress.
                     ServerNotification::LoggingMessageNotification(log) => {
-                        let origin = match log.extensions.get::<InboundStreamOrigin>() {
-                            Some(InboundStreamOrigin::OutboundRequest(id)) => Some(origin_key(id)),
-                            _ => None,
-                        };
                         if let Ok(params) = serde_json::to_value(&log.params) {
+                            let origin = origin_of(&log.extensions);
                             relay_log_message(&self.relay_routes, params, origin.as_deref());
                         }
                     }

@@ -61,11 +61,9 @@ use rmcp::model::{
     ReadResourceResult, ResourceUpdatedNotificationParam, ResultType, ServerCapabilities,
     ServerConfig, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
+use rmcp::model::{ClientResult, InputRequiredResult, ServerNotification, ServerRequest};
 // The `initialize` era's logging, which rmcp marks deprecated (SEP-2577), is still part of the
 // protocol the gateway serves to those clients.
-use rmcp::model::{ClientResult, InputRequiredResult, ServerNotification, ServerRequest};
-
-use crate::input_required::{ParkedCalls, Round};
 #[allow(deprecated)]
 use rmcp::model::{SetLevelRequestMethod, SetLevelRequestParams};
 use rmcp::service::{
@@ -73,6 +71,8 @@ use rmcp::service::{
     ServerInitializeError, ServiceError, SubscriptionContext,
 };
 use rmcp::{ServerHandler, ServiceExt};
+
+use crate::input_required::{ParkedCalls, Round};
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, watch};
@@ -304,11 +304,7 @@ impl GatewayMcpServer {
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Option<Result<Round, ErrorData>> {
-        let capabilities = context
-            .client_capabilities()
-            .and_then(|declared| serde_json::to_value(declared).ok())
-            .map(|declared| RelayCapabilities::from_client_capabilities(&declared))
-            .unwrap_or_default();
+        let capabilities = declared_capabilities(context);
         if !capabilities.answers_requests() {
             return None;
         }
@@ -317,12 +313,7 @@ impl GatewayMcpServer {
         let cancel = CancellationToken::new();
         // Progress reaches the client while the first round runs, on that request's stream.
         let token = context.meta.get_progress_token();
-        let (progress_sender, progress_receiver) = mpsc::unbounded_channel();
-        let progress: Option<ProgressHandler> = token.is_some().then(|| {
-            Arc::new(move |update: ProgressUpdate| {
-                let _ = progress_sender.send(update);
-            }) as ProgressHandler
-        });
+        let (progress, progress_receiver) = progress_channel(token.as_ref());
         let ctx = CallContext {
             cancellation: cancel.clone(),
             progress,
@@ -369,15 +360,9 @@ impl GatewayMcpServer {
         if !uses_initialize_era(context) {
             return None;
         }
-        let capabilities = context
-            .peer
-            .peer_info()
-            .and_then(|info| serde_json::to_value(&info.capabilities).ok())
-            .map(|declared| RelayCapabilities::from_client_capabilities(&declared))
-            .unwrap_or_default();
         Some(ClientRelay::channel(
             self.connection.relay_session,
-            capabilities,
+            declared_capabilities(context),
         ))
     }
 
@@ -444,8 +429,6 @@ impl GatewayMcpServer {
     }
 }
 
-/// The front end's tool in rmcp's type. A tool whose input schema is not a JSON object is
-/// listed with the empty object schema rather than dropped, so that it stays callable.
 /// Sends an `initialize`-era client `notifications/prompts/list_changed` and
 /// `notifications/resources/list_changed` as servers announce them, until the connection ends.
 async fn relay_list_changes(
@@ -481,6 +464,8 @@ async fn relay_list_changes(
     }
 }
 
+/// The front end's tool in rmcp's type. A tool whose input schema is not a JSON object is
+/// listed with the empty object schema rather than dropped, so that it stays callable.
 fn rmcp_tool(tool: &Tool) -> Option<rmcp::model::Tool> {
     let mut json = serde_json::to_value(tool).ok()?;
     if !tool.input_schema.is_object() {
@@ -735,6 +720,33 @@ fn log_level_admits(asked: Option<usize>, params: &Value) -> bool {
     level.is_none_or(|level| level >= asked)
 }
 
+/// What the client of a request declared it can be asked: the request's own capabilities
+/// (2026-07-28), else its session's.
+fn declared_capabilities(context: &RequestContext<RoleServer>) -> RelayCapabilities {
+    context
+        .client_capabilities()
+        .and_then(|declared| serde_json::to_value(declared).ok())
+        .map(|declared| RelayCapabilities::from_client_capabilities(&declared))
+        .unwrap_or_default()
+}
+
+/// Where a call's progress goes when the client asked for it (a progress token): a handler for
+/// the call's context, and the receiving end [`call_relaying`] drains.
+fn progress_channel(
+    token: Option<&ProgressToken>,
+) -> (
+    Option<ProgressHandler>,
+    mpsc::UnboundedReceiver<ProgressUpdate>,
+) {
+    let (sender, receiver) = mpsc::unbounded_channel();
+    let handler = token.is_some().then(|| {
+        Arc::new(move |update: ProgressUpdate| {
+            let _ = sender.send(update);
+        }) as ProgressHandler
+    });
+    (handler, receiver)
+}
+
 /// What a round of a 2026-07-28 call answers: the call's result, or what its server asks.
 fn round_response(round: Round) -> Result<CallToolResponse, ErrorData> {
     match round {
@@ -900,14 +912,7 @@ impl ServerHandler for GatewayMcpServer {
             }
         }
         let token = context.meta.get_progress_token();
-        let (progress_sender, progress_receiver) = mpsc::unbounded_channel();
-        let progress: Option<ProgressHandler> = token.is_some().then(|| {
-            let sender = progress_sender.clone();
-            Arc::new(move |update: ProgressUpdate| {
-                let _ = sender.send(update);
-            }) as ProgressHandler
-        });
-        drop(progress_sender);
+        let (progress, progress_receiver) = progress_channel(token.as_ref());
         let (relay, relayed) = self.relay_for(&context).unzip();
         let call_context = CallContext {
             cancellation: context.ct.clone(),

@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use mcpgw_core::{
     CallContext, ExitStatusInfo, ListChanges, McpSession, RelayCapabilities, RelayError,
-    RelayRoutes, Route, ServerId, ServerOutput, SessionError, SessionErrorKind, Tool, ToolCall,
+    RelayRoutes, ServerId, ServerOutput, SessionError, SessionErrorKind, Tool, ToolCall,
     ToolCallOutcome,
 };
 use rmcp::model::{
@@ -25,9 +25,8 @@ use rmcp::model::{
 // deprecated in favour of the 2026-07-28 era's `subscriptions/listen`.
 #[allow(deprecated)]
 use rmcp::model::{
-    CreateMessageRequestParams, CreateMessageResult, ListRootsResult,
-    LoggingMessageNotificationParam, SetLevelRequest, SetLevelRequestParams, SubscribeRequest,
-    UnsubscribeRequest,
+    CreateMessageRequestParams, CreateMessageResult, ListRootsResult, SetLevelRequest,
+    SetLevelRequestParams, SubscribeRequest, UnsubscribeRequest,
 };
 use rmcp::service::{
     ClientInitializeError, InboundStreamOrigin, Peer, PeerRequestOptions, QuitReason,
@@ -76,7 +75,7 @@ pub(crate) fn origin_key(id: &RequestId) -> String {
 
 /// The outbound request a server's message came with, when the transport says (the SSE stream
 /// of a Streamable HTTP POST).
-fn origin_of(extensions: &rmcp::model::Extensions) -> Option<String> {
+pub(crate) fn origin_of(extensions: &rmcp::model::Extensions) -> Option<String> {
     match extensions.get::<InboundStreamOrigin>()? {
         InboundStreamOrigin::OutboundRequest(id) => Some(origin_key(id)),
         InboundStreamOrigin::Unassociated => None,
@@ -88,10 +87,10 @@ fn origin_of(extensions: &rmcp::model::Extensions) -> Option<String> {
 pub(crate) fn relay_log_message(routes: &RelayRoutes, params: Value, origin: Option<&str>) {
     const METHOD: &str = "notifications/message";
     match routes.route(METHOD, origin) {
-        Route::Client(relay) => {
+        Ok(relay) => {
             relay.notify(METHOD, params);
         }
-        Route::Nowhere(why) => {
+        Err(why) => {
             tracing::debug!(%why, "dropping a log message of an upstream server");
         }
     }
@@ -126,10 +125,10 @@ impl UpstreamClient {
         let params = serde_json::to_value(params)
             .map_err(|error| ErrorData::invalid_params(format!("{method}: {error}"), None))?;
         let origin = origin_of(&context.extensions);
-        let relay = match self.relay_routes.route(method, origin.as_deref()) {
-            Route::Client(relay) => relay,
-            Route::Nowhere(why) => return Err(relay_error_data(why)),
-        };
+        let relay = self
+            .relay_routes
+            .route(method, origin.as_deref())
+            .map_err(relay_error_data)?;
         let answer = relay
             .request(method, params)
             .await
@@ -193,22 +192,6 @@ impl rmcp::ClientHandler for UpstreamClient {
     ) {
         self.list_changes
             .send_modify(|changes| changes.resources = changes.resources.wrapping_add(1));
-    }
-
-    async fn on_logging_message(
-        &self,
-        params: LoggingMessageNotificationParam,
-        context: rmcp::service::NotificationContext<RoleClient>,
-    ) {
-        // Log messages reach this handler only when the transport did not take them off the
-        // stream first (see `progress`); route them all the same.
-        if let Ok(params) = serde_json::to_value(&params) {
-            relay_log_message(
-                &self.relay_routes,
-                params,
-                origin_of(&context.extensions).as_deref(),
-            );
-        }
     }
 
     async fn on_resource_updated(
