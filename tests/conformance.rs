@@ -22,14 +22,6 @@ use support::peers::{
 /// The baseline: requirement set -> `scenario` or `scenario:check-id` -> why it fails.
 const BASELINE: &str = include_str!("conformance/baseline.json");
 
-/// The suite's tools that the conformance server does not serve: the suite expects them to
-/// answer `InputRequiredResult`s of their own (with its keys), which needs a 2026-07-28
-/// upstream session whose results the gateway passes through; the gateway's upstream sessions
-/// are of the `initialize` era. The scenarios that call them fail (and are in the baseline) or
-/// pass vacuously (see [`passes_on_unknown_names`]).
-const TOOLS_NOT_SERVED_PREFIX: &str = "test_input_required_result_";
-const INPUT_REQUIRED_SCENARIO_PREFIX: &str = "input-required-result-";
-
 fn baseline(requirements: &str) -> BTreeMap<String, String> {
     let all: BTreeMap<String, BTreeMap<String, String>> = serde_json::from_str(BASELINE)
         .unwrap_or_else(|error| {
@@ -89,7 +81,6 @@ fn assert_suite_tools_are_listed(url: &str, requirements: &str) {
         .collect();
     let missing: Vec<&str> = conformance_tool_names(requirements)
         .into_iter()
-        .filter(|name| !name.starts_with(TOOLS_NOT_SERVED_PREFIX))
         .filter(|name| !tools.contains(name))
         .collect();
     assert!(
@@ -100,15 +91,11 @@ fn assert_suite_tools_are_listed(url: &str, requirements: &str) {
 }
 
 /// Checks the suite counted as passed although the gateway answered that the tool or prompt
-/// does not exist: some scenarios accept any JSON-RPC error. Only the input-required scenarios,
-/// whose tools the conformance server does not serve, may pass that way.
+/// does not exist: some scenarios accept any JSON-RPC error.
 fn passes_on_unknown_names(run: &Value) -> Vec<String> {
     let mut problems = Vec::new();
     let scenarios = run["scenarios"].as_object().expect("a conformance run");
     for (scenario, checks) in scenarios {
-        if scenario.starts_with(INPUT_REQUIRED_SCENARIO_PREFIX) {
-            continue;
-        }
         for check in checks.as_array().into_iter().flatten() {
             let details = check["details"].to_string();
             if check["status"] == "SUCCESS"

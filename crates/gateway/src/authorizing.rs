@@ -25,7 +25,8 @@ use mcpgw_authz::{
     RateLimiter, RoleName, TenantId,
 };
 use mcpgw_core::{
-    CallContext, Caller, FrontendError, FrontendErrorKind, McpFrontend, Tool, ToolCallOutcome,
+    CallContext, Caller, FrontendError, FrontendErrorKind, InputRound, McpFrontend, Tool,
+    ToolCallOutcome,
 };
 use serde_json::{Map, Value};
 use tokio::sync::watch;
@@ -270,11 +271,14 @@ impl McpFrontend for AuthorizedFrontend {
         caller: &Caller,
         name: &str,
         arguments: Option<Map<String, Value>>,
+        input: Option<InputRound>,
     ) -> Result<Value, FrontendError> {
         if !self.may_use_prompts_and_resources(caller).await {
             return Err(FrontendError::unknown("prompt", name));
         }
-        self.catalog.get_prompt(caller, name, arguments).await
+        self.catalog
+            .get_prompt(caller, name, arguments, input)
+            .await
     }
 
     async fn resources(&self, caller: &Caller) -> Vec<Value> {

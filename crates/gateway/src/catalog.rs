@@ -23,8 +23,8 @@ use mcpgw_authz::AccessPath;
 use mcpgw_config::ToolNaming;
 use mcpgw_core::{
     CallContext, Caller, CoreError, DomainEvent, EventObserver, FrontendError, FrontendErrorKind,
-    McpFrontend, McpSession, PublishedEvent, ResourceSubscription, ServerId, ServerManager,
-    SessionError, SessionErrorKind, Tool, ToolCall, ToolCallOutcome,
+    InputRound, McpFrontend, McpSession, PublishedEvent, ResourceSubscription, ServerId,
+    ServerManager, SessionError, SessionErrorKind, Tool, ToolCall, ToolCallOutcome,
 };
 use serde_json::{Map, Value};
 use tokio::sync::{Notify, watch};
@@ -835,6 +835,7 @@ impl McpFrontend for ToolCatalog {
         caller: &Caller,
         name: &str,
         arguments: Option<Map<String, Value>>,
+        input: Option<InputRound>,
     ) -> Result<Value, FrontendError> {
         let (server, prompt) = self.prompt_route(caller, name).await?;
         let session = self
@@ -843,7 +844,7 @@ impl McpFrontend for ToolCatalog {
             .await
             .map_err(frontend_error)?;
         session
-            .get_prompt(&prompt, arguments)
+            .get_prompt(&prompt, arguments, input)
             .await
             .map_err(|error| {
                 frontend_error(CoreError::Session {

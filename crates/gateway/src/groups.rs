@@ -28,6 +28,7 @@ use mcpgw_groups::{
     GroupStrategy, MAX_ATTEMPTS_PER_CALL, MemberSpec, RandomSource,
 };
 use serde::Serialize;
+use serde_json::Value;
 
 /// A member as the API shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -1116,6 +1117,9 @@ impl GroupService {
         let entry = self
             .entry(id)
             .ok_or_else(|| CoreError::GroupNotFound(id.clone()))?;
+        if let Some(member) = pinned_member(&entry, &ctx)? {
+            return self.call_pinned(&entry, member, call, ctx).await;
+        }
         let cancellation = ctx.cancellation.clone();
         let mut plan = CallPlan::new();
         // The last possible attempt takes the call itself; earlier ones take copies.
@@ -1141,14 +1145,42 @@ impl GroupService {
                 .call_tool(attempt.member(), this_call, this_ctx)
                 .await;
             let outcome = classify(&result);
+            let member = attempt.member().clone();
             attempt.finish(self, outcome);
             if plan.should_retry(outcome) && !cancellation.is_cancelled() {
                 failure = result.err();
                 continue;
             }
-            return result;
+            return result.map(|answer| pin_to_member(answer, &member));
         }
         Err(failure.unwrap_or_else(|| CoreError::GroupUnavailable(id.clone())))
+    }
+
+    /// The retry of a call that a member answered with an input-required result goes to that
+    /// member, whose `requestState` only it can read, whatever the strategy would pick; it is
+    /// not tried on another member.
+    async fn call_pinned(
+        &self,
+        entry: &Mutex<GroupEntry>,
+        (member, state): (ServerId, Option<String>),
+        call: ToolCall,
+        mut ctx: CallContext,
+    ) -> Result<ToolCallOutcome, CoreError> {
+        if let Some(round) = ctx.input.as_mut() {
+            round.state = state;
+        }
+        {
+            let mut entry = lock(entry);
+            // The member was read from this group's own state, so it is one of its members.
+            let _ = entry.group.call_started(&member);
+        }
+        let attempt = Attempt {
+            entry,
+            member: Some(member.clone()),
+        };
+        let result = self.manager.call_tool(&member, call, ctx).await;
+        attempt.finish(self, classify(&result));
+        result.map(|answer| pin_to_member(answer, &member))
     }
 
     /// Picks the member for the next attempt and counts the call as in flight on it.
@@ -1451,5 +1483,55 @@ mod tests {
             GroupServiceError::Storage("disk".into()).kind(),
             ErrorKind::Internal
         );
+    }
+}
+
+/// Separates the member from the member's own `requestState` in the state of a group's
+/// input-required result; server ids cannot contain it.
+const PINNED_STATE_SEPARATOR: char = '/';
+
+/// A member's input-required result, its `requestState` prefixed with the member's id so that
+/// the client's retry reaches the same member (see [`GroupService::call_pinned`]). The client
+/// sees the state only inside the gateway's signed envelope, so it cannot point the retry at
+/// another member. Other answers pass unchanged.
+fn pin_to_member(mut answer: ToolCallOutcome, member: &ServerId) -> ToolCallOutcome {
+    if !answer.is_input_required() {
+        return answer;
+    }
+    if let Some(result) = answer.result.as_object_mut() {
+        let pinned = match result.get("requestState").and_then(Value::as_str) {
+            Some(state) => format!("{member}{PINNED_STATE_SEPARATOR}{state}"),
+            None => member.to_string(),
+        };
+        result.insert("requestState".to_owned(), Value::String(pinned));
+    }
+    answer
+}
+
+/// The member a retry is pinned to and that member's own state, when the call is the retry
+/// of an input-required result of this group; a state that names no member of the group is
+/// refused.
+fn pinned_member(
+    entry: &Mutex<GroupEntry>,
+    ctx: &CallContext,
+) -> Result<Option<(ServerId, Option<String>)>, CoreError> {
+    let Some(state) = ctx.input.as_ref().and_then(|round| round.state.as_deref()) else {
+        return Ok(None);
+    };
+    let (member, inner) = match state.split_once(PINNED_STATE_SEPARATOR) {
+        Some((member, inner)) => (member, Some(inner.to_owned())),
+        None => (state, None),
+    };
+    let entry = lock(entry);
+    let member = ServerId::parse(member)
+        .ok()
+        .filter(|member| entry.group.members().iter().any(|m| m.id() == member));
+    match member {
+        Some(member) => Ok(Some((member, inner))),
+        None => Err(CoreError::Invalid(format!(
+            "the member of group `{}` that asked for this input is no longer one of its members; \
+             call the tool again without inputResponses and requestState",
+            entry.group.id()
+        ))),
     }
 }

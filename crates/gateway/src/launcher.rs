@@ -6,7 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures::FutureExt as _;
 use mcpgw_core::{
-    CallContext, ExitStatusInfo, LaunchError, LaunchedServer, LogBuffer, McpSession,
+    CallContext, ExitStatusInfo, InputRound, LaunchError, LaunchedServer, LogBuffer, McpSession,
     ProcessControl, ProcessSpawner, ServerLauncher, ServerSpec, SessionError, StdioConnector, Tool,
     ToolCall, ToolCallOutcome,
 };
@@ -122,8 +122,9 @@ impl McpSession for ProcessSession {
         &self,
         name: &str,
         arguments: Option<Map<String, Value>>,
+        input: Option<InputRound>,
     ) -> Result<Value, SessionError> {
-        self.session.get_prompt(name, arguments).await
+        self.session.get_prompt(name, arguments, input).await
     }
 
     async fn list_resources(&self) -> Result<Vec<Value>, SessionError> {

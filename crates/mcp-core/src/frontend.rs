@@ -132,11 +132,14 @@ pub trait McpFrontend: Send + Sync {
     /// MCP `Prompt` objects with namespaced names.
     async fn prompts(&self, caller: &Caller) -> Vec<Value>;
 
+    /// `prompts/get` of a listed prompt: the `GetPromptResult` JSON, or an
+    /// `InputRequiredResult` for a caller that speaks the 2026-07-28 era (`input` is `Some`).
     async fn get_prompt(
         &self,
         caller: &Caller,
         name: &str,
         arguments: Option<Map<String, Value>>,
+        input: Option<crate::InputRound>,
     ) -> Result<Value, FrontendError>;
 
     /// MCP `Resource` objects with namespaced names (URIs unchanged).

@@ -107,4 +107,7 @@ pub use relay::{
 pub use spec::{ContainerCli, ContainerEngine, CustomLaunch, LaunchSpec, ServerOrigin, ServerSpec};
 pub use state::{ServerState, TransitionError};
 pub use time::{Clock, MonoTime, Timestamp};
-pub use tool::{CallContext, ProgressUpdate, Tool, ToolCall, ToolCallOutcome};
+pub use tool::{
+    CallContext, INPUT_REQUIRED, InputRound, ProgressUpdate, Tool, ToolCall, ToolCallOutcome,
+    is_input_required,
+};

@@ -149,13 +149,15 @@ pub trait McpSession: Send + Sync {
         Ok(Vec::new())
     }
 
-    /// `prompts/get`: the MCP `GetPromptResult` as JSON.
+    /// `prompts/get`: the MCP `GetPromptResult` as JSON, or an `InputRequiredResult` when
+    /// `input` says the caller speaks the 2026-07-28 era (see [`crate::InputRound`]).
     async fn get_prompt(
         &self,
         name: &str,
         arguments: Option<Map<String, Value>>,
+        input: Option<crate::InputRound>,
     ) -> Result<Value, SessionError> {
-        let _ = arguments;
+        let _ = (arguments, input);
         Err(SessionError::new(
             SessionErrorKind::Protocol { code: -32602 },
             format!("unknown prompt: {name}"),

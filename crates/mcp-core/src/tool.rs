@@ -70,6 +70,43 @@ pub struct ToolCallOutcome {
     pub is_error: bool,
 }
 
+impl ToolCallOutcome {
+    /// Whether the server answered with a 2026-07-28 `InputRequiredResult` (SEP-2322): it needs
+    /// answers from the client (`inputRequests`) before the call can complete, and the client
+    /// retries the call with them. See [`InputRound`].
+    pub fn is_input_required(&self) -> bool {
+        is_input_required(&self.result)
+    }
+}
+
+/// Whether an MCP result (of `tools/call`, `prompts/get` or `resources/read`) is an
+/// `InputRequiredResult`.
+pub fn is_input_required(result: &Value) -> bool {
+    result.get("resultType").and_then(Value::as_str) == Some(INPUT_REQUIRED)
+}
+
+/// The `resultType` of an `InputRequiredResult`.
+pub const INPUT_REQUIRED: &str = "input_required";
+
+/// A request's part in the 2026-07-28 era's multi round-trip exchange (SEP-2322).
+///
+/// A server that needs something from the client mid-request (an elicitation, a sampling, the
+/// client's roots) answers with an `InputRequiredResult`: its questions (`inputRequests`) and
+/// an opaque `requestState`. The client asks its user or model, then sends the same request
+/// again with the answers (`inputResponses`) and the state echoed back.
+///
+/// A request carries an `InputRound` when its caller speaks that era, so the server may answer
+/// it that way; the round of a retry carries the answers and the server's own state (the
+/// gateway's envelope around it already checked and removed). `None` marks a caller of the
+/// `initialize` era, to whom a server asks its questions mid-call instead.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct InputRound {
+    /// The `inputResponses` of a retry, keyed as the server keyed its `inputRequests`.
+    pub responses: Option<Value>,
+    /// The `requestState` of a retry, as the server wrote it.
+    pub state: Option<String>,
+}
+
 /// A progress notification from an upstream, relayed to whoever made the call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProgressUpdate {
@@ -90,6 +127,9 @@ pub struct CallContext {
     /// Where the server's requests and log messages during this call go (see
     /// [`crate::relay`]); `None` for a caller that can be sent nothing.
     pub relay: Option<crate::relay::ClientRelay>,
+    /// `Some` when the caller speaks the 2026-07-28 era and may be answered with an
+    /// input-required result; see [`InputRound`].
+    pub input: Option<InputRound>,
 }
 
 impl std::fmt::Debug for CallContext {
@@ -99,6 +139,7 @@ impl std::fmt::Debug for CallContext {
             .field("progress", &self.progress.is_some())
             .field("principal", &self.principal)
             .field("relay", &self.relay)
+            .field("input", &self.input)
             .finish()
     }
 }

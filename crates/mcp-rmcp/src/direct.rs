@@ -402,6 +402,8 @@ impl DirectCalls {
             principal: caller.principal.clone(),
             // Sessions whose clients can be sent anything mid-call are not served here.
             relay: None,
+            // Only `initialize`-era sessions are served here.
+            input: None,
         };
         // The call runs in its own task: when the client hangs up, this future is dropped and
         // the guard cancels the token, and the call still sees the cancellation and passes it

@@ -613,6 +613,7 @@ mod tests {
             _caller: &mcpgw_core::Caller,
             name: &str,
             _arguments: Option<serde_json::Map<String, serde_json::Value>>,
+            _input: Option<mcpgw_core::InputRound>,
         ) -> Result<serde_json::Value, mcpgw_core::FrontendError> {
             Err(mcpgw_core::FrontendError::unknown("prompt", name))
         }

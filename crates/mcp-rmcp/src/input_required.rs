@@ -13,12 +13,21 @@
 //! waiting server and goes on waiting for the call's result, or for the server's next
 //! question (another round).
 //!
-//! The `requestState` names the parked call and its round, signed with HMAC-SHA256 under a
-//! key the gateway draws at start: a state that was changed, or made up, is refused; a state
-//! of a round already answered is refused; a parked call is resumed only by the principal that
-//! made it. A parked call nobody resumes is cancelled upstream after [`PARK_TIMEOUT`]. Parked
-//! calls live in this gateway process: a retry that reaches another replica, or comes after a
-//! restart, is told to call again.
+//! The `requestState` names the parked call and its round, signed with HMAC-SHA256: a state
+//! that was changed, or made up, is refused; a state of a round already answered is refused; a
+//! parked call is resumed only by the principal that made it. A parked call nobody resumes is
+//! cancelled upstream after [`PARK_TIMEOUT`]. Parked calls live in this gateway process: a
+//! retry that reaches another replica, or comes after a restart, is told to call again.
+//!
+//! A server that takes 2026-07-28 requests answers input-required results itself; the
+//! gateway passes them through (see [`ParkedCalls::seal`]): the questions go to the client
+//! unchanged, under the server's own keys, and the server's `requestState` travels inside a
+//! signed envelope of the gateway's that also names the tool or prompt, the principal and an
+//! expiry. Nothing is kept in the gateway between the rounds, so any replica that holds the
+//! same key resumes the exchange; a state is taken once per replica.
+//!
+//! The key is drawn at start, or derived from a secret every replica is given
+//! ([`ParkedCalls::with_secret`]).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -39,6 +48,11 @@ pub(crate) const PARK_TIMEOUT: Duration = Duration::from_secs(600);
 const MAX_PARKED: usize = 1024;
 
 const STATE_VERSION: &str = "mcpgw1";
+/// The version prefix of a passed-through server's state in the gateway's envelope.
+const SEALED_VERSION: &str = "mcpgw2";
+
+/// At most this many sealed states are remembered as answered, per gateway process.
+const MAX_ANSWERED: usize = 65_536;
 
 type CallTask = JoinHandle<Result<ToolCallOutcome, FrontendError>>;
 
@@ -100,10 +114,46 @@ pub(crate) enum Round {
     InputRequired(Value),
 }
 
-/// The calls parked by one MCP endpoint.
+/// The calls parked by one MCP endpoint, and the key of its request states.
 pub(crate) struct ParkedCalls {
     key: [u8; 32],
     calls: Mutex<HashMap<String, Parked>>,
+    /// Sealed states answered already (their MACs), until they expire.
+    answered: Mutex<HashMap<String, u64>>,
+}
+
+/// What a retry of a request asks for, checked against its sealed state.
+pub(crate) struct Retry<'a> {
+    /// `tool` or `prompt`.
+    pub kind: &'static str,
+    /// The name the client called.
+    pub name: &'a str,
+    pub principal: Option<&'a str>,
+}
+
+/// What the gateway keeps in a sealed state.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Sealed {
+    /// `tool` or `prompt`.
+    k: String,
+    /// The name the client called.
+    n: String,
+    /// The principal that made the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    p: Option<String>,
+    /// Expiry, in seconds since the Unix epoch.
+    e: u64,
+    /// 64 random bits, so that two seals of the same request differ.
+    r: String,
+    /// The server's own state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    s: Option<String>,
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs())
 }
 
 impl std::fmt::Debug for ParkedCalls {
@@ -122,10 +172,122 @@ impl ParkedCalls {
     pub(crate) fn new() -> Self {
         let mut key = [0_u8; 32];
         fill_random(&mut key);
+        Self::with_key(key)
+    }
+
+    /// Request states signed with a key derived from `secret`, which every replica that should
+    /// resume the others' exchanges is given.
+    pub(crate) fn with_secret(secret: &str) -> Self {
+        Self::with_key(Sha256::digest(secret.as_bytes()).into())
+    }
+
+    fn with_key(key: [u8; 32]) -> Self {
         Self {
             key,
             calls: Mutex::new(HashMap::new()),
+            answered: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// A server's input-required result as its caller gets it: the server's `requestState`
+    /// sealed into the gateway's envelope for `retry` (a result without one gets one, so that
+    /// the retry is bound to the caller and the name too). Other results pass unchanged.
+    pub(crate) fn seal(&self, mut result: Value, retry: &Retry<'_>) -> Value {
+        if !mcpgw_core::is_input_required(&result) {
+            return result;
+        }
+        let Some(object) = result.as_object_mut() else {
+            return result;
+        };
+        let mut nonce = [0_u8; 8];
+        fill_random(&mut nonce);
+        let sealed = Sealed {
+            k: retry.kind.to_owned(),
+            n: retry.name.to_owned(),
+            p: retry.principal.map(str::to_owned),
+            e: unix_now() + PARK_TIMEOUT.as_secs(),
+            r: hex(&nonce),
+            s: object
+                .remove("requestState")
+                .and_then(|state| state.as_str().map(str::to_owned)),
+        };
+        let payload = format!(
+            "{SEALED_VERSION}.{}",
+            base64url(&serde_json::to_vec(&sealed).unwrap_or_default())
+        );
+        let mac = hex(&hmac_sha256(&self.key, payload.as_bytes()));
+        object.insert(
+            "requestState".to_owned(),
+            Value::String(format!("{payload}.{mac}")),
+        );
+        result
+    }
+
+    /// Whether `state` is a sealed one (as opposed to a parked call's).
+    pub(crate) fn is_sealed(state: &str) -> bool {
+        state.starts_with(SEALED_VERSION) && state[SEALED_VERSION.len()..].starts_with('.')
+    }
+
+    /// The server's own state inside a sealed `state`, when the gateway sealed it for this
+    /// very retry, it has not expired, and this replica has not seen it answered before.
+    pub(crate) fn unseal(
+        &self,
+        state: &str,
+        retry: &Retry<'_>,
+    ) -> Result<Option<String>, ErrorData> {
+        let not_ours = || {
+            invalid_state(
+                "the requestState was not issued by this gateway, or was changed: send the \
+                 request again without it",
+            )
+        };
+        let (payload, mac) = state.rsplit_once('.').ok_or_else(not_ours)?;
+        let expected = hex(&hmac_sha256(&self.key, payload.as_bytes()));
+        if !constant_time_eq(mac.as_bytes(), expected.as_bytes()) {
+            return Err(not_ours());
+        }
+        let encoded = payload
+            .strip_prefix(SEALED_VERSION)
+            .and_then(|rest| rest.strip_prefix('.'))
+            .ok_or_else(not_ours)?;
+        let sealed: Sealed = from_base64url(encoded)
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .ok_or_else(not_ours)?;
+        if sealed.k != retry.kind || sealed.n != retry.name {
+            return Err(invalid_state(&format!(
+                "this requestState belongs to another request (the {} `{}`): send it with that \
+                 one",
+                sealed.k, sealed.n
+            )));
+        }
+        if sealed.p.as_deref() != retry.principal {
+            return Err(invalid_state(
+                "this requestState was issued to another caller: send the request again \
+                 without it",
+            ));
+        }
+        let now = unix_now();
+        if sealed.e <= now {
+            return Err(invalid_state(
+                "this requestState has expired: send the request again without it",
+            ));
+        }
+        let mut answered = self.answered.lock().unwrap_or_else(PoisonError::into_inner);
+        answered.retain(|_, expires| *expires > now);
+        if answered.contains_key(mac) {
+            return Err(invalid_state(
+                "this requestState was answered already: use the one of the latest \
+                 input-required result",
+            ));
+        }
+        if answered.len() >= MAX_ANSWERED {
+            return Err(ErrorData::internal_error(
+                "the gateway is tracking too many multi-round requests; try again later",
+                None,
+            ));
+        }
+        answered.insert(mac.to_owned(), sealed.e);
+        Ok(sealed.s)
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Parked>> {
@@ -305,6 +467,18 @@ impl ParkedCalls {
     }
 }
 
+fn base64url(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+fn from_base64url(text: &str) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(text)
+        .ok()
+}
+
 /// `elicitation`, `sampling`, `roots`: the key stem of a question.
 fn short_name(method: &str) -> &str {
     match method {
@@ -407,5 +581,84 @@ mod tests {
         for garbage in ["", ".", "mcpgw1", "mcpgw1.a.b.c.d", "not a state at all"] {
             assert_eq!(parked.verify(garbage), None, "{garbage:?}");
         }
+    }
+
+    fn retry<'a>(name: &'a str, principal: Option<&'a str>) -> Retry<'a> {
+        Retry {
+            kind: "tool",
+            name,
+            principal,
+        }
+    }
+
+    #[test]
+    fn sealed_states_carry_the_servers_state_once_and_only_for_their_request() {
+        let gateway = ParkedCalls::new();
+        let result = serde_json::json!({
+            "resultType": "input_required",
+            "inputRequests": {"confirm": {"method": "roots/list", "params": {}}},
+            "requestState": "server-state",
+        });
+        let sealed = gateway.seal(result, &retry("ask", Some("user:alice")));
+        assert_eq!(sealed["inputRequests"]["confirm"]["method"], "roots/list");
+        let state = sealed["requestState"].as_str().unwrap().to_owned();
+        assert!(ParkedCalls::is_sealed(&state), "{state}");
+        assert!(
+            !state.contains("server-state"),
+            "the server's state is not shown as is"
+        );
+
+        // Bad input: another tool, another caller, a tampered state, another gateway's key.
+        for (name, principal) in [
+            ("other", Some("user:alice")),
+            ("ask", Some("user:bob")),
+            ("ask", None),
+        ] {
+            let refused = gateway.unseal(&state, &retry(name, principal)).unwrap_err();
+            assert_eq!(refused.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+        }
+        assert!(
+            gateway
+                .unseal(
+                    &format!("{state}-TAMPERED"),
+                    &retry("ask", Some("user:alice"))
+                )
+                .is_err()
+        );
+        assert!(
+            ParkedCalls::new()
+                .unseal(&state, &retry("ask", Some("user:alice")))
+                .is_err()
+        );
+
+        let inner = gateway
+            .unseal(&state, &retry("ask", Some("user:alice")))
+            .unwrap();
+        assert_eq!(inner.as_deref(), Some("server-state"));
+        // Replayed: refused the second time.
+        let replayed = gateway
+            .unseal(&state, &retry("ask", Some("user:alice")))
+            .unwrap_err();
+        assert!(
+            replayed.message.contains("answered already"),
+            "{}",
+            replayed.message
+        );
+    }
+
+    #[test]
+    fn replicas_with_one_secret_read_each_others_states() {
+        let first = ParkedCalls::with_secret("shared secret");
+        let second = ParkedCalls::with_secret("shared secret");
+        let other = ParkedCalls::with_secret("another secret");
+        let result = serde_json::json!({"resultType": "input_required", "inputRequests": {}});
+        let sealed = first.seal(result, &retry("ask", None));
+        let state = sealed["requestState"].as_str().unwrap();
+        assert!(other.unseal(state, &retry("ask", None)).is_err());
+        // A result without a state of the server's gets one, which carries none back.
+        assert_eq!(second.unseal(state, &retry("ask", None)).unwrap(), None);
+        // A complete result is not touched.
+        let complete = serde_json::json!({"content": [], "requestState": "x"});
+        assert_eq!(first.seal(complete.clone(), &retry("ask", None)), complete);
     }
 }

@@ -48,9 +48,9 @@ use std::sync::{Arc, Mutex};
 
 use mcpgw_core::tool::ProgressHandler;
 use mcpgw_core::{
-    CallContext, Caller, ClientRelay, ErrorKind, FrontendError, FrontendErrorKind, ListChanges,
-    McpFrontend, ProgressUpdate, RelayCapabilities, RelayError, RelaySession, Relayed, Tool,
-    ToolCallOutcome, log_severity,
+    CallContext, Caller, ClientRelay, ErrorKind, FrontendError, FrontendErrorKind, InputRound,
+    ListChanges, McpFrontend, ProgressUpdate, RelayCapabilities, RelayError, RelaySession, Relayed,
+    Tool, ToolCallOutcome, log_severity,
 };
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
@@ -72,7 +72,7 @@ use rmcp::service::{
 };
 use rmcp::{ServerHandler, ServiceExt};
 
-use crate::input_required::{ParkedCalls, Round};
+use crate::input_required::{ParkedCalls, Retry, Round};
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, watch};
@@ -96,19 +96,37 @@ pub const RATE_LIMITED_ERROR_CODE: i32 = -32029;
 pub const CANCELLED_ERROR_CODE: i32 = -32800;
 
 /// How the downstream server behaves, whatever the transport.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct McpServerSettings {
     /// Items per page of `tools/list`, `prompts/list`, `resources/list` and
     /// `resources/templates/list`. Default [`DEFAULT_TOOLS_PAGE_SIZE`]; at least 1.
     pub page_size: usize,
+    /// The secret the `requestState` of input-required results is signed with (HMAC-SHA256
+    /// under its SHA-256). Replicas behind one load balancer are given the same secret, so
+    /// that any of them resumes a request another one answered. `None`: a key drawn at start,
+    /// which only this process knows.
+    pub request_state_secret: Option<String>,
 }
 
 impl Default for McpServerSettings {
     fn default() -> Self {
         Self {
             page_size: DEFAULT_TOOLS_PAGE_SIZE,
+            request_state_secret: None,
         }
+    }
+}
+
+impl std::fmt::Debug for McpServerSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServerSettings")
+            .field("page_size", &self.page_size)
+            .field(
+                "request_state_secret",
+                &self.request_state_secret.as_ref().map(|_| "***"),
+            )
+            .finish()
     }
 }
 
@@ -116,6 +134,12 @@ impl McpServerSettings {
     #[must_use]
     pub fn with_page_size(mut self, page_size: usize) -> Self {
         self.page_size = page_size.max(1);
+        self
+    }
+
+    #[must_use]
+    pub fn with_request_state_secret(mut self, secret: Option<String>) -> Self {
+        self.request_state_secret = secret;
         self
     }
 }
@@ -268,13 +292,19 @@ impl std::fmt::Debug for GatewayMcpServer {
 
 impl GatewayMcpServer {
     pub fn new(frontend: Arc<dyn McpFrontend>, settings: McpServerSettings) -> Self {
+        let parked = match settings.request_state_secret.as_deref() {
+            Some(secret) => ParkedCalls::with_secret(secret),
+            None => ParkedCalls::new(),
+        };
         let settings = McpServerSettings {
             page_size: settings.page_size.max(1),
+            // Kept only in the key.
+            request_state_secret: None,
         };
         Self {
             shared: Arc::new(Shared {
                 frontend,
-                parked: ParkedCalls::new(),
+                parked,
                 settings,
                 converted_tools: Mutex::new(None),
             }),
@@ -302,6 +332,7 @@ impl GatewayMcpServer {
         &self,
         caller: &Caller,
         request: &CallToolRequestParams,
+        input: InputRound,
         context: &RequestContext<RoleServer>,
     ) -> Option<Result<Round, ErrorData>> {
         let capabilities = declared_capabilities(context);
@@ -319,6 +350,7 @@ impl GatewayMcpServer {
             progress,
             principal: caller.principal.clone(),
             relay: Some(relay),
+            input: Some(input),
         };
         let frontend = Arc::clone(&self.shared.frontend);
         let (call_caller, name, arguments) = (
@@ -348,6 +380,26 @@ impl GatewayMcpServer {
             )
             .await,
         )
+    }
+
+    /// The answer to a `tools/call` of one round: the result, the gateway's own input-required
+    /// result, or the server's, its state sealed for `retry`.
+    fn round_response(
+        &self,
+        round: Round,
+        retry: &Retry<'_>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        match round {
+            Round::Done(outcome) => {
+                let outcome =
+                    outcome.map_err(|error| jsonrpc_error(error, ErrorCode::INVALID_PARAMS))?;
+                if outcome.is_input_required() {
+                    return input_required_response(self.shared.parked.seal(outcome.result, retry));
+                }
+                call_tool_result(outcome).map(CallToolResponse::Complete)
+            }
+            Round::InputRequired(json) => input_required_response(json),
+        }
     }
 
     /// The way back to the client for one call: `initialize`-era clients only, with the
@@ -748,17 +800,20 @@ fn progress_channel(
 }
 
 /// What a round of a 2026-07-28 call answers: the call's result, or what its server asks.
-fn round_response(round: Round) -> Result<CallToolResponse, ErrorData> {
-    match round {
-        Round::Done(outcome) => {
-            let outcome =
-                outcome.map_err(|error| jsonrpc_error(error, ErrorCode::INVALID_PARAMS))?;
-            call_tool_result(outcome).map(CallToolResponse::Complete)
-        }
-        Round::InputRequired(json) => serde_json::from_value::<InputRequiredResult>(json)
-            .map(CallToolResponse::InputRequired)
-            .map_err(|error| relay_error("input-required result", &error)),
+/// The `InputRound` of a 2026-07-28 request: its answers (its state is read separately).
+fn input_round(responses: &Option<rmcp::model::InputResponses>) -> InputRound {
+    InputRound {
+        responses: responses
+            .as_ref()
+            .map(|responses| Value::Object(responses.clone().into_iter().collect())),
+        state: None,
     }
+}
+
+fn input_required_response(json: Value) -> Result<CallToolResponse, ErrorData> {
+    serde_json::from_value::<InputRequiredResult>(json)
+        .map(CallToolResponse::InputRequired)
+        .map_err(|error| relay_error("input-required result", &error))
 }
 
 fn with_complete_result_type(result_type: &mut Option<ResultType>) {
@@ -890,26 +945,38 @@ impl ServerHandler for GatewayMcpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let caller = caller_from_extensions(&context.extensions);
+        let retry = Retry {
+            kind: "tool",
+            name: &request.name,
+            principal: caller.principal.as_deref(),
+        };
+        let mut input = None;
         if !uses_initialize_era(&context) {
+            let mut round = input_round(&request.input_responses);
             if let Some(state) = request.request_state.as_deref() {
-                let round = self
-                    .shared
-                    .parked
-                    .resume(
-                        state,
-                        request.input_responses.as_ref(),
-                        caller.principal.as_deref(),
-                        &context.ct,
-                    )
-                    .await?;
-                return round_response(round);
+                if ParkedCalls::is_sealed(state) {
+                    round.state = self.shared.parked.unseal(state, &retry)?;
+                } else {
+                    let resumed = self
+                        .shared
+                        .parked
+                        .resume(
+                            state,
+                            request.input_responses.as_ref(),
+                            caller.principal.as_deref(),
+                            &context.ct,
+                        )
+                        .await?;
+                    return self.round_response(resumed, &retry);
+                }
             }
-            if let Some(round) = self
-                .call_asking_statelessly(&caller, &request, &context)
+            if let Some(resumed) = self
+                .call_asking_statelessly(&caller, &request, round.clone(), &context)
                 .await
             {
-                return round_response(round?);
+                return self.round_response(resumed?, &retry);
             }
+            input = Some(round);
         }
         let token = context.meta.get_progress_token();
         let (progress, progress_receiver) = progress_channel(token.as_ref());
@@ -919,10 +986,14 @@ impl ServerHandler for GatewayMcpServer {
             progress,
             principal: caller.principal.clone(),
             relay,
+            input,
         };
-        let call =
-            self.frontend()
-                .call_tool(&caller, &request.name, request.arguments, call_context);
+        let call = self.frontend().call_tool(
+            &caller,
+            &request.name,
+            request.arguments.clone(),
+            call_context,
+        );
         let log_level = *lock(&self.connection.log_level);
         let outcome = call_relaying(
             call,
@@ -934,7 +1005,7 @@ impl ServerHandler for GatewayMcpServer {
         )
         .await
         .map_err(|error| jsonrpc_error(error, ErrorCode::INVALID_PARAMS))?;
-        call_tool_result(outcome).map(CallToolResponse::Complete)
+        self.round_response(Round::Done(Ok(outcome)), &retry)
     }
 
     async fn list_prompts(
@@ -961,11 +1032,36 @@ impl ServerHandler for GatewayMcpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let caller = caller_from_extensions(&context.extensions);
+        let retry = Retry {
+            kind: "prompt",
+            name: &request.name,
+            principal: caller.principal.as_deref(),
+        };
+        let mut input = None;
+        if !uses_initialize_era(&context) {
+            let mut round = input_round(&request.input_responses);
+            if let Some(state) = request.request_state.as_deref() {
+                if !ParkedCalls::is_sealed(state) {
+                    return Err(ErrorData::invalid_params(
+                        "the requestState was not issued by this gateway, or was changed: send \
+                         the request again without it",
+                        None,
+                    ));
+                }
+                round.state = self.shared.parked.unseal(state, &retry)?;
+            }
+            input = Some(round);
+        }
         let json = self
             .frontend()
-            .get_prompt(&caller, &request.name, request.arguments)
+            .get_prompt(&caller, &request.name, request.arguments, input)
             .await
             .map_err(|error| jsonrpc_error(error, ErrorCode::INVALID_PARAMS))?;
+        if mcpgw_core::is_input_required(&json) {
+            return serde_json::from_value(self.shared.parked.seal(json, &retry))
+                .map(GetPromptResponse::InputRequired)
+                .map_err(|error| relay_error("input-required result", &error));
+        }
         let mut result: GetPromptResult =
             serde_json::from_value(json).map_err(|error| relay_error("prompt", &error))?;
         with_complete_result_type(&mut result.result_type);
@@ -1289,6 +1385,7 @@ mod tests {
             _caller: &Caller,
             name: &str,
             _arguments: Option<serde_json::Map<String, Value>>,
+            _input: Option<InputRound>,
         ) -> Result<Value, FrontendError> {
             Err(FrontendError::unknown("prompt", name))
         }

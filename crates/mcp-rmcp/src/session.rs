@@ -64,6 +64,14 @@ fn relayed_capabilities() -> rmcp::model::ClientCapabilities {
 
 /// The `_meta` key of a request's client capabilities (2026-07-28).
 const CLIENT_CAPABILITIES_META: &str = "io.modelcontextprotocol/clientCapabilities";
+/// The `_meta` keys of a request's protocol version and client (2026-07-28).
+const PROTOCOL_VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
+const CLIENT_INFO_META: &str = "io.modelcontextprotocol/clientInfo";
+/// The protocol era whose requests carry their own version, client and capabilities, and whose
+/// servers answer with input-required results instead of asking mid-call.
+const MODERN_PROTOCOL: &str = "2026-07-28";
+/// How long the gateway waits for a server to answer whether it takes 2026-07-28 requests.
+const DISCOVER_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How an upstream request id is written where the relay routes compare it.
 pub(crate) fn origin_key(id: &RequestId) -> String {
@@ -261,6 +269,11 @@ pub struct RmcpSession {
     /// session, which ends every receiver.
     resource_updates: tokio::sync::broadcast::Sender<String>,
     failure_hint: String,
+    /// What the gateway calls itself upstream, for the `_meta` of 2026-07-28 requests.
+    client_info: rmcp::model::Implementation,
+    /// Whether the server takes requests of the 2026-07-28 era on this `initialize`-era
+    /// session, learned from a `server/discover` the first time a caller of that era needs it.
+    modern_requests: tokio::sync::OnceCell<bool>,
     shutdown: CancellationToken,
     closed_by_gateway: AtomicBool,
     ended: watch::Receiver<Option<ExitStatusInfo>>,
@@ -359,6 +372,7 @@ impl RmcpSession {
         let shutdown = CancellationToken::new();
         let (resource_updates, _) = tokio::sync::broadcast::channel(RESOURCE_UPDATE_CAPACITY);
         let (list_changes_sender, list_changes) = watch::channel(ListChanges::default());
+        let client_info = client_config.client_info.clone();
         let client = UpstreamClient {
             config: client_config,
             resource_updates: resource_updates.clone(),
@@ -408,6 +422,8 @@ impl RmcpSession {
             list_changes,
             resource_updates,
             failure_hint,
+            client_info,
+            modern_requests: tokio::sync::OnceCell::new(),
             _shutdown_on_drop: shutdown.clone().drop_guard(),
             shutdown,
             closed_by_gateway: AtomicBool::new(false),
@@ -430,6 +446,65 @@ impl RmcpSession {
     pub fn server_info(&self) -> Option<serde_json::Value> {
         let info = self.peer.peer_info()?;
         serde_json::to_value(info.server_info.as_ref()?).ok()
+    }
+
+    /// The `_meta` that makes a request one of the 2026-07-28 era, for a caller of that era
+    /// (`input` is `Some`) when the server takes such requests on this session: then the
+    /// server may answer with an input-required result, which goes back to that caller.
+    /// `None` keeps the request in the session's own era.
+    async fn modern_meta(&self, ctx: &CallContext) -> Option<Map<String, Value>> {
+        ctx.input.as_ref()?;
+        if !self.accepts_modern_requests().await {
+            return None;
+        }
+        let capabilities = ctx.relay.as_ref().map_or_else(
+            || Value::Object(Map::new()),
+            |relay| relay.capabilities().to_client_capabilities(),
+        );
+        let mut meta = Map::new();
+        meta.insert(
+            PROTOCOL_VERSION_META.to_owned(),
+            Value::String(MODERN_PROTOCOL.to_owned()),
+        );
+        meta.insert(
+            CLIENT_INFO_META.to_owned(),
+            serde_json::to_value(&self.client_info).unwrap_or_default(),
+        );
+        meta.insert(CLIENT_CAPABILITIES_META.to_owned(), capabilities);
+        Some(meta)
+    }
+
+    /// Asks the server once, with a `server/discover` of the 2026-07-28 era, whether it takes
+    /// requests of that era on this session. A server of the `initialize` era only answers
+    /// with an error (or not at all, within [`DISCOVER_PROBE_TIMEOUT`]), and keeps being asked
+    /// its questions mid-call.
+    async fn accepts_modern_requests(&self) -> bool {
+        *self
+            .modern_requests
+            .get_or_init(|| async {
+                let meta = rmcp::model::RequestMetaObject::with_client_context(
+                    rmcp::model::ProtocolVersion::V_2026_07_28,
+                    self.client_info.clone(),
+                    relayed_capabilities(),
+                );
+                let probe = tokio::time::timeout(DISCOVER_PROBE_TIMEOUT, self.peer.discover(meta));
+                let accepts = match probe.await {
+                    Ok(Ok(discovered)) => discovered
+                        .supported_versions
+                        .iter()
+                        .any(|version| version.as_str() == MODERN_PROTOCOL),
+                    Ok(Err(error)) => {
+                        tracing::debug!(server = %self.server_id, %error,
+                            "the server takes no 2026-07-28 requests on its session");
+                        false
+                    }
+                    Err(_) => false,
+                };
+                tracing::debug!(server = %self.server_id, accepts,
+                    "asked whether the server takes 2026-07-28 requests");
+                accepts
+            })
+            .await
     }
 
     fn request_options(&self) -> PeerRequestOptions {
@@ -623,11 +698,17 @@ impl RmcpSession {
         link: &Arc<StdioLink>,
         call: ToolCall,
         ctx: CallContext,
+        modern: Option<Map<String, Value>>,
     ) -> Result<ToolCallOutcome, SessionError> {
         link.follow_caller().await;
         let id = link.next_id();
         let (_expected, answer) = link.expect_answer(id);
-        let capabilities = caller_capabilities(&ctx);
+        let capabilities = if modern.is_some() {
+            None
+        } else {
+            caller_capabilities(&ctx)
+        };
+        let round = modern.as_ref().and(ctx.input.as_ref());
         let progress_registration = ctx.progress.map(|handler| {
             self.progress_routes
                 .register(ProgressToken(NumberOrString::Number(id)), handler)
@@ -639,9 +720,12 @@ impl RmcpSession {
             params: LinkedCallParams {
                 name: &call.name,
                 arguments: call.arguments.as_ref(),
+                input_responses: round.and_then(|round| round.responses.as_ref()),
+                request_state: round.and_then(|round| round.state.as_deref()),
                 meta: CallMeta {
                     progress_token: progress_registration.as_ref().map(|_| id),
                     client_capabilities: capabilities.as_deref(),
+                    modern: modern.as_ref(),
                 },
             },
         };
@@ -717,6 +801,10 @@ struct LinkedCallParams<'a> {
     name: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     arguments: Option<&'a Map<String, Value>>,
+    #[serde(rename = "inputResponses", skip_serializing_if = "Option::is_none")]
+    input_responses: Option<&'a Value>,
+    #[serde(rename = "requestState", skip_serializing_if = "Option::is_none")]
+    request_state: Option<&'a str>,
     #[serde(rename = "_meta", skip_serializing_if = "CallMeta::is_empty")]
     meta: CallMeta<'a>,
 }
@@ -730,12 +818,45 @@ struct CallMeta<'a> {
         skip_serializing_if = "Option::is_none"
     )]
     client_capabilities: Option<&'a Value>,
+    /// The version, client and capabilities of a 2026-07-28 request.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    modern: Option<&'a Map<String, Value>>,
 }
 
 impl CallMeta<'_> {
     fn is_empty(&self) -> bool {
-        self.progress_token.is_none() && self.client_capabilities.is_none()
+        self.progress_token.is_none() && self.client_capabilities.is_none() && self.modern.is_none()
     }
+}
+
+/// The answers and the server's state of a retry, typed as rmcp wants them. `inputResponses`
+/// must be an object keyed like the server's questions.
+fn input_round(
+    ctx: &CallContext,
+    method: &str,
+) -> Result<(Option<rmcp::model::InputResponses>, Option<String>), SessionError> {
+    let Some(round) = &ctx.input else {
+        return Ok((None, None));
+    };
+    let responses = match &round.responses {
+        None => None,
+        Some(Value::Object(responses)) => Some(
+            responses
+                .iter()
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect(),
+        ),
+        Some(_) => {
+            return Err(SessionError::new(
+                SessionErrorKind::Protocol { code: -32602 },
+                format!(
+                    "`{method}`: inputResponses must be an object that maps the keys of the \
+                     server's inputRequests to the answers"
+                ),
+            ));
+        }
+    };
+    Ok((responses, round.state.clone()))
 }
 
 /// What the caller of a tool can really be sent, for the server to read in place of what the
@@ -879,21 +1000,35 @@ impl McpSession for RmcpSession {
         if ctx.cancellation.is_cancelled() {
             return Err(cancelled_error());
         }
+        let modern = self.modern_meta(&ctx).await;
         let ticket = tokio::select! {
             biased;
             ticket = self.relay_routes.enter(ctx.relay.clone()) => ticket,
             () = ctx.cancellation.cancelled() => return Err(cancelled_error()),
         };
         if let Some(link) = &self.link {
-            return self.call_tool_linked(link, call, ctx).await;
+            return self.call_tool_linked(link, call, ctx, modern).await;
         }
         let mut params = CallToolRequestParams::new(call.name);
         params.arguments = call.arguments;
-        if let Some(capabilities) = caller_capabilities(&ctx) {
-            params.meta.get_or_insert_default().insert(
-                CLIENT_CAPABILITIES_META.to_owned(),
-                capabilities.into_owned(),
-            );
+        match modern {
+            Some(meta) => {
+                let params_meta = params.meta.get_or_insert_default();
+                for (key, value) in meta {
+                    params_meta.insert(key, value);
+                }
+                let (responses, state) = input_round(&ctx, "tools/call")?;
+                params.input_responses = responses;
+                params.request_state = state;
+            }
+            None => {
+                if let Some(capabilities) = caller_capabilities(&ctx) {
+                    params.meta.get_or_insert_default().insert(
+                        CLIENT_CAPABILITIES_META.to_owned(),
+                        capabilities.into_owned(),
+                    );
+                }
+            }
         }
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let handle = match self
@@ -973,12 +1108,27 @@ impl McpSession for RmcpSession {
         &self,
         name: &str,
         arguments: Option<Map<String, Value>>,
+        input: Option<mcpgw_core::InputRound>,
     ) -> Result<Value, SessionError> {
         let mut params = GetPromptRequestParams::new(name);
         params.arguments = arguments;
+        let ctx = CallContext {
+            input,
+            ..CallContext::default()
+        };
+        if let Some(meta) = self.modern_meta(&ctx).await {
+            let params_meta = params.meta.get_or_insert_default();
+            for (key, value) in meta {
+                params_meta.insert(key, value);
+            }
+            let (responses, state) = input_round(&ctx, "prompts/get")?;
+            params.input_responses = responses;
+            params.request_state = state;
+        }
         let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params));
         match self.request(request, "prompts/get").await? {
             ServerResult::GetPromptResult(result) => result_json("prompts/get", &result),
+            ServerResult::InputRequiredResult(result) => result_json("prompts/get", &result),
             _ => Err(wrong_result_type("prompts/get")),
         }
     }

@@ -577,13 +577,13 @@ async fn prompts_pass_through_across_pages() {
     assert_eq!(prompts[0]["arguments"][0]["required"], true);
 
     let arguments = json!({"name": "Ada"}).as_object().unwrap().clone();
-    let greeting = within(session.get_prompt("greeting", Some(arguments)))
+    let greeting = within(session.get_prompt("greeting", Some(arguments), None))
         .await
         .unwrap();
     assert_eq!(greeting["messages"][0]["role"], "user");
     assert_eq!(greeting["messages"][0]["content"]["text"], "Hello, Ada!");
 
-    let unknown = within(session.get_prompt("no_such_prompt", None))
+    let unknown = within(session.get_prompt("no_such_prompt", None, None))
         .await
         .unwrap_err();
     assert_eq!(unknown.kind, SessionErrorKind::Protocol { code: -32602 });
@@ -592,7 +592,7 @@ async fn prompts_pass_through_across_pages() {
         "{}",
         unknown.message
     );
-    let missing_argument = within(session.get_prompt("greeting", None))
+    let missing_argument = within(session.get_prompt("greeting", None, None))
         .await
         .unwrap_err();
     assert_eq!(

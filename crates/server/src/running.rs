@@ -239,7 +239,11 @@ impl RunningGateway {
         let metrics = mcpgw_http_actix::install_metrics_recorder().map_err(crate::metrics_error)?;
         let http_settings = self.http_settings();
         let state = mcpgw_http_actix::ApiState::new(parts.gateway.clone(), metrics, http_settings)
-            .with_mcp_handler(mcp_http_handler(config, parts.frontend.clone()))
+            .with_mcp_handler(mcp_http_handler(
+                config,
+                &parts.environment,
+                parts.frontend.clone(),
+            ))
             .with_auth(parts.auth.clone())
             .with_trusted_proxies(
                 mcpgw_http_actix::TrustedProxies::parse(&config.auth.trusted_proxies)
@@ -385,17 +389,28 @@ impl RunningGateway {
     }
 }
 
+/// The secret that signs the `requestState` of input-required results on `/mcp`; replicas
+/// behind one load balancer are given the same one.
+const REQUEST_STATE_SECRET_VARIABLE: &str = "MCP_REQUEST_STATE_SECRET";
+
 /// The MCP endpoint's handler from the rmcp adapter, in the HTTP adapter's types.
 fn mcp_http_handler(
     config: &GatewayConfig,
+    environment: &Environment,
     frontend: Arc<dyn McpFrontend>,
 ) -> mcpgw_http_actix::McpHttpHandler {
     use http_body_util::BodyExt as _;
     let endpoint = &config.mcp_endpoint;
     // `Host` and `Origin` are checked by the HTTP adapter, for `/mcp` as for every route.
-    let settings = mcpgw_mcp_rmcp::McpHttpSettings::default().with_sse_keep_alive(
-        Some(Duration::from_secs(endpoint.sse_keep_alive_s)).filter(|d| !d.is_zero()),
-    );
+    let settings = mcpgw_mcp_rmcp::McpHttpSettings::default()
+        .with_sse_keep_alive(
+            Some(Duration::from_secs(endpoint.sse_keep_alive_s)).filter(|d| !d.is_zero()),
+        )
+        .with_server(
+            mcpgw_mcp_rmcp::McpServerSettings::default().with_request_state_secret(
+                settings::non_empty(environment, REQUEST_STATE_SECRET_VARIABLE),
+            ),
+        );
     let handler = mcpgw_mcp_rmcp::streamable_http_handler(frontend, settings);
     Arc::new(move |request| {
         let answer = handler(request);

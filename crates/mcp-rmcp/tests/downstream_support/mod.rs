@@ -230,6 +230,7 @@ impl McpFrontend for FakeFrontend {
         _caller: &Caller,
         name: &str,
         arguments: Option<Map<String, Value>>,
+        _input: Option<mcpgw_core::InputRound>,
     ) -> Result<Value, FrontendError> {
         if name != "srv__greet" {
             return Err(FrontendError::unknown("prompt", name));
