@@ -402,6 +402,17 @@ fn a_log_level_reaches_the_servers_running_now_and_those_started_later() {
 /// One stateless (2026-07-28) `tools/call` on `/mcp` with `params`, with the API key `key`
 /// when given.
 fn stateless_call(gateway: &support::RunningGateway, key: Option<&str>, params: Value) -> Value {
+    stateless_request(gateway, key, "tools/call", params)
+}
+
+/// One stateless (2026-07-28) request of a client that declares it can answer elicitations
+/// only.
+fn stateless_request(
+    gateway: &support::RunningGateway,
+    key: Option<&str>,
+    method: &str,
+    params: Value,
+) -> Value {
     const PROTOCOL: &str = "2026-07-28";
     let mut params = params;
     params["_meta"] = json!({
@@ -410,7 +421,7 @@ fn stateless_call(gateway: &support::RunningGateway, key: Option<&str>, params: 
         "io.modelcontextprotocol/clientInfo": {"name": "mcpgw-relays", "version": "0"},
     });
     let tool = params["name"].as_str().unwrap_or_default().to_owned();
-    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params});
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
     let agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(Duration::from_secs(60)))
@@ -420,7 +431,7 @@ fn stateless_call(gateway: &support::RunningGateway, key: Option<&str>, params: 
         .post(&format!("{}/mcp", gateway.base_url))
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", PROTOCOL)
-        .header("mcp-method", "tools/call")
+        .header("mcp-method", method)
         .header("mcp-name", &tool);
     if let Some(key) = key {
         request = request.header("x-api-key", key);
@@ -560,4 +571,193 @@ fn prompt_and_resource_list_changes_reach_the_clients() {
             );
         }
     }
+}
+
+/// A gateway in front of servers that answer 2026-07-28 requests with input-required results
+/// of their own (the conformance server): `conf` alone, and the group `pair` of two more,
+/// taken in turns.
+fn passing_through_gateway(extra: &str) -> support::RunningGateway {
+    let binary = mcpgw_fixtures::conformance::conformance_server_binary();
+    let command = json!([binary.display().to_string()]);
+    support::gateway()
+        .config(&format!(
+            "{extra}mcp_servers:\n\
+             \x20 conf: {{mode: subprocess, command: {command}}}\n\
+             \x20 one: {{mode: subprocess, command: {command}}}\n\
+             \x20 two: {{mode: subprocess, command: {command}}}\n\
+             \x20 pair: {{mode: group, strategy: round_robin, members: [{{id: one}}, {{id: two}}]}}\n"
+        ))
+        .env("MCP_RATE_LIMIT_RPS", "0")
+        .start()
+}
+
+/// The one question of an input-required result, under the server's own key, and the state
+/// the gateway sealed around the server's.
+fn server_question(answer: &Value, wanted_key: &str) -> String {
+    let result = &answer["result"];
+    assert_eq!(result["resultType"], "input_required", "{answer}");
+    let requests = result["inputRequests"].as_object().expect("input requests");
+    assert_eq!(
+        requests.keys().collect::<Vec<_>>(),
+        [wanted_key],
+        "the server's own keys reach the client: {answer}"
+    );
+    let state = result["requestState"].as_str().expect("a request state");
+    assert!(
+        state.starts_with("mcpgw2."),
+        "the client holds the gateway's envelope, not the server's state: {state}"
+    );
+    state.to_owned()
+}
+
+fn accepted(field: &str, value: &str) -> Value {
+    json!({"action": "accept", "content": {field: value}})
+}
+
+/// Walks the conformance server's three-round tool through `tool`, checking each round.
+fn three_rounds(gateway: &support::RunningGateway, tool: &str) {
+    let ask = json!({"name": tool, "arguments": {}});
+    let first = server_question(&stateless_call(gateway, None, ask.clone()), "step1");
+    let mut retry = ask.clone();
+    retry["inputResponses"] = json!({"step1": accepted("name", "Alice")});
+    retry["requestState"] = json!(first);
+    let second = server_question(&stateless_call(gateway, None, retry), "step2");
+    assert_ne!(second, first);
+    let mut last = ask;
+    last["inputResponses"] = json!({"step2": accepted("color", "blue")});
+    last["requestState"] = json!(second);
+    let done = stateless_call(gateway, None, last);
+    assert_eq!(
+        done["result"]["content"][0]["text"], "Alice's favorite color is blue",
+        "the state of round 2 reached the server that wrote it: {done}"
+    );
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+}
+
+#[test]
+fn input_required_results_of_servers_pass_through_sealed() {
+    let gateway = passing_through_gateway("");
+    three_rounds(&gateway, "conf__test_input_required_result_multi_round");
+
+    let ask = json!({"name": "conf__test_input_required_result_request_state", "arguments": {}});
+    let state = server_question(&stateless_call(&gateway, None, ask.clone()), "confirm");
+    let answer = json!({"confirm": {"action": "accept", "content": {"ok": true}}});
+    // Bad input: the state with a suffix, the state sent with another tool, a made-up envelope.
+    for (tool, bad, why) in [
+        (
+            "conf__test_input_required_result_request_state",
+            format!("{state}-TAMPERED"),
+            "not issued by this gateway",
+        ),
+        (
+            "conf__test_input_required_result_tampered_state",
+            state.clone(),
+            "belongs to another request",
+        ),
+        (
+            "conf__test_input_required_result_request_state",
+            "mcpgw2.e30.00".to_owned(),
+            "not issued by this gateway",
+        ),
+    ] {
+        let retry = json!({"name": tool, "arguments": {}, "inputResponses": answer,
+                           "requestState": bad});
+        refused_state(&stateless_call(&gateway, None, retry), why);
+    }
+    let mut retry = ask;
+    retry["inputResponses"] = answer;
+    retry["requestState"] = json!(state);
+    let done = stateless_call(&gateway, None, retry.clone());
+    assert_eq!(
+        done["result"]["content"][0]["text"], "Confirmed: true",
+        "{done}"
+    );
+    // Bad input: the same state again.
+    refused_state(&stateless_call(&gateway, None, retry), "answered already");
+
+    // The server is asked with the caller's capabilities: this caller can only elicit.
+    let capabilities = stateless_call(
+        &gateway,
+        None,
+        json!({"name": "conf__test_input_required_result_capabilities", "arguments": {}}),
+    );
+    server_question(&capabilities, "user_name");
+
+    // prompts/get passes input-required results through as well.
+    let prompt = json!({"name": "conf__test_input_required_result_prompt"});
+    let state = server_question(
+        &stateless_request(&gateway, None, "prompts/get", prompt.clone()),
+        "user_context",
+    );
+    let mut retry = prompt;
+    retry["inputResponses"] = json!({"user_context": accepted("context", "tests")});
+    retry["requestState"] = json!(state);
+    let done = stateless_request(&gateway, None, "prompts/get", retry);
+    assert_eq!(
+        done["result"]["messages"][0]["content"]["text"], "Use this context: tests",
+        "{done}"
+    );
+}
+
+/// Each member of the group signs its state with keys of its own, so a retry that the
+/// strategy sent to the other member would be refused there.
+#[test]
+fn a_groups_retry_goes_to_the_member_that_asked() {
+    let gateway = passing_through_gateway("");
+    for _ in 0..2 {
+        three_rounds(&gateway, "pair__test_input_required_result_multi_round");
+    }
+}
+
+/// Replicas given one `MCP_REQUEST_STATE_SECRET` resume each other's exchanges; a gateway with
+/// another secret refuses them.
+#[test]
+fn replicas_with_one_secret_resume_each_others_requests() {
+    let start = |secret: &str| {
+        let binary = mcpgw_fixtures::conformance::conformance_server_binary();
+        let command = json!([binary.display().to_string()]);
+        support::gateway()
+            .config(&format!(
+                "mcp_servers:\n  conf: {{mode: subprocess, command: {command}}}\n"
+            ))
+            .env("MCP_RATE_LIMIT_RPS", "0")
+            .env("MCP_REQUEST_STATE_SECRET", secret)
+            .start()
+    };
+    let first = start("one secret for the fleet");
+    let second = start("one secret for the fleet");
+    let other = start("another secret");
+    let ask = json!({"name": "conf__test_input_required_result_elicitation", "arguments": {}});
+    let state = server_question(&stateless_call(&first, None, ask.clone()), "user_name");
+    let mut retry = ask;
+    retry["inputResponses"] = json!({"user_name": accepted("name", "Alice")});
+    retry["requestState"] = json!(state);
+    refused_state(
+        &stateless_call(&other, None, retry.clone()),
+        "not issued by this gateway",
+    );
+    let done = stateless_call(&second, None, retry);
+    assert_eq!(done["result"]["content"][0]["text"], "Hello, Alice!", "{done}");
+}
+
+/// The official SDK's 2026-07-28 client answers a server's input-required results through the
+/// gateway by itself and gets the completed call.
+#[test]
+fn the_sdk_client_completes_passed_through_rounds() {
+    let gateway = passing_through_gateway("");
+    let url = format!("{}/mcp", gateway.base_url);
+    let mut args = person_in(&url, "carol", "2026-07-28");
+    args.extend(call("conf__test_input_required_result_sampling", json!({})));
+    args.extend(call("conf__test_input_required_result_list_roots", json!({})));
+    args.extend(call("pair__test_input_required_result_list_roots", json!({})));
+    let run = support::peers::run_python_client("http_client.py", &args);
+    assert_eq!(
+        call_texts(&run),
+        [
+            "carol's model",
+            "Roots: file:///home/carol",
+            "Roots: file:///home/carol"
+        ],
+        "{run}"
+    );
 }
