@@ -17,7 +17,8 @@
 //! It reads the environment only through the [`Environment`](mcpgw_gateway::Environment)
 //! handed to the builder (the process environment by default): `MCP_RATE_LIMIT_RPS`,
 //! `MCP_RATE_LIMIT_BURST`, `MCP_CORS_ORIGINS`, `MCP_CORS_METHODS`, `MCP_CORS_HEADERS`,
-//! `MCP_HTTP_WORKERS`, and `${VAR}` in the configuration file.
+//! `MCP_HTTP_WORKERS`, `MCP_REQUEST_STATE_SECRET` (the key of input-required request states), and
+//! `${VAR}` in the configuration file.
 
 mod builder;
 mod config_file;
