@@ -737,7 +737,10 @@ fn replicas_with_one_secret_resume_each_others_requests() {
         "not issued by this gateway",
     );
     let done = stateless_call(&second, None, retry);
-    assert_eq!(done["result"]["content"][0]["text"], "Hello, Alice!", "{done}");
+    assert_eq!(
+        done["result"]["content"][0]["text"], "Hello, Alice!",
+        "{done}"
+    );
 }
 
 /// The official SDK's 2026-07-28 client answers a server's input-required results through the
@@ -748,8 +751,14 @@ fn the_sdk_client_completes_passed_through_rounds() {
     let url = format!("{}/mcp", gateway.base_url);
     let mut args = person_in(&url, "carol", "2026-07-28");
     args.extend(call("conf__test_input_required_result_sampling", json!({})));
-    args.extend(call("conf__test_input_required_result_list_roots", json!({})));
-    args.extend(call("pair__test_input_required_result_list_roots", json!({})));
+    args.extend(call(
+        "conf__test_input_required_result_list_roots",
+        json!({}),
+    ));
+    args.extend(call(
+        "pair__test_input_required_result_list_roots",
+        json!({}),
+    ));
     let run = support::peers::run_python_client("http_client.py", &args);
     assert_eq!(
         call_texts(&run),

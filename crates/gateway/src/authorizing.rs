@@ -281,6 +281,20 @@ impl McpFrontend for AuthorizedFrontend {
             .await
     }
 
+    async fn task_request(
+        &self,
+        caller: &Caller,
+        method: &str,
+        task_id: &str,
+        params: Value,
+    ) -> Result<Value, FrontendError> {
+        // Only the caller that created a task holds its id (the protocol adapter binds the id
+        // to the caller), and the call that created it passed the tool's policies.
+        self.catalog
+            .task_request(caller, method, task_id, params)
+            .await
+    }
+
     async fn resources(&self, caller: &Caller) -> Vec<Value> {
         if self.enforced() && !self.may_list(identity_of(caller).as_ref()) {
             return Vec::new();

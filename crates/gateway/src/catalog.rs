@@ -24,7 +24,8 @@ use mcpgw_config::ToolNaming;
 use mcpgw_core::{
     CallContext, Caller, CoreError, DomainEvent, EventObserver, FrontendError, FrontendErrorKind,
     InputRound, McpFrontend, McpSession, PublishedEvent, ResourceSubscription, ServerId,
-    ServerManager, SessionError, SessionErrorKind, Tool, ToolCall, ToolCallOutcome,
+    ServerManager, SessionError, SessionErrorKind, Tool, ToolCall, ToolCallOutcome, scope_task,
+    split_task_id,
 };
 use serde_json::{Map, Value};
 use tokio::sync::{Notify, watch};
@@ -772,7 +773,43 @@ impl McpFrontend for ToolCatalog {
             // Group routes exist only when the catalogue has groups.
             (Owner::Group(group), None) => Err(CoreError::GroupNotFound(group.clone())),
         };
-        result.map_err(frontend_error)
+        result
+            .map(|outcome| scope_task(outcome, owner.id()))
+            .map_err(frontend_error)
+    }
+
+    async fn task_request(
+        &self,
+        _caller: &Caller,
+        method: &str,
+        task_id: &str,
+        mut params: Value,
+    ) -> Result<Value, FrontendError> {
+        let unknown = || FrontendError::unknown("task", task_id);
+        let (owner, rest) = split_task_id(task_id).ok_or_else(unknown)?;
+        if let Some(groups) = &self.groups
+            && groups.contains(&owner)
+        {
+            return groups
+                .task_request(&owner, method, rest, params)
+                .await
+                .map_err(frontend_error);
+        }
+        params["taskId"] = Value::String(rest.to_owned());
+        let session = self
+            .manager
+            .session(&owner)
+            .await
+            .map_err(|error| match error {
+                CoreError::ServerNotFound(_) => unknown(),
+                other => frontend_error(other),
+            })?;
+        session.task_request(method, params).await.map_err(|error| {
+            frontend_error(CoreError::Session {
+                server: owner.clone(),
+                source: error,
+            })
+        })
     }
 
     fn changes(&self) -> watch::Receiver<u64> {

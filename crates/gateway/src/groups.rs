@@ -21,7 +21,7 @@ use mcpgw_config::GroupDefinition;
 use mcpgw_core::{
     CallContext, CoreError, DomainEvent, ErrorKind, EventObserver, EventSink, PublishedEvent,
     ServerId, ServerManager, ServerOrigin, ServerState, SessionErrorKind, Tool, ToolCall,
-    ToolCallOutcome, ToolSource,
+    ToolCallOutcome, ToolSource, scope_task, split_task_id,
 };
 use mcpgw_groups::{
     CallOutcome, CallPlan, Group, GroupError, GroupEvent, GroupRepository, GroupSpec, GroupState,
@@ -1151,7 +1151,7 @@ impl GroupService {
                 failure = result.err();
                 continue;
             }
-            return result.map(|answer| pin_to_member(answer, &member));
+            return result.map(|answer| scope_task(pin_to_member(answer, &member), &member));
         }
         Err(failure.unwrap_or_else(|| CoreError::GroupUnavailable(id.clone())))
     }
@@ -1180,7 +1180,45 @@ impl GroupService {
         };
         let result = self.manager.call_tool(&member, call, ctx).await;
         attempt.finish(self, classify(&result));
-        result.map(|answer| pin_to_member(answer, &member))
+        result.map(|answer| scope_task(pin_to_member(answer, &member), &member))
+    }
+
+    /// A task request (`tasks/get`, `tasks/update`, `tasks/cancel`) about a task that a member
+    /// of group `id` created: `task_id` names the member in front of the member's own id (see
+    /// [`mcpgw_core::task`]). The request goes to that member, whatever the strategy.
+    pub async fn task_request(
+        &self,
+        id: &ServerId,
+        method: &str,
+        task_id: &str,
+        mut params: Value,
+    ) -> Result<Value, CoreError> {
+        let entry = self
+            .entry(id)
+            .ok_or_else(|| CoreError::GroupNotFound(id.clone()))?;
+        let unknown = || {
+            CoreError::Invalid(format!(
+                "group `{id}` has no task `{task_id}`; its member may have left the group"
+            ))
+        };
+        let (member, rest) = split_task_id(task_id).ok_or_else(unknown)?;
+        if !lock(&entry)
+            .group
+            .members()
+            .iter()
+            .any(|known| known.id() == &member)
+        {
+            return Err(unknown());
+        }
+        params["taskId"] = Value::String(rest.to_owned());
+        let session = self.manager.session(&member).await?;
+        session
+            .task_request(method, params)
+            .await
+            .map_err(|source| CoreError::Session {
+                server: member,
+                source,
+            })
     }
 
     /// Picks the member for the next attempt and counts the call as in flight on it.

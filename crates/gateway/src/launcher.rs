@@ -131,6 +131,10 @@ impl McpSession for ProcessSession {
         self.session.list_resources().await
     }
 
+    async fn task_request(&self, method: &str, params: Value) -> Result<Value, SessionError> {
+        self.session.task_request(method, params).await
+    }
+
     async fn list_resource_templates(&self) -> Result<Vec<Value>, SessionError> {
         self.session.list_resource_templates().await
     }

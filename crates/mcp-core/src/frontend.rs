@@ -160,6 +160,18 @@ pub trait McpFrontend: Send + Sync {
         Ok(empty_completion())
     }
 
+    /// `tasks/get`, `tasks/update` or `tasks/cancel` (`method`) of the task `task_id`, as the
+    /// call that created it named it (its owners in front, see [`crate::task`]); `params` as
+    /// the client wrote them. The result as JSON, with the server's `taskId`. An id that names
+    /// no owner this front end routes to is [`FrontendErrorKind::UnknownName`].
+    async fn task_request(
+        &self,
+        caller: &Caller,
+        method: &str,
+        task_id: &str,
+        params: Value,
+    ) -> Result<Value, FrontendError>;
+
     /// Moves whenever a server announces that its prompts or its resources changed, so that a
     /// protocol adapter can tell its clients; `None` when this front end cannot tell, as in
     /// this default.

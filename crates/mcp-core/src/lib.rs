@@ -72,6 +72,7 @@ pub mod relay;
 pub mod spec;
 pub mod state;
 pub mod suggest;
+pub mod task;
 pub mod time;
 pub mod tool;
 
@@ -106,6 +107,7 @@ pub use relay::{
 };
 pub use spec::{ContainerCli, ContainerEngine, CustomLaunch, LaunchSpec, ServerOrigin, ServerSpec};
 pub use state::{ServerState, TransitionError};
+pub use task::{TASK_METHODS, TASK_RESULT, TASKS_EXTENSION, scope_task, split_task_id};
 pub use time::{Clock, MonoTime, Timestamp};
 pub use tool::{
     CallContext, INPUT_REQUIRED, InputRound, ProgressUpdate, Tool, ToolCall, ToolCallOutcome,

@@ -190,6 +190,18 @@ pub trait McpSession: Send + Sync {
         Ok(crate::frontend::empty_completion())
     }
 
+    /// `tasks/get`, `tasks/update` or `tasks/cancel` (`method`) of one of the server's tasks,
+    /// with `params` as the client wrote them but for `taskId`, which is the server's own:
+    /// the result as JSON. A session that cannot carry requests of the 2026-07-28 era, where
+    /// tasks live, answers [`SessionErrorKind::Protocol`] -32601, as this default does.
+    async fn task_request(&self, method: &str, params: Value) -> Result<Value, SessionError> {
+        let _ = params;
+        Err(SessionError::new(
+            SessionErrorKind::Protocol { code: -32601 },
+            format!("the server serves no tasks (asked {method})"),
+        ))
+    }
+
     /// `logging/setLevel`: asks the server to send log messages at `level` (an RFC 5424 name)
     /// and above. A server that does not declare the `logging` capability is not asked, as in
     /// this default.

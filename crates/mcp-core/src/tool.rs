@@ -130,6 +130,9 @@ pub struct CallContext {
     /// `Some` when the caller speaks the 2026-07-28 era and may be answered with an
     /// input-required result; see [`InputRound`].
     pub input: Option<InputRound>,
+    /// Whether the caller declared the tasks extension (see [`crate::task`]): then a server of
+    /// the 2026-07-28 era may answer the call with a task.
+    pub tasks: bool,
 }
 
 impl std::fmt::Debug for CallContext {
@@ -140,6 +143,7 @@ impl std::fmt::Debug for CallContext {
             .field("principal", &self.principal)
             .field("relay", &self.relay)
             .field("input", &self.input)
+            .field("tasks", &self.tasks)
             .finish()
     }
 }

@@ -404,6 +404,7 @@ impl DirectCalls {
             relay: None,
             // Only `initialize`-era sessions are served here.
             input: None,
+            tasks: false,
         };
         // The call runs in its own task: when the client hangs up, this future is dropped and
         // the guard cancels the token, and the call still sees the cancellation and passes it

@@ -617,6 +617,16 @@ mod tests {
         ) -> Result<serde_json::Value, mcpgw_core::FrontendError> {
             Err(mcpgw_core::FrontendError::unknown("prompt", name))
         }
+
+        async fn task_request(
+            &self,
+            _caller: &mcpgw_core::Caller,
+            _method: &str,
+            task_id: &str,
+            _params: serde_json::Value,
+        ) -> Result<serde_json::Value, mcpgw_core::FrontendError> {
+            Err(mcpgw_core::FrontendError::unknown("task", task_id))
+        }
         async fn resources(&self, _caller: &mcpgw_core::Caller) -> Vec<serde_json::Value> {
             Vec::new()
         }

@@ -50,6 +50,8 @@ const MAX_PARKED: usize = 1024;
 const STATE_VERSION: &str = "mcpgw1";
 /// The version prefix of a passed-through server's state in the gateway's envelope.
 const SEALED_VERSION: &str = "mcpgw2";
+/// The prefix of a task id as the gateway hands it to its client.
+const TASK_VERSION: &str = "mcpgw-task";
 
 /// At most this many sealed states are remembered as answered, per gateway process.
 const MAX_ANSWERED: usize = 65_536;
@@ -221,6 +223,51 @@ impl ParkedCalls {
             Value::String(format!("{payload}.{mac}")),
         );
         result
+    }
+
+    /// The id a client holds for the task `task_id` (its owners in front, see
+    /// [`mcpgw_core::task`]): the id and the principal that created the task, signed, so that a
+    /// task is followed only by whoever created it, through any replica with the same key.
+    pub(crate) fn seal_task(&self, task_id: &str, principal: Option<&str>) -> String {
+        let payload = serde_json::json!({"i": task_id, "p": principal});
+        let payload = format!(
+            "{TASK_VERSION}.{}",
+            base64url(payload.to_string().as_bytes())
+        );
+        let mac = hex(&hmac_sha256(&self.key, payload.as_bytes()));
+        format!("{payload}.{mac}")
+    }
+
+    /// The task a client's task id names, when the gateway issued that id to `principal`.
+    pub(crate) fn unseal_task(
+        &self,
+        sealed: &str,
+        principal: Option<&str>,
+    ) -> Result<String, ErrorData> {
+        let unknown = || {
+            ErrorData::invalid_params(
+                format!(
+                    "unknown task {}: this gateway issued no such task id to this caller",
+                    mcpgw_core::bounded_for_message(sealed)
+                ),
+                None,
+            )
+        };
+        let (payload, mac) = sealed.rsplit_once('.').ok_or_else(unknown)?;
+        let expected = hex(&hmac_sha256(&self.key, payload.as_bytes()));
+        if !constant_time_eq(mac.as_bytes(), expected.as_bytes()) {
+            return Err(unknown());
+        }
+        let decoded: Value = payload
+            .strip_prefix(TASK_VERSION)
+            .and_then(|rest| rest.strip_prefix('.'))
+            .and_then(from_base64url)
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .ok_or_else(unknown)?;
+        if decoded["p"].as_str() != principal {
+            return Err(unknown());
+        }
+        decoded["i"].as_str().map(str::to_owned).ok_or_else(unknown)
     }
 
     /// Whether `state` is a sealed one (as opposed to a parked call's).
@@ -660,5 +707,30 @@ mod tests {
         // A complete result is not touched.
         let complete = serde_json::json!({"content": [], "requestState": "x"});
         assert_eq!(first.seal(complete.clone(), &retry("ask", None)), complete);
+    }
+
+    #[test]
+    fn task_ids_name_their_task_for_their_creator_only() {
+        let gateway = ParkedCalls::new();
+        let sealed = gateway.seal_task("server/upstream-id", Some("user:alice"));
+        assert_eq!(
+            gateway.unseal_task(&sealed, Some("user:alice")).unwrap(),
+            "server/upstream-id"
+        );
+        // Bad input: another caller, no caller, a changed id, another gateway's id, garbage.
+        assert!(gateway.unseal_task(&sealed, Some("user:bob")).is_err());
+        assert!(gateway.unseal_task(&sealed, None).is_err());
+        assert!(
+            gateway
+                .unseal_task(&format!("{sealed}0"), Some("user:alice"))
+                .is_err()
+        );
+        assert!(
+            ParkedCalls::new()
+                .unseal_task(&sealed, Some("user:alice"))
+                .is_err()
+        );
+        let unknown = gateway.unseal_task("gate-test", None).unwrap_err();
+        assert_eq!(unknown.code, rmcp::model::ErrorCode::INVALID_PARAMS);
     }
 }

@@ -61,7 +61,10 @@ use rmcp::model::{
     ReadResourceResult, ResourceUpdatedNotificationParam, ResultType, ServerCapabilities,
     ServerConfig, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
-use rmcp::model::{ClientResult, InputRequiredResult, ServerNotification, ServerRequest};
+use rmcp::model::{
+    CancelTaskParams, ClientResult, GetTaskParams, GetTaskResult, InputRequiredResult,
+    ServerNotification, ServerRequest, UpdateTaskParams,
+};
 // The `initialize` era's logging, which rmcp marks deprecated (SEP-2577), is still part of the
 // protocol the gateway serves to those clients.
 #[allow(deprecated)]
@@ -333,6 +336,7 @@ impl GatewayMcpServer {
         caller: &Caller,
         request: &CallToolRequestParams,
         input: InputRound,
+        tasks: bool,
         context: &RequestContext<RoleServer>,
     ) -> Option<Result<Round, ErrorData>> {
         let capabilities = declared_capabilities(context);
@@ -351,6 +355,7 @@ impl GatewayMcpServer {
             principal: caller.principal.clone(),
             relay: Some(relay),
             input: Some(input),
+            tasks,
         };
         let frontend = Arc::clone(&self.shared.frontend);
         let (call_caller, name, arguments) = (
@@ -396,10 +401,48 @@ impl GatewayMcpServer {
                 if outcome.is_input_required() {
                     return input_required_response(self.shared.parked.seal(outcome.result, retry));
                 }
+                if outcome.is_task() {
+                    let mut result = outcome.result;
+                    let sealed = result
+                        .get("taskId")
+                        .and_then(Value::as_str)
+                        .map(|id| self.shared.parked.seal_task(id, retry.principal));
+                    if let Some(sealed) = sealed {
+                        result["taskId"] = Value::String(sealed);
+                    }
+                    return serde_json::from_value(result)
+                        .map(CallToolResponse::Task)
+                        .map_err(|error| relay_error("task", &error));
+                }
                 call_tool_result(outcome).map(CallToolResponse::Complete)
             }
             Round::InputRequired(json) => input_required_response(json),
         }
+    }
+
+    /// A task request of the client, about the task its (sealed) `task_id` names, sent to the
+    /// task's server with the client's `params`.
+    async fn task_request(
+        &self,
+        context: &RequestContext<RoleServer>,
+        method: &str,
+        task_id: &str,
+        params: &impl serde::Serialize,
+    ) -> Result<Value, ErrorData> {
+        let caller = caller_from_extensions(&context.extensions);
+        let inner = self
+            .shared
+            .parked
+            .unseal_task(task_id, caller.principal.as_deref())?;
+        let mut params = serde_json::to_value(params)
+            .map_err(|error| ErrorData::invalid_params(format!("{method}: {error}"), None))?;
+        if let Some(object) = params.as_object_mut() {
+            object.remove("_meta");
+        }
+        self.frontend()
+            .task_request(&caller, method, &inner, params)
+            .await
+            .map_err(|error| jsonrpc_error(error, ErrorCode::INVALID_PARAMS))
     }
 
     /// The way back to the client for one call: `initialize`-era clients only, with the
@@ -835,6 +878,7 @@ impl ServerHandler for GatewayMcpServer {
                 .enable_resources_list_changed()
                 .enable_completions()
                 .enable_logging()
+                .enable_tasks()
                 .build(),
         )
         .with_server_info(Implementation::new("mcpgw", env!("CARGO_PKG_VERSION")))
@@ -951,6 +995,10 @@ impl ServerHandler for GatewayMcpServer {
             principal: caller.principal.as_deref(),
         };
         let mut input = None;
+        let tasks = !uses_initialize_era(&context)
+            && context
+                .client_capabilities()
+                .is_some_and(|capabilities| capabilities.supports_tasks());
         if !uses_initialize_era(&context) {
             let mut round = input_round(&request.input_responses);
             if let Some(state) = request.request_state.as_deref() {
@@ -971,7 +1019,7 @@ impl ServerHandler for GatewayMcpServer {
                 }
             }
             if let Some(resumed) = self
-                .call_asking_statelessly(&caller, &request, round.clone(), &context)
+                .call_asking_statelessly(&caller, &request, round.clone(), tasks, &context)
                 .await
             {
                 return self.round_response(resumed?, &retry);
@@ -987,6 +1035,7 @@ impl ServerHandler for GatewayMcpServer {
             principal: caller.principal.clone(),
             relay,
             input,
+            tasks,
         };
         let call = self.frontend().call_tool(
             &caller,
@@ -1006,6 +1055,40 @@ impl ServerHandler for GatewayMcpServer {
         .await
         .map_err(|error| jsonrpc_error(error, ErrorCode::INVALID_PARAMS))?;
         self.round_response(Round::Done(Ok(outcome)), &retry)
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let task_id = request.task_id.clone();
+        let mut json = self
+            .task_request(&context, "tasks/get", &task_id, &request)
+            .await?;
+        // The client knows the task by the gateway's id.
+        json["taskId"] = Value::String(task_id);
+        serde_json::from_value(json).map_err(|error| relay_error("task", &error))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.task_request(&context, "tasks/update", &request.task_id, &request)
+            .await
+            .map(drop)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.task_request(&context, "tasks/cancel", &request.task_id, &request)
+            .await
+            .map(drop)
     }
 
     async fn list_prompts(
@@ -1388,6 +1471,16 @@ mod tests {
             _input: Option<InputRound>,
         ) -> Result<Value, FrontendError> {
             Err(FrontendError::unknown("prompt", name))
+        }
+
+        async fn task_request(
+            &self,
+            _caller: &Caller,
+            _method: &str,
+            task_id: &str,
+            _params: serde_json::Value,
+        ) -> Result<serde_json::Value, FrontendError> {
+            Err(FrontendError::unknown("task", task_id))
         }
 
         async fn resources(&self, _caller: &Caller) -> Vec<Value> {

@@ -457,10 +457,13 @@ impl RmcpSession {
         if !self.accepts_modern_requests().await {
             return None;
         }
-        let capabilities = ctx.relay.as_ref().map_or_else(
+        let mut capabilities = ctx.relay.as_ref().map_or_else(
             || Value::Object(Map::new()),
             |relay| relay.capabilities().to_client_capabilities(),
         );
+        if ctx.tasks {
+            capabilities["extensions"] = serde_json::json!({ mcpgw_core::TASKS_EXTENSION: {} });
+        }
         let mut meta = Map::new();
         meta.insert(
             PROTOCOL_VERSION_META.to_owned(),
@@ -1131,6 +1134,37 @@ impl McpSession for RmcpSession {
             ServerResult::InputRequiredResult(result) => result_json("prompts/get", &result),
             _ => Err(wrong_result_type("prompts/get")),
         }
+    }
+
+    async fn task_request(&self, method: &str, mut params: Value) -> Result<Value, SessionError> {
+        self.ensure_open()?;
+        let ctx = CallContext {
+            input: Some(mcpgw_core::InputRound::default()),
+            tasks: true,
+            ..CallContext::default()
+        };
+        let Some(meta) = self.modern_meta(&ctx).await else {
+            return Err(SessionError::new(
+                SessionErrorKind::Protocol { code: -32601 },
+                format!(
+                    "the server takes no 2026-07-28 requests, where tasks live (asked {method})"
+                ),
+            ));
+        };
+        if !params.is_object() {
+            params = Value::Object(Map::new());
+        }
+        params["_meta"] = Value::Object(meta);
+        let request: ClientRequest =
+            serde_json::from_value(serde_json::json!({"method": method, "params": params}))
+                .map_err(|error| {
+                    SessionError::new(
+                        SessionErrorKind::Protocol { code: -32602 },
+                        format!("invalid `{method}` request: {error}"),
+                    )
+                })?;
+        let result = self.request(request, method).await?;
+        result_json(method, &result)
     }
 
     async fn list_resources(&self) -> Result<Vec<Value>, SessionError> {

@@ -245,6 +245,16 @@ impl McpFrontend for FakeFrontend {
         }))
     }
 
+    async fn task_request(
+        &self,
+        _caller: &Caller,
+        _method: &str,
+        task_id: &str,
+        _params: Value,
+    ) -> Result<Value, FrontendError> {
+        Err(FrontendError::unknown("task", task_id))
+    }
+
     async fn resources(&self, _caller: &Caller) -> Vec<Value> {
         vec![json!({"uri": "file:///a.txt", "name": "srv__a", "mimeType": "text/plain"})]
     }
