@@ -413,14 +413,30 @@ fn stateless_request(
     method: &str,
     params: Value,
 ) -> Value {
+    stateless_request_with(gateway, key, json!({"elicitation": {}}), method, params)
+}
+
+/// One stateless (2026-07-28) request of a client that declares `capabilities`.
+fn stateless_request_with(
+    gateway: &support::RunningGateway,
+    key: Option<&str>,
+    capabilities: Value,
+    method: &str,
+    params: Value,
+) -> Value {
     const PROTOCOL: &str = "2026-07-28";
     let mut params = params;
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": PROTOCOL,
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
         "io.modelcontextprotocol/clientInfo": {"name": "mcpgw-relays", "version": "0"},
     });
-    let tool = params["name"].as_str().unwrap_or_default().to_owned();
+    // `Mcp-Name` names the tool or prompt, or the task of a task request.
+    let tool = params["name"]
+        .as_str()
+        .or_else(|| params["taskId"].as_str())
+        .unwrap_or_default()
+        .to_owned();
     let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
     let agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
@@ -768,5 +784,181 @@ fn the_sdk_client_completes_passed_through_rounds() {
             "Roots: file:///home/carol"
         ],
         "{run}"
+    );
+}
+
+/// A client that takes tasks (and can answer elicitations).
+fn task_request(
+    gateway: &support::RunningGateway,
+    key: Option<&str>,
+    method: &str,
+    params: Value,
+) -> Value {
+    stateless_request_with(
+        gateway,
+        key,
+        json!({"elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}}),
+        method,
+        params,
+    )
+}
+
+/// The task a call created: its id as the gateway issued it.
+fn created_task(answer: &Value) -> String {
+    let result = &answer["result"];
+    assert_eq!(result["resultType"], "task", "{answer}");
+    let id = result["taskId"].as_str().expect("a task id");
+    assert!(
+        id.starts_with("mcpgw-task."),
+        "the gateway's own task id: {id}"
+    );
+    id.to_owned()
+}
+
+/// Polls `tasks/get` until the task leaves `working`; its last state.
+fn task_settled(gateway: &support::RunningGateway, key: Option<&str>, id: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = task_request(gateway, key, "tasks/get", json!({"taskId": id}));
+        assert_eq!(
+            got["result"]["taskId"], id,
+            "tasks/get names the task as the client knows it: {got}"
+        );
+        if got["result"]["status"] != "working" {
+            return got["result"].clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the task is still working: {got}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn tasks_of_servers_are_followed_through_the_gateway() {
+    let gateway = passing_through_gateway("");
+    // A task, polled to its result.
+    let id = created_task(&task_request(
+        &gateway,
+        None,
+        "tools/call",
+        json!({"name": "conf__slow_compute", "arguments": {"seconds": 0.2, "label": "sum"}}),
+    ));
+    let done = task_settled(&gateway, None, &id);
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["result"]["content"][0]["text"], "computed sum",
+        "{done}"
+    );
+
+    // Bad input: a changed id, a made-up one, one of another shape.
+    for bad in [
+        format!("{id}0"),
+        "mcpgw-task.e30.00".to_owned(),
+        "gate-test".to_owned(),
+    ] {
+        let refused = task_request(&gateway, None, "tasks/get", json!({"taskId": bad}));
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    }
+
+    // A task through a group asks its question, is answered with tasks/update, and settles;
+    // its requests reach the member that runs it.
+    for _ in 0..2 {
+        let id = created_task(&task_request(
+            &gateway,
+            None,
+            "tools/call",
+            json!({"name": "pair__confirm_delete", "arguments": {"filename": "notes.txt"}}),
+        ));
+        let asking = task_settled(&gateway, None, &id);
+        assert_eq!(asking["status"], "input_required", "{asking}");
+        assert_eq!(
+            asking["inputRequests"]["confirm"]["method"],
+            "elicitation/create"
+        );
+        let ack = task_request(
+            &gateway,
+            None,
+            "tasks/update",
+            json!({"taskId": id, "inputResponses": {
+                "confirm": {"action": "accept", "content": {"confirm": true}}}}),
+        );
+        assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+        let done = task_settled(&gateway, None, &id);
+        assert_eq!(
+            done["result"]["content"][0]["text"], "delete notes.txt: true",
+            "{done}"
+        );
+    }
+
+    // Cancelled while it runs.
+    let id = created_task(&task_request(
+        &gateway,
+        None,
+        "tools/call",
+        json!({"name": "conf__slow_compute", "arguments": {"seconds": 60}}),
+    ));
+    let ack = task_request(&gateway, None, "tasks/cancel", json!({"taskId": id}));
+    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+    assert_eq!(task_settled(&gateway, None, &id)["status"], "cancelled");
+
+    // A client that does not take tasks gets the result at once, or the server's refusal
+    // where the tool needs a task.
+    let plain = stateless_call(
+        &gateway,
+        None,
+        json!({"name": "conf__slow_compute", "arguments": {"seconds": 0, "label": "now"}}),
+    );
+    assert_eq!(
+        plain["result"]["content"][0]["text"], "computed now",
+        "{plain}"
+    );
+    let refused = stateless_call(
+        &gateway,
+        None,
+        json!({"name": "conf__failing_job", "arguments": {}}),
+    );
+    assert_eq!(refused["error"]["code"], -32021, "{refused}");
+}
+
+/// A task id is bound to the principal whose call created it.
+#[test]
+fn a_task_is_followed_only_by_whoever_created_it() {
+    let binary = mcpgw_fixtures::conformance::conformance_server_binary();
+    let command = json!([binary.display().to_string()]);
+    let data_dir = tempfile::tempdir().unwrap();
+    let alice = support::cli_key(data_dir.path(), "user:alice", Some("admin"));
+    let bob = support::cli_key(data_dir.path(), "user:bob", Some("admin"));
+    let gateway = support::gateway()
+        .data_dir(data_dir)
+        .config(&format!(
+            "auth:\n  enabled: true\nmcp_servers:\n  conf: {{mode: subprocess, command: {command}}}\n"
+        ))
+        .env("MCP_RATE_LIMIT_RPS", "0")
+        .start();
+    let id = created_task(&task_request(
+        &gateway,
+        Some(&alice),
+        "tools/call",
+        json!({"name": "conf__slow_compute", "arguments": {"seconds": 30}}),
+    ));
+    // Bad input: Bob holds Alice's task id.
+    for method in ["tasks/get", "tasks/cancel"] {
+        let refused = task_request(&gateway, Some(&bob), method, json!({"taskId": id}));
+        assert_eq!(refused["error"]["code"], -32602, "{method}: {refused}");
+    }
+    let got = task_request(&gateway, Some(&alice), "tasks/get", json!({"taskId": id}));
+    assert_eq!(got["result"]["status"], "working", "{got}");
+    let ack = task_request(
+        &gateway,
+        Some(&alice),
+        "tasks/cancel",
+        json!({"taskId": id}),
+    );
+    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+    assert_eq!(
+        task_settled(&gateway, Some(&alice), &id)["status"],
+        "cancelled"
     );
 }
