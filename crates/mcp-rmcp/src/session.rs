@@ -481,7 +481,15 @@ impl RmcpSession {
     /// requests of that era on this session. A server of the `initialize` era only answers
     /// with an error (or not at all, within [`DISCOVER_PROBE_TIMEOUT`]), and keeps being asked
     /// its questions mid-call.
+    ///
+    /// Only stdio servers are asked. Over Streamable HTTP a 2026-07-28 request is a POST of its
+    /// own outside any session, with the era's version in its headers; sent on the session, it
+    /// would make rmcp's transport announce that version for the session's later requests too,
+    /// which servers of the `initialize` era refuse.
     async fn accepts_modern_requests(&self) -> bool {
+        if self.link.is_none() {
+            return false;
+        }
         *self
             .modern_requests
             .get_or_init(|| async {
