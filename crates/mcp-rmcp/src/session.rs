@@ -846,28 +846,34 @@ fn input_round(
     ctx: &CallContext,
     method: &str,
 ) -> Result<(Option<rmcp::model::InputResponses>, Option<String>), SessionError> {
+    check_responses(ctx, method)?;
     let Some(round) = &ctx.input else {
         return Ok((None, None));
     };
     let responses = match &round.responses {
-        None => None,
         Some(Value::Object(responses)) => Some(
             responses
                 .iter()
                 .map(|(key, value)| (key.clone(), value.clone()))
                 .collect(),
         ),
-        Some(_) => {
-            return Err(SessionError::new(
-                SessionErrorKind::Protocol { code: -32602 },
-                format!(
-                    "`{method}`: inputResponses must be an object that maps the keys of the \
-                     server's inputRequests to the answers"
-                ),
-            ));
-        }
+        _ => None,
     };
     Ok((responses, round.state.clone()))
+}
+
+/// `inputResponses`, when there are any, must be an object keyed like the server's questions.
+fn check_responses(ctx: &CallContext, method: &str) -> Result<(), SessionError> {
+    match ctx.input.as_ref().and_then(|round| round.responses.as_ref()) {
+        None | Some(Value::Object(_)) => Ok(()),
+        Some(_) => Err(SessionError::new(
+            SessionErrorKind::Protocol { code: -32602 },
+            format!(
+                "`{method}`: inputResponses must be an object that maps the keys of the \
+                 server's inputRequests to the answers"
+            ),
+        )),
+    }
 }
 
 /// What the caller of a tool can really be sent, for the server to read in place of what the
@@ -1012,6 +1018,9 @@ impl McpSession for RmcpSession {
             return Err(cancelled_error());
         }
         let modern = self.modern_meta(&ctx).await;
+        if modern.is_some() {
+            check_responses(&ctx, "tools/call")?;
+        }
         let ticket = tokio::select! {
             biased;
             ticket = self.relay_routes.enter(ctx.relay.clone()) => ticket,

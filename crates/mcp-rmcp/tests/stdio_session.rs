@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mcpgw_core::{
-    ByteStreams, CallContext, LaunchError, McpSession, ProgressUpdate, ServerId, ServerOutput,
-    SessionErrorKind, StdioConnector, ToolCall, ToolCallOutcome,
+    ByteStreams, CallContext, InputRound, LaunchError, McpSession, ProgressUpdate, ServerId,
+    ServerOutput, SessionErrorKind, StdioConnector, ToolCall, ToolCallOutcome,
 };
 use mcpgw_fixtures::fixture::fixture_server_binary;
 use mcpgw_mcp_rmcp::{RmcpStdioConnector, StdioConnectorSettings};
@@ -770,4 +770,169 @@ async fn a_session_over_a_stream_that_is_not_a_pipe_works_alike() {
     session.ping().await.unwrap();
     let listed = session.list_tools().await.unwrap();
     assert!(listed.iter().any(|tool| tool.name == "echo"));
+}
+
+/// A session with the conformance server, which answers 2026-07-28 requests with
+/// input-required results and tasks of its own.
+async fn connect_conformance() -> (Child, Arc<dyn McpSession>) {
+    let binary = mcpgw_fixtures::conformance::conformance_server_binary();
+    let mut child = Command::new(&binary)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|error| panic!("cannot start {}: {error}", binary.display()));
+    let streams = ByteStreams {
+        to_server: Box::pin(child.stdin.take().expect("stdin is piped")),
+        from_server: ServerOutput::Pipe(
+            child
+                .stdout
+                .take()
+                .expect("stdout is piped")
+                .into_owned_fd()
+                .expect("stdout is a pipe"),
+        ),
+    };
+    let session = within(RmcpStdioConnector::default().connect(&server_id(), streams))
+        .await
+        .expect("the conformance server completes the handshake");
+    (child, session)
+}
+
+fn modern(responses: Option<Value>, state: Option<&str>) -> CallContext {
+    CallContext {
+        input: Some(InputRound {
+            responses,
+            state: state.map(str::to_owned),
+        }),
+        ..CallContext::default()
+    }
+}
+
+async fn call_with(
+    session: &Arc<dyn McpSession>,
+    name: &str,
+    ctx: CallContext,
+) -> Result<ToolCallOutcome, mcpgw_core::SessionError> {
+    let call = ToolCall {
+        name: name.to_owned(),
+        arguments: Some(serde_json::Map::new()),
+    };
+    within(session.call_tool(call, ctx)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_caller_gets_the_servers_own_input_required_results() {
+    let (_server, session) = connect_conformance().await;
+    const TOOL: &str = "test_input_required_result_multi_round";
+    // A caller of the `initialize` era: the request stays in the session's era.
+    let legacy = call_with(&session, TOOL, CallContext::default())
+        .await
+        .unwrap();
+    assert!(
+        first_text(&legacy).contains("needs a 2026-07-28 request"),
+        "{legacy:?}"
+    );
+
+    let first = call_with(&session, TOOL, modern(None, None)).await.unwrap();
+    assert!(first.is_input_required(), "{first:?}");
+    assert_eq!(
+        first.result["inputRequests"]["step1"]["method"],
+        "elicitation/create"
+    );
+    let state = first.result["requestState"].as_str().unwrap().to_owned();
+    let answer = |field: &str, value: &str| json!({"action": "accept", "content": {field: value}});
+
+    let second = call_with(
+        &session,
+        TOOL,
+        modern(
+            Some(json!({"step1": answer("name", "Alice")})),
+            Some(&state),
+        ),
+    )
+    .await
+    .unwrap();
+    assert!(second.is_input_required(), "{second:?}");
+    let state = second.result["requestState"].as_str().unwrap().to_owned();
+    let done = call_with(
+        &session,
+        TOOL,
+        modern(
+            Some(json!({"step2": answer("color", "blue")})),
+            Some(&state),
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(first_text(&done), "Alice's favorite color is blue");
+
+    // Bad input: answers that are no object are refused before they reach the server.
+    let refused = call_with(&session, TOOL, modern(Some(json!(["step1"])), Some(&state)))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.kind, SessionErrorKind::Protocol { code: -32602 });
+
+    // prompts/get answers input-required results the same way.
+    let prompt = within(session.get_prompt(
+        "test_input_required_result_prompt",
+        None,
+        Some(InputRound::default()),
+    ))
+    .await
+    .unwrap();
+    assert_eq!(prompt["resultType"], "input_required", "{prompt}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_tasks_are_followed_with_task_requests() {
+    let (_server, session) = connect_conformance().await;
+    let ctx = CallContext {
+        tasks: true,
+        ..modern(None, None)
+    };
+    let created = call_with(&session, "confirm_delete", ctx).await.unwrap();
+    assert!(created.is_task(), "{created:?}");
+    let id = created.result["taskId"].as_str().unwrap().to_owned();
+    let get = || session.task_request("tasks/get", json!({"taskId": id}));
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let got = within(get()).await.unwrap();
+        if got["status"] == "input_required" {
+            assert_eq!(
+                got["inputRequests"]["confirm"]["method"],
+                "elicitation/create"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "the task never asked: {got}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let responses = json!({"confirm": {"action": "accept", "content": {"confirm": true}}});
+    within(session.task_request(
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": responses}),
+    ))
+    .await
+    .unwrap();
+    loop {
+        let got = within(get()).await.unwrap();
+        if got["status"] == "completed" {
+            assert_eq!(got["result"]["content"][0]["text"], "delete the file: true");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the task never completed: {got}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Bad input: a task the server does not know.
+    let unknown = within(session.task_request("tasks/get", json!({"taskId": "no-such-task"})))
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.kind, SessionErrorKind::Protocol { code: -32602 });
+    // A caller that does not take tasks gets the result at once.
+    let plain = call_with(&session, "slow_compute", modern(None, None))
+        .await
+        .unwrap();
+    assert_eq!(first_text(&plain), "computed ");
 }
