@@ -1383,6 +1383,56 @@ impl EventObserver for GroupObserver {
     }
 }
 
+/// Separates the member from the member's own `requestState` in the state of a group's
+/// input-required result; server ids cannot contain it.
+const PINNED_STATE_SEPARATOR: char = '/';
+
+/// A member's input-required result, its `requestState` prefixed with the member's id so that
+/// the client's retry reaches the same member (see [`GroupService::call_pinned`]). The client
+/// sees the state only inside the gateway's signed envelope, so it cannot point the retry at
+/// another member. Other answers pass unchanged.
+fn pin_to_member(mut answer: ToolCallOutcome, member: &ServerId) -> ToolCallOutcome {
+    if !answer.is_input_required() {
+        return answer;
+    }
+    if let Some(result) = answer.result.as_object_mut() {
+        let pinned = match result.get("requestState").and_then(Value::as_str) {
+            Some(state) => format!("{member}{PINNED_STATE_SEPARATOR}{state}"),
+            None => member.to_string(),
+        };
+        result.insert("requestState".to_owned(), Value::String(pinned));
+    }
+    answer
+}
+
+/// The member a retry is pinned to and that member's own state, when the call is the retry
+/// of an input-required result of this group; a state that names no member of the group is
+/// refused.
+fn pinned_member(
+    entry: &Mutex<GroupEntry>,
+    ctx: &CallContext,
+) -> Result<Option<(ServerId, Option<String>)>, CoreError> {
+    let Some(state) = ctx.input.as_ref().and_then(|round| round.state.as_deref()) else {
+        return Ok(None);
+    };
+    let (member, inner) = match state.split_once(PINNED_STATE_SEPARATOR) {
+        Some((member, inner)) => (member, Some(inner.to_owned())),
+        None => (state, None),
+    };
+    let entry = lock(entry);
+    let member = ServerId::parse(member)
+        .ok()
+        .filter(|member| entry.group.members().iter().any(|m| m.id() == member));
+    match member {
+        Some(member) => Ok(Some((member, inner))),
+        None => Err(CoreError::Invalid(format!(
+            "the member of group `{}` that asked for this input is no longer one of its members; \
+             call the tool again without inputResponses and requestState",
+            entry.group.id()
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use mcpgw_core::{LaunchError, SessionError};
@@ -1521,55 +1571,5 @@ mod tests {
             GroupServiceError::Storage("disk".into()).kind(),
             ErrorKind::Internal
         );
-    }
-}
-
-/// Separates the member from the member's own `requestState` in the state of a group's
-/// input-required result; server ids cannot contain it.
-const PINNED_STATE_SEPARATOR: char = '/';
-
-/// A member's input-required result, its `requestState` prefixed with the member's id so that
-/// the client's retry reaches the same member (see [`GroupService::call_pinned`]). The client
-/// sees the state only inside the gateway's signed envelope, so it cannot point the retry at
-/// another member. Other answers pass unchanged.
-fn pin_to_member(mut answer: ToolCallOutcome, member: &ServerId) -> ToolCallOutcome {
-    if !answer.is_input_required() {
-        return answer;
-    }
-    if let Some(result) = answer.result.as_object_mut() {
-        let pinned = match result.get("requestState").and_then(Value::as_str) {
-            Some(state) => format!("{member}{PINNED_STATE_SEPARATOR}{state}"),
-            None => member.to_string(),
-        };
-        result.insert("requestState".to_owned(), Value::String(pinned));
-    }
-    answer
-}
-
-/// The member a retry is pinned to and that member's own state, when the call is the retry
-/// of an input-required result of this group; a state that names no member of the group is
-/// refused.
-fn pinned_member(
-    entry: &Mutex<GroupEntry>,
-    ctx: &CallContext,
-) -> Result<Option<(ServerId, Option<String>)>, CoreError> {
-    let Some(state) = ctx.input.as_ref().and_then(|round| round.state.as_deref()) else {
-        return Ok(None);
-    };
-    let (member, inner) = match state.split_once(PINNED_STATE_SEPARATOR) {
-        Some((member, inner)) => (member, Some(inner.to_owned())),
-        None => (state, None),
-    };
-    let entry = lock(entry);
-    let member = ServerId::parse(member)
-        .ok()
-        .filter(|member| entry.group.members().iter().any(|m| m.id() == member));
-    match member {
-        Some(member) => Ok(Some((member, inner))),
-        None => Err(CoreError::Invalid(format!(
-            "the member of group `{}` that asked for this input is no longer one of its members; \
-             call the tool again without inputResponses and requestState",
-            entry.group.id()
-        ))),
     }
 }

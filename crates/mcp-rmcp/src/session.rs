@@ -864,7 +864,11 @@ fn input_round(
 
 /// `inputResponses`, when there are any, must be an object keyed like the server's questions.
 fn check_responses(ctx: &CallContext, method: &str) -> Result<(), SessionError> {
-    match ctx.input.as_ref().and_then(|round| round.responses.as_ref()) {
+    match ctx
+        .input
+        .as_ref()
+        .and_then(|round| round.responses.as_ref())
+    {
         None | Some(Value::Object(_)) => Ok(()),
         Some(_) => Err(SessionError::new(
             SessionErrorKind::Protocol { code: -32602 },
