@@ -962,3 +962,44 @@ fn a_task_is_followed_only_by_whoever_created_it() {
         "cancelled"
     );
 }
+
+/// What `server/discover` declares under `capabilities.extensions`, once `server` runs.
+fn extensions_once_running(gateway: &support::RunningGateway, server: &str) -> Value {
+    let started = gateway.post_empty(&format!("/api/mcp_servers/{server}/start"));
+    assert_eq!(started.status, 200, "{}", started.text);
+    let run = support::peers::run_python_client(
+        "http_client.py",
+        &[
+            format!("{}/mcp", gateway.base_url),
+            "--protocol".to_owned(),
+            "2026-07-28".to_owned(),
+            "--no-list".to_owned(),
+        ],
+    );
+    run["discover"]["capabilities"]["extensions"].clone()
+}
+
+/// The tasks extension is declared when a server behind the gateway offers tasks, and only
+/// then.
+#[test]
+fn the_tasks_extension_is_declared_when_a_server_offers_tasks() {
+    let with_tasks = passing_through_gateway("");
+    let extensions = extensions_once_running(&with_tasks, "conf");
+    assert!(
+        extensions.get("io.modelcontextprotocol/tasks").is_some(),
+        "{extensions}"
+    );
+
+    let fixture = mcpgw_fixtures::fixture::fixture_server_binary();
+    let without_tasks = support::gateway()
+        .config(&format!(
+            "mcp_servers:\n  plain: {{mode: subprocess, command: {}}}\n",
+            json!([fixture.display().to_string()])
+        ))
+        .start();
+    let extensions = extensions_once_running(&without_tasks, "plain");
+    assert!(
+        extensions.get("io.modelcontextprotocol/tasks").is_none(),
+        "{extensions}"
+    );
+}

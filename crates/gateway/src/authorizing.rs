@@ -255,6 +255,10 @@ impl McpFrontend for AuthorizedFrontend {
         self.catalog.list_changes()
     }
 
+    fn offers_tasks(&self) -> bool {
+        self.catalog.offers_tasks()
+    }
+
     async fn settle(&self) {
         self.catalog.settle().await;
     }

@@ -103,6 +103,9 @@ pub struct ToolCatalog {
     log_levels: LogLevels,
     /// The prompt and resource list changes the running servers announced.
     list_changes: watch::Sender<mcpgw_core::ListChanges>,
+    /// Whether a server that started offered tasks; once one did, the catalog declares them
+    /// (its tasks may outlive its run).
+    tasks_offered: std::sync::atomic::AtomicBool,
     /// Where work started by event observers runs (observers may be called off the runtime).
     runtime: Option<tokio::runtime::Handle>,
 }
@@ -188,6 +191,7 @@ impl ToolCatalog {
             resource_subscribers: Arc::default(),
             log_levels: LogLevels::default(),
             list_changes: watch::Sender::new(mcpgw_core::ListChanges::default()),
+            tasks_offered: std::sync::atomic::AtomicBool::new(false),
             runtime: tokio::runtime::Handle::try_current().ok(),
         })
     }
@@ -207,6 +211,10 @@ impl ToolCatalog {
         else {
             return;
         };
+        if session.offers_tasks() {
+            self.tasks_offered
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         if let Some(level) = self.log_levels.current() {
             let (session, server) = (Arc::clone(&session), server.clone());
             runtime.spawn(async move {
@@ -818,6 +826,11 @@ impl McpFrontend for ToolCatalog {
 
     fn list_changes(&self) -> Option<watch::Receiver<mcpgw_core::ListChanges>> {
         Some(self.list_changes.subscribe())
+    }
+
+    fn offers_tasks(&self) -> bool {
+        self.tasks_offered
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     async fn settle(&self) {

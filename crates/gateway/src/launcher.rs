@@ -114,6 +114,10 @@ impl McpSession for ProcessSession {
         self.session.list_changes()
     }
 
+    fn offers_tasks(&self) -> bool {
+        self.session.offers_tasks()
+    }
+
     async fn list_prompts(&self) -> Result<Vec<Value>, SessionError> {
         self.session.list_prompts().await
     }

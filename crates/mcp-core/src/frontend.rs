@@ -160,6 +160,12 @@ pub trait McpFrontend: Send + Sync {
         Ok(empty_completion())
     }
 
+    /// Whether a server behind this front end offers tasks, so that the front end declares the
+    /// tasks extension to its clients; `false` in this default.
+    fn offers_tasks(&self) -> bool {
+        false
+    }
+
     /// `tasks/get`, `tasks/update` or `tasks/cancel` (`method`) of the task `task_id`, as the
     /// call that created it named it (its owners in front, see [`crate::task`]); `params` as
     /// the client wrote them. The result as JSON, with the server's `taskId`. An id that names

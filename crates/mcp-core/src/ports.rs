@@ -190,6 +190,12 @@ pub trait McpSession: Send + Sync {
         Ok(crate::frontend::empty_completion())
     }
 
+    /// Whether the server offers tasks (it declared the tasks extension) in a way this session
+    /// can reach; `false` in this default.
+    fn offers_tasks(&self) -> bool {
+        false
+    }
+
     /// `tasks/get`, `tasks/update` or `tasks/cancel` (`method`) of one of the server's tasks,
     /// with `params` as the client wrote them but for `taskId`, which is the server's own:
     /// the result as JSON. A session that cannot carry requests of the 2026-07-28 era, where

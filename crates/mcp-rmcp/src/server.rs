@@ -867,7 +867,7 @@ impl ServerHandler for GatewayMcpServer {
     // The `initialize` era's logging, which rmcp marks deprecated, is relayed to its clients.
     #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
-        InitializeResult::new(
+        let mut info = InitializeResult::new(
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
@@ -878,10 +878,17 @@ impl ServerHandler for GatewayMcpServer {
                 .enable_resources_list_changed()
                 .enable_completions()
                 .enable_logging()
-                .enable_tasks()
                 .build(),
         )
-        .with_server_info(Implementation::new("mcpgw", env!("CARGO_PKG_VERSION")))
+        .with_server_info(Implementation::new("mcpgw", env!("CARGO_PKG_VERSION")));
+        // The tasks extension, once a server behind the gateway offers tasks.
+        if self.frontend().offers_tasks() {
+            info.capabilities.extensions.get_or_insert_default().insert(
+                mcpgw_core::TASKS_EXTENSION.to_owned(),
+                serde_json::Map::new(),
+            );
+        }
+        info
     }
 
     async fn discover(

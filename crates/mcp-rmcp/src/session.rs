@@ -1114,6 +1114,16 @@ impl McpSession for RmcpSession {
         Some(self.list_changes.clone())
     }
 
+    /// A stdio server that declared the tasks extension when it was initialized: its tasks are
+    /// reached with requests of the 2026-07-28 era on this session.
+    fn offers_tasks(&self) -> bool {
+        self.link.is_some()
+            && self
+                .peer
+                .peer_info()
+                .is_some_and(|info| info.capabilities.supports_tasks())
+    }
+
     async fn list_prompts(&self) -> Result<Vec<Value>, SessionError> {
         let prompts = self
             .list_all(
