@@ -622,3 +622,40 @@ fn a_subscribed_client_hears_of_the_owners_resource_updates() {
         "{run}"
     );
 }
+
+/// A 2026-07-28 client names the resource on its `subscriptions/listen` stream and gets the
+/// owner's updates there, with the official Python SDK.
+#[test]
+fn a_listening_client_hears_of_the_owners_resource_updates() {
+    let gw = gateway().config(&two_fixtures()).start();
+    let run = run_python_client(
+        "http_client.py",
+        &args(&[
+            &gw.url("/mcp"),
+            "--protocol",
+            "2026-07-28",
+            "--no-list",
+            // The call starts the owner, whose resources are then known.
+            "--call",
+            "fx__echo",
+            r#"{"text": "start"}"#,
+            "--listen-resource",
+            "fixture://readme",
+            "--list-changed-wait",
+            "10",
+            "--list-changed-count",
+            "1",
+        ]),
+    );
+    let listener = &run["list_changed_listener"];
+    assert_eq!(listener["events"], json!(["ResourceUpdated"]), "{run}");
+    assert_eq!(
+        listener["honored"]["resourceSubscriptions"],
+        json!(["fixture://readme"]),
+        "{run}"
+    );
+    assert_eq!(
+        run["discover"]["capabilities"]["resources"]["subscribe"], true,
+        "{run}"
+    );
+}

@@ -586,6 +586,31 @@ fn prompt_and_resource_list_changes_reach_the_clients() {
                 "{server}: no {wanted} in {notifications:?}"
             );
         }
+
+        // A 2026-07-28 client hears of them on its `subscriptions/listen` stream.
+        let listening = support::peers::run_python_client(
+            "http_client.py",
+            &[
+                url.clone(),
+                "--protocol".to_owned(),
+                "2026-07-28".to_owned(),
+                "--no-list".to_owned(),
+                "--listen-lists".to_owned(),
+                "--list-changed-trigger".to_owned(),
+                format!("{server}__announce_lists"),
+                "{}".to_owned(),
+                "--list-changed-wait".to_owned(),
+                "10".to_owned(),
+                "--list-changed-count".to_owned(),
+                "2".to_owned(),
+            ],
+        );
+        let listener = &listening["list_changed_listener"];
+        assert_eq!(
+            listener["events"],
+            json!(["PromptsListChanged", "ResourcesListChanged"]),
+            "{server}: {listening}"
+        );
     }
 }
 

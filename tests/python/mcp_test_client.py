@@ -184,6 +184,19 @@ def add_operation_arguments(parser: argparse.ArgumentParser) -> None:
         "list_changed_trigger",
     )
     parser.add_argument(
+        "--listen-lists",
+        action="store_true",
+        help="2026-07-28: the subscriptions/listen stream also asks for prompt and resource list "
+        "changes; every event's type is in list_changed_listener.events",
+    )
+    parser.add_argument(
+        "--listen-resource",
+        action="append",
+        metavar="URI",
+        default=[],
+        help="2026-07-28: the subscriptions/listen stream also asks for this resource's updates",
+    )
+    parser.add_argument(
         "--ready-file",
         type=Path,
         default=None,
@@ -364,17 +377,30 @@ async def _run_trigger(client: Client, options: argparse.Namespace, deadline: fl
 async def _listen_modern(client: Client, options: argparse.Namespace, deadline: float) -> dict[str, Any]:
     """2026-07-28: list_changed is a subscriptions/listen stream, acknowledged before it counts."""
     received = 0
-    async with client.listen(tools_list_changed=True) as subscription:
+    events: list[str] = []
+    async with client.listen(
+        tools_list_changed=True,
+        prompts_list_changed=options.listen_lists,
+        resources_list_changed=options.listen_lists,
+        resource_subscriptions=options.listen_resource,
+    ) as subscription:
         _write_ready_file(options.ready_file)
         trigger = await _run_trigger(client, options, deadline)
         with anyio.move_on_after(options.list_changed_wait):
             async for event in subscription:
-                if type(event).__name__ == "ToolsListChanged":
+                events.append(type(event).__name__)
+                if type(event).__name__ == "ToolsListChanged" or options.listen_lists or options.listen_resource:
                     received += 1
                     if options.list_changed_count is not None and received >= options.list_changed_count:
                         break
         honored = _dump(getattr(subscription, "honored", None))
-    return {"count": received, "notification_stream": "subscriptions/listen", "honored": honored, "trigger": trigger}
+    return {
+        "count": received,
+        "notification_stream": "subscriptions/listen",
+        "honored": honored,
+        "trigger": trigger,
+        "events": events,
+    }
 
 
 async def _subscribe(client: Client, uri: str, updated_uris: list[str]) -> dict[str, Any]:

@@ -243,6 +243,13 @@ struct ConvertedTools {
     converted: Arc<Vec<rmcp::model::Tool>>,
 }
 
+/// What a `subscriptions/listen` stream follows: the tool list's changes, and the prompt and
+/// resource list changes servers announce.
+struct ListenChanges {
+    tools: watch::Receiver<u64>,
+    lists: Option<watch::Receiver<ListChanges>>,
+}
+
 struct ConnectionLifetime {
     ended: CancellationToken,
     /// Subscribed to the front end's changes while answering `initialize`, before the client
@@ -251,7 +258,7 @@ struct ConnectionLifetime {
     change_watcher_started: AtomicBool,
     /// Subscribed when a `subscriptions/listen` filter is accepted, before rmcp acknowledges
     /// it, for the same reason; taken in order by [`ServerHandler::listen`].
-    changes_since_listen_accepted: Mutex<VecDeque<watch::Receiver<u64>>>,
+    changes_since_listen_accepted: Mutex<VecDeque<ListenChanges>>,
     /// The task relaying each subscribed resource's updates to the client, by URI; each ends
     /// on unsubscribe, or with the connection.
     resource_subscriptions: Mutex<std::collections::HashMap<String, tokio::task::JoinHandle<()>>>,
@@ -895,18 +902,11 @@ impl ServerHandler for GatewayMcpServer {
         &self,
         _context: RequestContext<RoleServer>,
     ) -> Result<DiscoverResult, ErrorData> {
-        // The 2026-07-28 era has no `resources/subscribe`: its subscriptions are
-        // `subscriptions/listen`, which carries the tool list's changes only here.
+        // The 2026-07-28 era subscribes with `subscriptions/listen`, which carries the tool,
+        // prompt and resource lists' changes and the updates of the resources it names, so the
+        // capabilities stay. It has no `logging/setLevel`, nor a way for a server to send log
+        // messages mid-call.
         let mut info = self.get_info();
-        if let Some(resources) = info.capabilities.resources.as_mut() {
-            resources.subscribe = None;
-            // Its `subscriptions/listen` carries the tool list's changes only here.
-            resources.list_changed = None;
-        }
-        if let Some(prompts) = info.capabilities.prompts.as_mut() {
-            prompts.list_changed = None;
-        }
-        // Nor has it `logging/setLevel`, or a way for a server to send log messages mid-call.
         info.capabilities.logging = None;
         Ok(DiscoverResult::from_server_info(
             self.supported_protocol_versions().into_owned(),
@@ -937,41 +937,111 @@ impl ServerHandler for GatewayMcpServer {
         self.watch_changes_for(context.peer);
     }
 
+    /// The tool list's changes always; the prompt and resource lists' changes and the updates
+    /// of the resources the client names, when it asks for them.
     fn accepted_subscription_filter(
         &self,
-        _requested: &SubscriptionFilter,
+        requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
         let mut pending = lock(&self.connection.changes_since_listen_accepted);
-        // A listen request that failed after this point never takes its receiver; keep such
+        // A listen request that failed after this point never takes its receivers; keep such
         // leftovers from piling up.
         if pending.len() >= 64 {
             pending.pop_front();
         }
-        pending.push_back(self.frontend().changes());
-        Some(SubscriptionFilter::builder().tools_list_changed().build())
+        pending.push_back(ListenChanges {
+            tools: self.frontend().changes(),
+            lists: self.frontend().list_changes(),
+        });
+        let mut accepted = SubscriptionFilter::builder().tools_list_changed().build();
+        accepted.prompts_list_changed = requested.prompts_list_changed.filter(|asked| *asked);
+        accepted.resources_list_changed = requested.resources_list_changed.filter(|asked| *asked);
+        accepted.resource_subscriptions = requested
+            .resource_subscriptions
+            .clone()
+            .filter(|uris| !uris.is_empty());
+        Some(accepted)
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        let mut changes = lock(&self.connection.changes_since_listen_accepted)
+        let ListenChanges {
+            tools: mut changes,
+            lists,
+        } = lock(&self.connection.changes_since_listen_accepted)
             .pop_front()
-            .unwrap_or_else(|| self.frontend().changes());
-        if context.accepted().tools_list_changed != Some(true) {
-            context.cancelled().await;
-            return Ok(());
-        }
-        loop {
-            tokio::select! {
-                () = context.cancelled() => return Ok(()),
-                changed = changes.changed() => {
-                    if changed.is_err() {
-                        context.cancelled().await;
-                        return Ok(());
-                    }
-                    if let Err(error) = context.sink().notify_tool_list_changed().await {
-                        tracing::debug!(%error, "subscription ended; stopping list_changed");
-                        return Ok(());
-                    }
+            .unwrap_or_else(|| ListenChanges {
+                tools: self.frontend().changes(),
+                lists: self.frontend().list_changes(),
+            });
+        let accepted = context.accepted().clone();
+        let wants_lists = accepted.prompts_list_changed == Some(true)
+            || accepted.resources_list_changed == Some(true);
+        let mut lists = lists.filter(|_| wants_lists);
+        let mut seen_lists = lists.as_mut().map(|lists| *lists.borrow_and_update());
+        let (updated_sender, mut updated) = mpsc::unbounded_channel::<String>();
+        let caller = caller_from_extensions(&context.request_context().extensions);
+        for uri in accepted.resource_subscriptions.iter().flatten() {
+            match self.frontend().subscribe_resource(&caller, uri).await {
+                Ok(mut subscription) => {
+                    let (sender, uri, ended) =
+                        (updated_sender.clone(), uri.clone(), self.connection.ended.clone());
+                    tokio::spawn(async move {
+                        loop {
+                            tokio::select! {
+                                () = ended.cancelled() => return,
+                                () = sender.closed() => return,
+                                more = subscription.updated() => {
+                                    if !more || sender.send(uri.clone()).is_err() {
+                                        return;
+                                    }
+                                }
+                            }
+                        }
+                    });
                 }
+                Err(error) => {
+                    tracing::debug!(%uri, %error, "a listen stream's resource is not subscribed");
+                }
+            }
+        }
+        drop(updated_sender);
+        let mut watching_tools = accepted.tools_list_changed == Some(true);
+        loop {
+            let sent = tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                changed = changes.changed(), if watching_tools => {
+                    if changed.is_err() {
+                        watching_tools = false;
+                        continue;
+                    }
+                    context.sink().notify_tool_list_changed().await
+                }
+                changed = async { lists.as_mut()?.changed().await.ok() }, if lists.is_some() => {
+                    let (Some(now), Some(seen)) = (
+                        changed.and(lists.as_mut().map(|lists| *lists.borrow_and_update())),
+                        seen_lists,
+                    ) else {
+                        lists = None;
+                        continue;
+                    };
+                    seen_lists = Some(now);
+                    let mut sent = Ok(());
+                    if now.prompts != seen.prompts && accepted.prompts_list_changed == Some(true) {
+                        sent = context.sink().notify_prompt_list_changed().await;
+                    }
+                    if sent.is_ok()
+                        && now.resources != seen.resources
+                        && accepted.resources_list_changed == Some(true)
+                    {
+                        sent = context.sink().notify_resource_list_changed().await;
+                    }
+                    sent
+                }
+                Some(uri) = updated.recv() => context.sink().notify_resource_updated(uri).await,
+            };
+            if let Err(error) = sent {
+                tracing::debug!(%error, "subscription ended; stopping its notifications");
+                return Ok(());
             }
         }
     }
