@@ -424,6 +424,8 @@ impl ParkedCalls {
         caller_gone: &CancellationToken,
     ) -> Result<Round, ErrorData> {
         if parked.questions.is_empty() {
+            // Once every sender of the relay is gone, only the call's end is waited for.
+            let mut relay_open = true;
             loop {
                 tokio::select! {
                     biased;
@@ -437,14 +439,14 @@ impl ParkedCalls {
                         });
                         return Ok(Round::Done(outcome));
                     }
-                    item = parked.relayed.recv() => match item {
+                    item = parked.relayed.recv(), if relay_open => match item {
                         Some(item @ Relayed::Request { .. }) => {
                             parked.ask(item);
                             break;
                         }
                         // Log messages have no stream to ride in this era.
                         Some(Relayed::Notification { .. }) => {}
-                        None => {}
+                        None => relay_open = false,
                     },
                     () = caller_gone.cancelled() => return Err(ErrorData::new(
                         rmcp::model::ErrorCode(crate::CANCELLED_ERROR_CODE),
