@@ -226,8 +226,24 @@ fn log_messages_reach_the_caller_at_its_level() {
     let remote = start_sdk_server_http();
     let gateway = relay_gateway(&remote);
     let url = format!("{}/mcp", gateway.base_url);
-    for server in ["stdio", "remote"] {
-        let mut args = session_client(&url);
+    // 2026-07-28 clients name the level in each request's `_meta` and hear the messages on
+    // the call's stream; a client that can be asked something takes the parked path.
+    let stateless = |extra: &[&str]| {
+        let mut args = vec![
+            url.clone(),
+            "--protocol".to_owned(),
+            "2026-07-28".to_owned(),
+            "--no-list".to_owned(),
+        ];
+        args.extend(extra.iter().map(|arg| (*arg).to_owned()));
+        args
+    };
+    for (server, mut args) in [
+        ("stdio", session_client(&url)),
+        ("remote", session_client(&url)),
+        ("stdio", stateless(&[])),
+        ("remote", stateless(&["--elicitation-reply", "yes"])),
+    ] {
         args.extend(["--log-level".to_owned(), "info".to_owned()]);
         args.extend(call(
             &format!("{server}__log_and_echo"),

@@ -455,9 +455,11 @@ async def run_operations(
             client_info=CLIENT_INFO,
             message_handler=on_message,
             read_timeout_seconds=options.timeout,
+            # 2026-07-28 has no logging/setLevel: each request names the level in its _meta.
+            log_level=options.log_level if options.protocol == MODERN_PROTOCOL else None,
             **callbacks,
         ) as client:
-            if options.log_level is not None:
+            if options.log_level is not None and options.protocol != MODERN_PROTOCOL:
                 await client.set_logging_level(options.log_level)
             discover: dict[str, Any] | None = None
             if options.protocol == MODERN_PROTOCOL:

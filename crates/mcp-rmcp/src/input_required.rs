@@ -79,8 +79,8 @@ struct Parked {
 }
 
 impl Parked {
-    /// Records a question of the server under a key of its own; anything else (a log message,
-    /// which has no stream to ride in this era) is dropped.
+    /// Records a question of the server under a key of its own; anything else (a log message
+    /// nobody asked for) is dropped.
     fn ask(&mut self, item: Relayed) {
         if let Relayed::Request {
             method,
@@ -350,6 +350,7 @@ impl ParkedCalls {
         relayed: mpsc::UnboundedReceiver<Relayed>,
         cancel: CancellationToken,
         caller_gone: &CancellationToken,
+        notes: Option<&mpsc::UnboundedSender<Relayed>>,
     ) -> Result<Round, ErrorData> {
         let parked = Parked {
             principal,
@@ -361,7 +362,7 @@ impl ParkedCalls {
             cancel,
             expires_at: Instant::now() + PARK_TIMEOUT,
         };
-        self.run(random_id(), parked, caller_gone).await
+        self.run(random_id(), parked, caller_gone, notes).await
     }
 
     /// Resumes the parked call `request_state` names with the caller's answers.
@@ -371,6 +372,7 @@ impl ParkedCalls {
         answers: Option<&std::collections::BTreeMap<String, Value>>,
         principal: Option<&str>,
         caller_gone: &CancellationToken,
+        notes: Option<&mpsc::UnboundedSender<Relayed>>,
     ) -> Result<Round, ErrorData> {
         let (id, round) = self.verify(request_state).ok_or_else(|| {
             invalid_state(
@@ -413,15 +415,18 @@ impl ParkedCalls {
         }
         parked.questions = unanswered;
         parked.expires_at = Instant::now() + PARK_TIMEOUT;
-        self.run(id, parked, caller_gone).await
+        self.run(id, parked, caller_gone, notes).await
     }
 
-    /// Waits for the call to answer or its server to ask; parks it in the second case.
+    /// Waits for the call to answer or its server to ask; parks it in the second case. The
+    /// server's notifications meanwhile (log messages) go to `notes`, the stream of the
+    /// caller's request of this round, when it asked for them.
     async fn run(
         &self,
         id: String,
         mut parked: Parked,
         caller_gone: &CancellationToken,
+        notes: Option<&mpsc::UnboundedSender<Relayed>>,
     ) -> Result<Round, ErrorData> {
         if parked.questions.is_empty() {
             // Once every sender of the relay is gone, only the call's end is waited for.
@@ -444,8 +449,11 @@ impl ParkedCalls {
                             parked.ask(item);
                             break;
                         }
-                        // Log messages have no stream to ride in this era.
-                        Some(Relayed::Notification { .. }) => {}
+                        Some(item @ Relayed::Notification { .. }) => {
+                            if let Some(notes) = notes {
+                                let _ = notes.send(item);
+                            }
+                        }
                         None => relay_open = false,
                     },
                     () = caller_gone.cancelled() => return Err(ErrorData::new(
@@ -457,7 +465,12 @@ impl ParkedCalls {
             }
             // Questions asked together are answered together.
             while let Ok(item) = parked.relayed.try_recv() {
-                parked.ask(item);
+                match (&item, notes) {
+                    (Relayed::Notification { .. }, Some(notes)) => {
+                        let _ = notes.send(item);
+                    }
+                    _ => parked.ask(item),
+                }
             }
         }
         parked.round += 1;

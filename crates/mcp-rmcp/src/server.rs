@@ -344,6 +344,7 @@ impl GatewayMcpServer {
         request: &CallToolRequestParams,
         input: InputRound,
         tasks: bool,
+        log_level: Option<usize>,
         context: &RequestContext<RoleServer>,
     ) -> Option<Result<Round, ErrorData>> {
         let capabilities = declared_capabilities(context);
@@ -377,18 +378,24 @@ impl GatewayMcpServer {
                 .call_tool(&call_caller, &name, arguments, ctx)
                 .await
         });
-        let first_round =
-            self.shared
-                .parked
-                .start(caller.principal.clone(), call, relayed, cancel, &context.ct);
+        // Log messages the caller asked for ride this request's stream too.
+        let (notes, notes_receiver) = log_level.map(|_| mpsc::unbounded_channel()).unzip();
+        let first_round = self.shared.parked.start(
+            caller.principal.clone(),
+            call,
+            relayed,
+            cancel,
+            &context.ct,
+            notes.as_ref(),
+        );
         Some(
             call_relaying(
                 first_round,
                 progress_receiver,
-                None,
+                notes_receiver,
                 token,
                 &context.peer,
-                None,
+                log_level,
             )
             .await,
         )
@@ -452,20 +459,45 @@ impl GatewayMcpServer {
             .map_err(|error| jsonrpc_error(error, ErrorCode::INVALID_PARAMS))
     }
 
-    /// The way back to the client for one call: `initialize`-era clients only, with the
+    /// The way back to the client for one call: `initialize`-era clients, with the
     /// capabilities they declared. 2026-07-28 clients are stateless: a server cannot send them
-    /// requests mid-call.
+    /// requests mid-call, only the log messages they asked for (`log_level`), on the call's
+    /// stream.
     fn relay_for(
         &self,
         context: &RequestContext<RoleServer>,
+        log_level: Option<usize>,
     ) -> Option<(ClientRelay, mpsc::UnboundedReceiver<Relayed>)> {
         if !uses_initialize_era(context) {
-            return None;
+            log_level?;
+            return Some(ClientRelay::stateless_channel(
+                RelaySession::new(),
+                RelayCapabilities::default(),
+            ));
         }
         Some(ClientRelay::channel(
             self.connection.relay_session,
             declared_capabilities(context),
         ))
+    }
+
+    /// The least severe log level the caller of this request wants to hear: the level its
+    /// session set (`initialize` era), or the one its request names in `_meta`
+    /// (`io.modelcontextprotocol/logLevel`, 2026-07-28), which is also passed on to the running
+    /// servers as the session era's `logging/setLevel` would be.
+    async fn log_level_of(
+        &self,
+        caller: &Caller,
+        context: &RequestContext<RoleServer>,
+    ) -> Option<usize> {
+        if uses_initialize_era(context) {
+            return *lock(&self.connection.log_level);
+        }
+        let level = serde_json::to_value(context.meta.log_level()?).ok()?;
+        let level = level.as_str()?;
+        let severity = log_severity(level)?;
+        self.frontend().set_logging_level(caller, level).await;
+        Some(severity)
     }
 
     fn page_size(&self) -> usize {
@@ -1076,27 +1108,44 @@ impl ServerHandler for GatewayMcpServer {
             && context
                 .client_capabilities()
                 .is_some_and(|capabilities| capabilities.supports_tasks());
+        let log_level = self.log_level_of(&caller, &context).await;
         if !uses_initialize_era(&context) {
             let mut round = input_round(&request.input_responses);
             if let Some(state) = request.request_state.as_deref() {
                 if ParkedCalls::is_sealed(state) {
                     round.state = self.shared.parked.unseal(state, &retry)?;
                 } else {
-                    let resumed = self
-                        .shared
-                        .parked
-                        .resume(
-                            state,
-                            request.input_responses.as_ref(),
-                            caller.principal.as_deref(),
-                            &context.ct,
-                        )
-                        .await?;
+                    let (notes, notes_receiver) =
+                        log_level.map(|_| mpsc::unbounded_channel()).unzip();
+                    let resumed = self.shared.parked.resume(
+                        state,
+                        request.input_responses.as_ref(),
+                        caller.principal.as_deref(),
+                        &context.ct,
+                        notes.as_ref(),
+                    );
+                    let (_, no_progress) = progress_channel(None);
+                    let resumed = call_relaying(
+                        resumed,
+                        no_progress,
+                        notes_receiver,
+                        None,
+                        &context.peer,
+                        log_level,
+                    )
+                    .await?;
                     return self.round_response(resumed, &retry);
                 }
             }
             if let Some(resumed) = self
-                .call_asking_statelessly(&caller, &request, round.clone(), tasks, &context)
+                .call_asking_statelessly(
+                    &caller,
+                    &request,
+                    round.clone(),
+                    tasks,
+                    log_level,
+                    &context,
+                )
                 .await
             {
                 return self.round_response(resumed?, &retry);
@@ -1105,7 +1154,7 @@ impl ServerHandler for GatewayMcpServer {
         }
         let token = context.meta.get_progress_token();
         let (progress, progress_receiver) = progress_channel(token.as_ref());
-        let (relay, relayed) = self.relay_for(&context).unzip();
+        let (relay, relayed) = self.relay_for(&context, log_level).unzip();
         let call_context = CallContext {
             cancellation: context.ct.clone(),
             progress,
@@ -1120,7 +1169,6 @@ impl ServerHandler for GatewayMcpServer {
             request.arguments.clone(),
             call_context,
         );
-        let log_level = *lock(&self.connection.log_level);
         let outcome = call_relaying(
             call,
             progress_receiver,
