@@ -1015,8 +1015,11 @@ impl ServerHandler for GatewayMcpServer {
         for uri in accepted.resource_subscriptions.iter().flatten() {
             match self.frontend().subscribe_resource(&caller, uri).await {
                 Ok(mut subscription) => {
-                    let (sender, uri, ended) =
-                        (updated_sender.clone(), uri.clone(), self.connection.ended.clone());
+                    let (sender, uri, ended) = (
+                        updated_sender.clone(),
+                        uri.clone(),
+                        self.connection.ended.clone(),
+                    );
                     tokio::spawn(async move {
                         loop {
                             tokio::select! {

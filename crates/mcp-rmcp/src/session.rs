@@ -840,6 +840,22 @@ impl CallMeta<'_> {
     }
 }
 
+/// Makes a request one of the 2026-07-28 era: its `_meta` gets `meta` (see
+/// [`RmcpSession::modern_meta`]); the answers and the server's state of a retry are returned for
+/// its params.
+fn modern_request(
+    slot: &mut Option<rmcp::model::RequestMetaObject>,
+    meta: Map<String, Value>,
+    ctx: &CallContext,
+    method: &str,
+) -> Result<(Option<rmcp::model::InputResponses>, Option<String>), SessionError> {
+    let request_meta = slot.get_or_insert_default();
+    for (key, value) in meta {
+        request_meta.insert(key, value);
+    }
+    input_round(ctx, method)
+}
+
 /// The answers and the server's state of a retry, typed as rmcp wants them. `inputResponses`
 /// must be an object keyed like the server's questions.
 fn input_round(
@@ -1037,13 +1053,8 @@ impl McpSession for RmcpSession {
         params.arguments = call.arguments;
         match modern {
             Some(meta) => {
-                let params_meta = params.meta.get_or_insert_default();
-                for (key, value) in meta {
-                    params_meta.insert(key, value);
-                }
-                let (responses, state) = input_round(&ctx, "tools/call")?;
-                params.input_responses = responses;
-                params.request_state = state;
+                (params.input_responses, params.request_state) =
+                    modern_request(&mut params.meta, meta, &ctx, "tools/call")?;
             }
             None => {
                 if let Some(capabilities) = caller_capabilities(&ctx) {
@@ -1151,13 +1162,8 @@ impl McpSession for RmcpSession {
             ..CallContext::default()
         };
         if let Some(meta) = self.modern_meta(&ctx).await {
-            let params_meta = params.meta.get_or_insert_default();
-            for (key, value) in meta {
-                params_meta.insert(key, value);
-            }
-            let (responses, state) = input_round(&ctx, "prompts/get")?;
-            params.input_responses = responses;
-            params.request_state = state;
+            (params.input_responses, params.request_state) =
+                modern_request(&mut params.meta, meta, &ctx, "prompts/get")?;
         }
         let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params));
         match self.request(request, "prompts/get").await? {

@@ -31,8 +31,15 @@ impl FixtureProcess {
     }
 
     fn spawn_with_env(args: &[&str], env: &[(&str, &str)]) -> (Self, ByteStreams) {
-        let binary = fixture_server_binary();
-        let mut child = Command::new(&binary)
+        Self::spawn_binary(&fixture_server_binary(), args, env)
+    }
+
+    fn spawn_binary(
+        binary: &std::path::Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> (Self, ByteStreams) {
+        let mut child = Command::new(binary)
             .args(args)
             .envs(env.iter().copied())
             .stdin(Stdio::piped())
@@ -774,30 +781,13 @@ async fn a_session_over_a_stream_that_is_not_a_pipe_works_alike() {
 
 /// A session with the conformance server, which answers 2026-07-28 requests with
 /// input-required results and tasks of its own.
-async fn connect_conformance() -> (Child, Arc<dyn McpSession>) {
+async fn connect_conformance() -> (FixtureProcess, Arc<dyn McpSession>) {
     let binary = mcpgw_fixtures::conformance::conformance_server_binary();
-    let mut child = Command::new(&binary)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|error| panic!("cannot start {}: {error}", binary.display()));
-    let streams = ByteStreams {
-        to_server: Box::pin(child.stdin.take().expect("stdin is piped")),
-        from_server: ServerOutput::Pipe(
-            child
-                .stdout
-                .take()
-                .expect("stdout is piped")
-                .into_owned_fd()
-                .expect("stdout is a pipe"),
-        ),
-    };
+    let (process, streams) = FixtureProcess::spawn_binary(&binary, &[], &[]);
     let session = within(RmcpStdioConnector::default().connect(&server_id(), streams))
         .await
         .expect("the conformance server completes the handshake");
-    (child, session)
+    (process, session)
 }
 
 fn modern(responses: Option<Value>, state: Option<&str>) -> CallContext {
