@@ -1717,24 +1717,24 @@ mod tests {
             preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
         })
         .await;
-        // Nor does `resources/subscribe`, so its capability is not declared in this era.
         let capabilities = &client
             .peer_info()
             .expect("the server introduced itself")
             .capabilities;
+        assert!(capabilities.logging.is_none(), "no logging in this era");
+        // Its `subscriptions/listen` carries the list changes and the resource updates, so
+        // those capabilities stay declared, as this era derives them from that method.
         assert_eq!(
             capabilities.resources.as_ref().and_then(|r| r.subscribe),
-            None
+            Some(true)
         );
-        assert!(capabilities.logging.is_none(), "no logging in this era");
-        // Its `subscriptions/listen` carries the tool list's changes only.
         assert_eq!(
             capabilities.prompts.as_ref().and_then(|p| p.list_changed),
-            None
+            Some(true)
         );
         assert_eq!(
             capabilities.resources.as_ref().and_then(|r| r.list_changed),
-            None
+            Some(true)
         );
         let completion = client
             .complete(completion_request())
