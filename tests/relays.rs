@@ -447,9 +447,10 @@ fn stateless_request_with(
         "io.modelcontextprotocol/clientCapabilities": capabilities,
         "io.modelcontextprotocol/clientInfo": {"name": "mcpgw-relays", "version": "0"},
     });
-    // `Mcp-Name` names the tool or prompt, or the task of a task request.
+    // `Mcp-Name` names the tool or prompt, the resource, or the task of a task request.
     let tool = params["name"]
         .as_str()
+        .or_else(|| params["uri"].as_str())
         .or_else(|| params["taskId"].as_str())
         .unwrap_or_default()
         .to_owned();
@@ -754,6 +755,26 @@ fn input_required_results_of_servers_pass_through_sealed() {
         done["result"]["messages"][0]["content"]["text"], "Use this context: tests",
         "{done}"
     );
+
+    // And resources/read; its state is bound to the URI.
+    let read = json!({"uri": "test://input-required-resource"});
+    let state = server_question(
+        &stateless_request(&gateway, None, "resources/read", read.clone()),
+        "reader",
+    );
+    let mut retry = read;
+    retry["inputResponses"] = json!({"reader": accepted("name", "Alice")});
+    retry["requestState"] = json!(state);
+    // Bad input: the state sent with another URI.
+    let mut moved = retry.clone();
+    moved["uri"] = json!("test://static-text");
+    let refused = stateless_request(&gateway, None, "resources/read", moved);
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let done = stateless_request(&gateway, None, "resources/read", retry);
+    assert_eq!(
+        done["result"]["contents"][0]["text"], "Hello, Alice, here is the resource.",
+        "{done}"
+    );
 }
 
 /// Each member of the group signs its state with keys of its own, so a retry that the
@@ -1043,4 +1064,38 @@ fn the_tasks_extension_is_declared_when_a_server_offers_tasks() {
         extensions.get("io.modelcontextprotocol/tasks").is_none(),
         "{extensions}"
     );
+}
+
+/// A server may ask its client something while a prompt is got, as during a call: the
+/// question reaches the client on that request's stream, and a client that cannot be asked
+/// gets the server's error, never a hang.
+#[test]
+fn servers_ask_the_client_while_it_gets_a_prompt() {
+    let remote = start_sdk_server_http();
+    let gateway = relay_gateway(&remote);
+    let url = format!("{}/mcp", gateway.base_url);
+    for server in ["stdio", "remote"] {
+        let prompt = format!("{server}__ask_topic");
+        let mut args = person(&url, "dana");
+        args.extend(["--get-prompt".to_owned(), prompt.clone()]);
+        let run = support::peers::run_python_client("http_client.py", &args);
+        assert_eq!(
+            run["prompts"][0]["texts"],
+            json!(["Write about dana's answer."]),
+            "{server}: {run}"
+        );
+        assert_eq!(
+            run["asked"][0]["method"], "elicitation/create",
+            "{server}: {run}"
+        );
+        assert_eq!(run["asked"][0]["text"], "Which topic?", "{server}: {run}");
+
+        let mut unaskable = session_client(&url);
+        unaskable.extend(["--get-prompt".to_owned(), prompt]);
+        let run = support::peers::run_python_client("http_client.py", &unaskable);
+        assert!(
+            run["prompts"][0]["error"]["code"].is_i64(),
+            "{server}: the server's question had nobody to go to: {run}"
+        );
+    }
 }

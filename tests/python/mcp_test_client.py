@@ -157,6 +157,14 @@ def add_operation_arguments(parser: argparse.ArgumentParser) -> None:
         help='a call as {"name", "arguments", "progress": bool, "cancel_after_ms": N}; repeatable',
     )
     parser.add_argument(
+        "--get-prompt",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="after the calls, get this prompt (no arguments); its messages' texts, or its error, "
+        "are in prompts; repeatable",
+    )
+    parser.add_argument(
         "--progress",
         action="store_true",
         help="ask for progress on every call (records the progress values received)",
@@ -403,6 +411,16 @@ async def _listen_modern(client: Client, options: argparse.Namespace, deadline: 
     }
 
 
+async def _get_prompt(client: Client, name: str) -> dict[str, Any]:
+    """One prompts/get: the texts of its messages, or the JSON-RPC error."""
+    try:
+        result = await client.get_prompt(name)
+    except MCPError as error:
+        return {"name": name, "error": {"code": error.code, "message": error.message}, "texts": []}
+    texts = [getattr(message.content, "text", None) for message in result.messages]
+    return {"name": name, "error": None, "texts": texts}
+
+
 async def _subscribe(client: Client, uri: str, updated_uris: list[str]) -> dict[str, Any]:
     """2025 era: subscribe, wait for the resource's first update, unsubscribe."""
     try:
@@ -485,6 +503,7 @@ async def run_operations(
             output["calls"] = [
                 await _run_call(client, spec, options.progress, deadline) for spec in (options.calls or [])
             ]
+            output["prompts"] = [await _get_prompt(client, name) for name in options.get_prompt]
             output["list_changed"] = None
             output["tools_after_list_changed"] = None
             output["list_changed_trigger"] = None

@@ -27,6 +27,10 @@ Tools:
 - `roots`: the client's roots (`roots/list`), their URIs separated by spaces.
 - `log_and_echo {message}`: logs the message at `info` and at `debug`, then answers it.
 - `announce_lists`: announces that its prompts and its resources changed (2025 era).
+
+Prompts:
+- `ask_topic`: asks the user for a topic (`elicitation/create`, a form with one `answer`
+  string) while the prompt is got, and answers `Write about TOPIC.`
 """
 
 from __future__ import annotations
@@ -137,6 +141,14 @@ async def announce_lists(ctx: Context) -> str:
     await session.send_prompt_list_changed()
     await session.send_resource_list_changed()
     return "announced"
+
+
+@server.prompt(description="Asks the user for a topic, then writes the prompt about it.")
+async def ask_topic(ctx: Context) -> str:
+    result = await ctx.elicit("Which topic?", Answer)
+    if result.action == "accept" and result.data is not None:
+        return f"Write about {result.data.answer}."
+    return f"the user chose {result.action}"
 
 
 async def serve_http(host: str, port: int) -> None:

@@ -25,8 +25,7 @@ use mcpgw_authz::{
     RateLimiter, RoleName, TenantId,
 };
 use mcpgw_core::{
-    CallContext, Caller, FrontendError, FrontendErrorKind, InputRound, McpFrontend, Tool,
-    ToolCallOutcome,
+    CallContext, Caller, FrontendError, FrontendErrorKind, McpFrontend, Tool, ToolCallOutcome,
 };
 use serde_json::{Map, Value};
 use tokio::sync::watch;
@@ -275,14 +274,12 @@ impl McpFrontend for AuthorizedFrontend {
         caller: &Caller,
         name: &str,
         arguments: Option<Map<String, Value>>,
-        input: Option<InputRound>,
+        ctx: CallContext,
     ) -> Result<Value, FrontendError> {
         if !self.may_use_prompts_and_resources(caller).await {
             return Err(FrontendError::unknown("prompt", name));
         }
-        self.catalog
-            .get_prompt(caller, name, arguments, input)
-            .await
+        self.catalog.get_prompt(caller, name, arguments, ctx).await
     }
 
     async fn task_request(
@@ -313,11 +310,16 @@ impl McpFrontend for AuthorizedFrontend {
         self.catalog.resource_templates(caller).await
     }
 
-    async fn read_resource(&self, caller: &Caller, uri: &str) -> Result<Value, FrontendError> {
+    async fn read_resource(
+        &self,
+        caller: &Caller,
+        uri: &str,
+        ctx: CallContext,
+    ) -> Result<Value, FrontendError> {
         if !self.may_use_prompts_and_resources(caller).await {
             return Err(FrontendError::unknown("resource", uri));
         }
-        self.catalog.read_resource(caller, uri).await
+        self.catalog.read_resource(caller, uri, ctx).await
     }
 
     async fn complete(&self, caller: &Caller, params: Value) -> Result<Value, FrontendError> {

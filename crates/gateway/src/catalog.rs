@@ -23,9 +23,8 @@ use mcpgw_authz::AccessPath;
 use mcpgw_config::ToolNaming;
 use mcpgw_core::{
     CallContext, Caller, CoreError, DomainEvent, EventObserver, FrontendError, FrontendErrorKind,
-    InputRound, McpFrontend, McpSession, PublishedEvent, ResourceSubscription, ServerId,
-    ServerManager, SessionError, SessionErrorKind, Tool, ToolCall, ToolCallOutcome, scope_task,
-    split_task_id,
+    McpFrontend, McpSession, PublishedEvent, ResourceSubscription, ServerId, ServerManager,
+    SessionError, SessionErrorKind, Tool, ToolCall, ToolCallOutcome, scope_task, split_task_id,
 };
 use serde_json::{Map, Value};
 use tokio::sync::{Notify, watch};
@@ -885,16 +884,19 @@ impl McpFrontend for ToolCatalog {
         caller: &Caller,
         name: &str,
         arguments: Option<Map<String, Value>>,
-        input: Option<InputRound>,
+        mut ctx: CallContext,
     ) -> Result<Value, FrontendError> {
         let (server, prompt) = self.prompt_route(caller, name).await?;
+        if ctx.principal.is_none() {
+            ctx.principal.clone_from(&caller.principal);
+        }
         let session = self
             .manager
             .session(&server)
             .await
             .map_err(frontend_error)?;
         session
-            .get_prompt(&prompt, arguments, input)
+            .get_prompt(&prompt, arguments, ctx)
             .await
             .map_err(|error| {
                 frontend_error(CoreError::Session {
@@ -937,14 +939,22 @@ impl McpFrontend for ToolCatalog {
             .collect()
     }
 
-    async fn read_resource(&self, caller: &Caller, uri: &str) -> Result<Value, FrontendError> {
+    async fn read_resource(
+        &self,
+        caller: &Caller,
+        uri: &str,
+        mut ctx: CallContext,
+    ) -> Result<Value, FrontendError> {
         let server = self.resource_owner(caller, uri).await?;
+        if ctx.principal.is_none() {
+            ctx.principal.clone_from(&caller.principal);
+        }
         let session = self
             .manager
             .session(&server)
             .await
             .map_err(frontend_error)?;
-        session.read_resource(uri).await.map_err(|error| {
+        session.read_resource(uri, ctx).await.map_err(|error| {
             frontend_error(CoreError::Session {
                 server: server.clone(),
                 source: error,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures::FutureExt as _;
 use mcpgw_core::{
-    CallContext, ExitStatusInfo, InputRound, LaunchError, LaunchedServer, LogBuffer, McpSession,
+    CallContext, ExitStatusInfo, LaunchError, LaunchedServer, LogBuffer, McpSession,
     ProcessControl, ProcessSpawner, ServerLauncher, ServerSpec, SessionError, StdioConnector, Tool,
     ToolCall, ToolCallOutcome,
 };
@@ -126,9 +126,9 @@ impl McpSession for ProcessSession {
         &self,
         name: &str,
         arguments: Option<Map<String, Value>>,
-        input: Option<InputRound>,
+        ctx: CallContext,
     ) -> Result<Value, SessionError> {
-        self.session.get_prompt(name, arguments, input).await
+        self.session.get_prompt(name, arguments, ctx).await
     }
 
     async fn list_resources(&self) -> Result<Vec<Value>, SessionError> {
@@ -143,8 +143,8 @@ impl McpSession for ProcessSession {
         self.session.list_resource_templates().await
     }
 
-    async fn read_resource(&self, uri: &str) -> Result<Value, SessionError> {
-        self.session.read_resource(uri).await
+    async fn read_resource(&self, uri: &str, ctx: CallContext) -> Result<Value, SessionError> {
+        self.session.read_resource(uri, ctx).await
     }
 
     async fn complete(&self, params: Value) -> Result<Value, SessionError> {

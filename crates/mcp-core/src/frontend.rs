@@ -133,13 +133,14 @@ pub trait McpFrontend: Send + Sync {
     async fn prompts(&self, caller: &Caller) -> Vec<Value>;
 
     /// `prompts/get` of a listed prompt: the `GetPromptResult` JSON, or an
-    /// `InputRequiredResult` for a caller that speaks the 2026-07-28 era (`input` is `Some`).
+    /// `InputRequiredResult` for a caller that speaks the 2026-07-28 era (`ctx.input` is
+    /// `Some`); what its server asks meanwhile goes to `ctx.relay`.
     async fn get_prompt(
         &self,
         caller: &Caller,
         name: &str,
         arguments: Option<Map<String, Value>>,
-        input: Option<crate::InputRound>,
+        ctx: CallContext,
     ) -> Result<Value, FrontendError>;
 
     /// MCP `Resource` objects with namespaced names (URIs unchanged).
@@ -148,7 +149,13 @@ pub trait McpFrontend: Send + Sync {
     /// MCP `ResourceTemplate` objects with namespaced names.
     async fn resource_templates(&self, caller: &Caller) -> Vec<Value>;
 
-    async fn read_resource(&self, caller: &Caller, uri: &str) -> Result<Value, FrontendError>;
+    /// `resources/read`, with `ctx` as for [`McpFrontend::get_prompt`].
+    async fn read_resource(
+        &self,
+        caller: &Caller,
+        uri: &str,
+        ctx: CallContext,
+    ) -> Result<Value, FrontendError>;
 
     /// `completion/complete` (`params` as MCP's `CompleteRequestParams` JSON), answered by the
     /// server that owns the reference: a prompt by the name this front end lists it under

@@ -150,14 +150,15 @@ pub trait McpSession: Send + Sync {
     }
 
     /// `prompts/get`: the MCP `GetPromptResult` as JSON, or an `InputRequiredResult` when
-    /// `input` says the caller speaks the 2026-07-28 era (see [`crate::InputRound`]).
+    /// `ctx.input` says the caller speaks the 2026-07-28 era (see [`crate::InputRound`]).
+    /// What the server asks mid-request goes to `ctx.relay`, as for a tool call.
     async fn get_prompt(
         &self,
         name: &str,
         arguments: Option<Map<String, Value>>,
-        input: Option<crate::InputRound>,
+        ctx: CallContext,
     ) -> Result<Value, SessionError> {
-        let _ = (arguments, input);
+        let _ = (arguments, ctx);
         Err(SessionError::new(
             SessionErrorKind::Protocol { code: -32602 },
             format!("unknown prompt: {name}"),
@@ -174,8 +175,10 @@ pub trait McpSession: Send + Sync {
         Ok(Vec::new())
     }
 
-    /// `resources/read`: the MCP `ReadResourceResult` as JSON.
-    async fn read_resource(&self, uri: &str) -> Result<Value, SessionError> {
+    /// `resources/read`: the MCP `ReadResourceResult` as JSON, or an `InputRequiredResult`, as
+    /// for [`McpSession::get_prompt`].
+    async fn read_resource(&self, uri: &str, ctx: CallContext) -> Result<Value, SessionError> {
+        let _ = ctx;
         Err(SessionError::new(
             SessionErrorKind::Protocol { code: -32002 },
             format!("resource not found: {uri}"),

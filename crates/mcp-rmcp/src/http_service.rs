@@ -613,7 +613,7 @@ mod tests {
             _caller: &mcpgw_core::Caller,
             name: &str,
             _arguments: Option<serde_json::Map<String, serde_json::Value>>,
-            _input: Option<mcpgw_core::InputRound>,
+            _ctx: mcpgw_core::CallContext,
         ) -> Result<serde_json::Value, mcpgw_core::FrontendError> {
             Err(mcpgw_core::FrontendError::unknown("prompt", name))
         }
@@ -637,6 +637,7 @@ mod tests {
             &self,
             _caller: &mcpgw_core::Caller,
             uri: &str,
+            _ctx: mcpgw_core::CallContext,
         ) -> Result<serde_json::Value, mcpgw_core::FrontendError> {
             Err(mcpgw_core::FrontendError::unknown("resource", uri))
         }

@@ -401,6 +401,52 @@ impl GatewayMcpServer {
         )
     }
 
+    /// The context of a `prompts/get` or `resources/read`: the way back to an `initialize`-era
+    /// client for what its server asks meanwhile, or, for a 2026-07-28 client, its answers and
+    /// the server's state of a retry (the gateway's envelope checked and removed); and the
+    /// log level the client asked for.
+    async fn request_context(
+        &self,
+        caller: &Caller,
+        retry: &Retry<'_>,
+        responses: &Option<rmcp::model::InputResponses>,
+        state: Option<&str>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<
+        (
+            CallContext,
+            Option<mpsc::UnboundedReceiver<Relayed>>,
+            Option<usize>,
+        ),
+        ErrorData,
+    > {
+        let mut input = None;
+        if !uses_initialize_era(context) {
+            let mut round = input_round(responses);
+            if let Some(state) = state {
+                if !ParkedCalls::is_sealed(state) {
+                    return Err(ErrorData::invalid_params(
+                        "the requestState was not issued by this gateway, or was changed: send \
+                         the request again without it",
+                        None,
+                    ));
+                }
+                round.state = self.shared.parked.unseal(state, retry)?;
+            }
+            input = Some(round);
+        }
+        let log_level = self.log_level_of(caller, context).await;
+        let (relay, relayed) = self.relay_for(context, log_level).unzip();
+        let ctx = CallContext {
+            cancellation: context.ct.clone(),
+            principal: caller.principal.clone(),
+            relay,
+            input,
+            ..CallContext::default()
+        };
+        Ok((ctx, relayed, log_level))
+    }
+
     /// The answer to a `tools/call` of one round: the result, the gateway's own input-required
     /// result, or the server's, its state sealed for `retry`.
     fn round_response(
@@ -1248,24 +1294,20 @@ impl ServerHandler for GatewayMcpServer {
             name: &request.name,
             principal: caller.principal.as_deref(),
         };
-        let mut input = None;
-        if !uses_initialize_era(&context) {
-            let mut round = input_round(&request.input_responses);
-            if let Some(state) = request.request_state.as_deref() {
-                if !ParkedCalls::is_sealed(state) {
-                    return Err(ErrorData::invalid_params(
-                        "the requestState was not issued by this gateway, or was changed: send \
-                         the request again without it",
-                        None,
-                    ));
-                }
-                round.state = self.shared.parked.unseal(state, &retry)?;
-            }
-            input = Some(round);
-        }
-        let json = self
+        let (ctx, relayed, log_level) = self
+            .request_context(
+                &caller,
+                &retry,
+                &request.input_responses,
+                request.request_state.as_deref(),
+                &context,
+            )
+            .await?;
+        let asked = self
             .frontend()
-            .get_prompt(&caller, &request.name, request.arguments, input)
+            .get_prompt(&caller, &request.name, request.arguments, ctx);
+        let (_, no_progress) = progress_channel(None);
+        let json = call_relaying(asked, no_progress, relayed, None, &context.peer, log_level)
             .await
             .map_err(|error| jsonrpc_error(error, ErrorCode::INVALID_PARAMS))?;
         if mcpgw_core::is_input_required(&json) {
@@ -1321,11 +1363,30 @@ impl ServerHandler for GatewayMcpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let caller = caller_from_extensions(&context.extensions);
-        let json = self
-            .frontend()
-            .read_resource(&caller, &request.uri)
+        let retry = Retry {
+            kind: "resource",
+            name: &request.uri,
+            principal: caller.principal.as_deref(),
+        };
+        let (ctx, relayed, log_level) = self
+            .request_context(
+                &caller,
+                &retry,
+                &request.input_responses,
+                request.request_state.as_deref(),
+                &context,
+            )
+            .await?;
+        let read = self.frontend().read_resource(&caller, &request.uri, ctx);
+        let (_, no_progress) = progress_channel(None);
+        let json = call_relaying(read, no_progress, relayed, None, &context.peer, log_level)
             .await
             .map_err(|error| unknown_resource_error(error, &request.uri))?;
+        if mcpgw_core::is_input_required(&json) {
+            return serde_json::from_value(self.shared.parked.seal(json, &retry))
+                .map(ReadResourceResponse::InputRequired)
+                .map_err(|error| relay_error("input-required result", &error));
+        }
         let mut result: ReadResourceResult =
             serde_json::from_value(json).map_err(|error| relay_error("resource", &error))?;
         with_complete_result_type(&mut result.result_type);
@@ -1596,7 +1657,7 @@ mod tests {
             _caller: &Caller,
             name: &str,
             _arguments: Option<serde_json::Map<String, Value>>,
-            _input: Option<InputRound>,
+            _ctx: CallContext,
         ) -> Result<Value, FrontendError> {
             Err(FrontendError::unknown("prompt", name))
         }
@@ -1619,7 +1680,12 @@ mod tests {
             Vec::new()
         }
 
-        async fn read_resource(&self, _caller: &Caller, uri: &str) -> Result<Value, FrontendError> {
+        async fn read_resource(
+            &self,
+            _caller: &Caller,
+            uri: &str,
+            _ctx: CallContext,
+        ) -> Result<Value, FrontendError> {
             Err(FrontendError::unknown("resource", uri))
         }
     }

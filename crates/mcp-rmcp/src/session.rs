@@ -550,6 +550,47 @@ impl RmcpSession {
         }
     }
 
+    /// A request made for a caller (`prompts/get`, `resources/read`): what the server asks
+    /// the client meanwhile goes to `ctx.relay`, as during a tool call, and the caller's
+    /// cancellation cancels the request upstream.
+    async fn request_for_caller(
+        &self,
+        request: ClientRequest,
+        method: &str,
+        ctx: &CallContext,
+    ) -> Result<ServerResult, SessionError> {
+        self.ensure_open()?;
+        let ticket = tokio::select! {
+            biased;
+            ticket = self.relay_routes.enter(ctx.relay.clone()) => ticket,
+            () = ctx.cancellation.cancelled() => return Err(cancelled_error()),
+        };
+        let handle = match self
+            .peer
+            .send_cancellable_request(request, self.request_options())
+            .await
+        {
+            Ok(handle) => handle,
+            Err(error) => return Err(self.failure(error, method).await),
+        };
+        let request_id = handle.id.clone();
+        ticket.bind_origin(origin_key(&request_id));
+        let response = handle.await_response();
+        tokio::pin!(response);
+        tokio::select! {
+            biased;
+            result = &mut response => match result {
+                Ok(result) => Ok(result),
+                Err(error) => Err(self.failure(error, method).await),
+            },
+            () = ctx.cancellation.cancelled() => {
+                self.cancel_upstream(request_id).await;
+                Err(cancelled_error())
+            }
+            () = self.ended() => Err(self.ended_error(method)),
+        }
+    }
+
     /// The error of a request that failed. When the failure is the end of the whole session
     /// (the server exited, the connection broke), the end is awaited (briefly) first, so that
     /// the error can say why and `has_ended` already answers true: the manager then counts the
@@ -1153,20 +1194,19 @@ impl McpSession for RmcpSession {
         &self,
         name: &str,
         arguments: Option<Map<String, Value>>,
-        input: Option<mcpgw_core::InputRound>,
+        ctx: CallContext,
     ) -> Result<Value, SessionError> {
         let mut params = GetPromptRequestParams::new(name);
         params.arguments = arguments;
-        let ctx = CallContext {
-            input,
-            ..CallContext::default()
-        };
         if let Some(meta) = self.modern_meta(&ctx).await {
             (params.input_responses, params.request_state) =
                 modern_request(&mut params.meta, meta, &ctx, "prompts/get")?;
         }
         let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params));
-        match self.request(request, "prompts/get").await? {
+        match self
+            .request_for_caller(request, "prompts/get", &ctx)
+            .await?
+        {
             ServerResult::GetPromptResult(result) => result_json("prompts/get", &result),
             ServerResult::InputRequiredResult(result) => result_json("prompts/get", &result),
             _ => Err(wrong_result_type("prompts/get")),
@@ -1242,12 +1282,19 @@ impl McpSession for RmcpSession {
         json_items("resources/templates/list", templates)
     }
 
-    async fn read_resource(&self, uri: &str) -> Result<Value, SessionError> {
-        let request = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(
-            ReadResourceRequestParams::new(uri),
-        ));
-        match self.request(request, "resources/read").await? {
+    async fn read_resource(&self, uri: &str, ctx: CallContext) -> Result<Value, SessionError> {
+        let mut params = ReadResourceRequestParams::new(uri);
+        if let Some(meta) = self.modern_meta(&ctx).await {
+            (params.input_responses, params.request_state) =
+                modern_request(&mut params.meta, meta, &ctx, "resources/read")?;
+        }
+        let request = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params));
+        match self
+            .request_for_caller(request, "resources/read", &ctx)
+            .await?
+        {
             ServerResult::ReadResourceResult(result) => result_json("resources/read", &result),
+            ServerResult::InputRequiredResult(result) => result_json("resources/read", &result),
             _ => Err(wrong_result_type("resources/read")),
         }
     }

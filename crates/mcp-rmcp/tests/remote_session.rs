@@ -200,7 +200,7 @@ async fn lists_calls_and_pings_over_streamable_http() {
 
     let prompts = within(session.list_prompts()).await.unwrap();
     assert_eq!(prompts.len(), 2);
-    let resource = within(session.read_resource("fixture://readme"))
+    let resource = within(session.read_resource("fixture://readme", CallContext::default()))
         .await
         .unwrap();
     assert_eq!(resource["contents"][0]["uri"], "fixture://readme");

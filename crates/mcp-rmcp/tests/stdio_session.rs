@@ -584,13 +584,13 @@ async fn prompts_pass_through_across_pages() {
     assert_eq!(prompts[0]["arguments"][0]["required"], true);
 
     let arguments = json!({"name": "Ada"}).as_object().unwrap().clone();
-    let greeting = within(session.get_prompt("greeting", Some(arguments), None))
+    let greeting = within(session.get_prompt("greeting", Some(arguments), CallContext::default()))
         .await
         .unwrap();
     assert_eq!(greeting["messages"][0]["role"], "user");
     assert_eq!(greeting["messages"][0]["content"]["text"], "Hello, Ada!");
 
-    let unknown = within(session.get_prompt("no_such_prompt", None, None))
+    let unknown = within(session.get_prompt("no_such_prompt", None, CallContext::default()))
         .await
         .unwrap_err();
     assert_eq!(unknown.kind, SessionErrorKind::Protocol { code: -32602 });
@@ -599,7 +599,7 @@ async fn prompts_pass_through_across_pages() {
         "{}",
         unknown.message
     );
-    let missing_argument = within(session.get_prompt("greeting", None, None))
+    let missing_argument = within(session.get_prompt("greeting", None, CallContext::default()))
         .await
         .unwrap_err();
     assert_eq!(
@@ -623,7 +623,7 @@ async fn resources_and_templates_pass_through_across_pages() {
     assert_eq!(templates.len(), 1, "{templates:?}");
     assert_eq!(templates[0]["uriTemplate"], "fixture://echo/{text}");
 
-    let readme = within(session.read_resource("fixture://readme"))
+    let readme = within(session.read_resource("fixture://readme", CallContext::default()))
         .await
         .unwrap();
     assert_eq!(readme["contents"][0]["uri"], "fixture://readme");
@@ -631,12 +631,12 @@ async fn resources_and_templates_pass_through_across_pages() {
         readme["contents"][0]["text"],
         "The mcpgw fixture server: a small MCP server for tests."
     );
-    let echoed = within(session.read_resource("fixture://echo/hi"))
+    let echoed = within(session.read_resource("fixture://echo/hi", CallContext::default()))
         .await
         .unwrap();
     assert_eq!(echoed["contents"][0]["text"], "hi");
 
-    let unknown = within(session.read_resource("fixture://nothing"))
+    let unknown = within(session.read_resource("fixture://nothing", CallContext::default()))
         .await
         .unwrap_err();
     assert_eq!(unknown.kind, SessionErrorKind::Protocol { code: -32002 });
@@ -868,7 +868,7 @@ async fn a_2026_caller_gets_the_servers_own_input_required_results() {
     let prompt = within(session.get_prompt(
         "test_input_required_result_prompt",
         None,
-        Some(InputRound::default()),
+        modern(None, None),
     ))
     .await
     .unwrap();

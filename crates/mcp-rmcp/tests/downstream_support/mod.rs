@@ -230,7 +230,7 @@ impl McpFrontend for FakeFrontend {
         _caller: &Caller,
         name: &str,
         arguments: Option<Map<String, Value>>,
-        _input: Option<mcpgw_core::InputRound>,
+        _ctx: mcpgw_core::CallContext,
     ) -> Result<Value, FrontendError> {
         if name != "srv__greet" {
             return Err(FrontendError::unknown("prompt", name));
@@ -263,7 +263,12 @@ impl McpFrontend for FakeFrontend {
         vec![json!({"uriTemplate": "file:///{path}", "name": "srv__files"})]
     }
 
-    async fn read_resource(&self, _caller: &Caller, uri: &str) -> Result<Value, FrontendError> {
+    async fn read_resource(
+        &self,
+        _caller: &Caller,
+        uri: &str,
+        _ctx: mcpgw_core::CallContext,
+    ) -> Result<Value, FrontendError> {
         if uri != "file:///a.txt" {
             return Err(FrontendError::unknown("resource", uri));
         }
