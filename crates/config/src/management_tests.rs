@@ -603,6 +603,33 @@ mcp_servers:
     assert_eq!(redact_secrets("nothing here", &secrets), "nothing here");
 }
 
+/// A number under a secret-looking key is hidden by the view and the export as well, so it
+/// counts as a secret: otherwise a configuration looks secret-free while its export no longer
+/// loads to the same configuration (found by the `config_yaml` fuzz target).
+#[test]
+fn numbers_the_view_hides_are_secret_values_too() {
+    let config = parse_ok(
+        r#"
+discovery:
+  sources:
+    - type: filesystem
+      config: {path: /etc/mcpgw/servers.d, watch_headers_ms: 1000, session_cache: true}
+"#,
+    );
+    let view = sanitized(&config);
+    let shown = &view["discovery"]["sources"][0]["config"];
+    assert_eq!(shown["watch_headers_ms"], SECRET_MASK, "{view}");
+    // Booleans are shown: a yes or no gives nothing away.
+    assert_eq!(shown["session_cache"], true, "{view}");
+    let secrets = secret_values(&config);
+    assert!(secrets.contains(&"1000".to_owned()), "{secrets:?}");
+    // The path stays: it is no secret.
+    assert!(
+        !secrets.iter().any(|secret| secret.contains("/etc")),
+        "{secrets:?}"
+    );
+}
+
 #[test]
 fn a_single_definition_or_source_setting_is_masked_as_in_the_whole_view() {
     let definition = match serde_json::json!({

@@ -110,6 +110,10 @@ pub fn secret_values(config: &GatewayConfig) -> Vec<String> {
             {
                 into.push(original.clone());
             }
+            // A number under a secret-looking key is hidden too, as text.
+            (serde_json::Value::Number(original), serde_json::Value::String(_)) => {
+                into.push(original.to_string());
+            }
             _ => {}
         }
     }
