@@ -335,22 +335,18 @@ impl GatewayMcpServer {
         self.shared.frontend.as_ref()
     }
 
-    /// A 2026-07-28 call of a client that can be asked something: run so that what its server
-    /// asks becomes an input-required result (see [`crate::input_required`]). `None` when the
-    /// client declared nothing it can be asked, whose calls take the plain path.
+    /// A 2026-07-28 call of a client that can be asked something (`capabilities`): run so that
+    /// what its server asks becomes an input-required result (see [`crate::input_required`]).
     async fn call_asking_statelessly(
         &self,
         caller: &Caller,
         request: &CallToolRequestParams,
+        capabilities: RelayCapabilities,
         input: InputRound,
         tasks: bool,
         log_level: Option<usize>,
         context: &RequestContext<RoleServer>,
-    ) -> Option<Result<Round, ErrorData>> {
-        let capabilities = declared_capabilities(context);
-        if !capabilities.answers_requests() {
-            return None;
-        }
+    ) -> Result<Round, ErrorData> {
         // Each stateless call is a client of its own.
         let (relay, relayed) = ClientRelay::stateless_channel(RelaySession::new(), capabilities);
         let cancel = CancellationToken::new();
@@ -388,53 +384,47 @@ impl GatewayMcpServer {
             &context.ct,
             notes.as_ref(),
         );
-        Some(
-            call_relaying(
-                first_round,
-                progress_receiver,
-                notes_receiver,
-                token,
-                &context.peer,
-                log_level,
-            )
-            .await,
+        call_relaying(
+            first_round,
+            progress_receiver,
+            notes_receiver,
+            token,
+            &context.peer,
+            log_level,
         )
+        .await
     }
 
-    /// The context of a `prompts/get` or `resources/read`: the way back to an `initialize`-era
-    /// client for what its server asks meanwhile, or, for a 2026-07-28 client, its answers and
-    /// the server's state of a retry (the gateway's envelope checked and removed); and the
-    /// log level the client asked for.
-    async fn request_context(
+    /// Runs a `prompts/get` or `resources/read` (`what`: the kind and the name or URI) with
+    /// its context: the way back to an `initialize`-era client for what its server asks
+    /// meanwhile, relayed while it runs, or, for a 2026-07-28 client, its answers and the
+    /// server's state of a retry. A server's input-required result comes back with its state
+    /// sealed.
+    async fn for_caller<Fut>(
         &self,
         caller: &Caller,
-        retry: &Retry<'_>,
+        (kind, name): (&'static str, &str),
         responses: &Option<rmcp::model::InputResponses>,
         state: Option<&str>,
         context: &RequestContext<RoleServer>,
-    ) -> Result<
-        (
-            CallContext,
-            Option<mpsc::UnboundedReceiver<Relayed>>,
-            Option<usize>,
-        ),
-        ErrorData,
-    > {
-        let mut input = None;
-        if !uses_initialize_era(context) {
-            let mut round = input_round(responses);
-            if let Some(state) = state {
-                if !ParkedCalls::is_sealed(state) {
-                    return Err(ErrorData::invalid_params(
-                        "the requestState was not issued by this gateway, or was changed: send \
-                         the request again without it",
-                        None,
-                    ));
-                }
-                round.state = self.shared.parked.unseal(state, retry)?;
-            }
-            input = Some(round);
-        }
+        ask: impl FnOnce(CallContext) -> Fut,
+    ) -> Result<Asked, AskError>
+    where
+        Fut: Future<Output = Result<Value, FrontendError>>,
+    {
+        let retry = Retry {
+            kind,
+            name,
+            principal: caller.principal.as_deref(),
+        };
+        let input = if uses_initialize_era(context) {
+            None
+        } else {
+            Some(
+                self.input_round(responses, state, &retry)
+                    .map_err(AskError::Refused)?,
+            )
+        };
         let log_level = self.log_level_of(caller, context).await;
         let (relay, relayed) = self.relay_for(context, log_level).unzip();
         let ctx = CallContext {
@@ -444,7 +434,42 @@ impl GatewayMcpServer {
             input,
             ..CallContext::default()
         };
-        Ok((ctx, relayed, log_level))
+        let (_, no_progress) = progress_channel(None);
+        let json = call_relaying(
+            ask(ctx),
+            no_progress,
+            relayed,
+            None,
+            &context.peer,
+            log_level,
+        )
+        .await
+        .map_err(AskError::Failed)?;
+        if !mcpgw_core::is_input_required(&json) {
+            return Ok(Asked::Answered(json));
+        }
+        serde_json::from_value(self.shared.parked.seal(json, &retry))
+            .map(Asked::InputRequired)
+            .map_err(|error| AskError::Refused(relay_error("input-required result", &error)))
+    }
+
+    /// The `InputRound` of a 2026-07-28 request: its answers, and the server's own state from
+    /// inside the gateway's envelope, which must have been sealed for `retry`.
+    fn input_round(
+        &self,
+        responses: &Option<rmcp::model::InputResponses>,
+        state: Option<&str>,
+        retry: &Retry<'_>,
+    ) -> Result<InputRound, ErrorData> {
+        Ok(InputRound {
+            responses: responses
+                .as_ref()
+                .map(|responses| Value::Object(responses.clone().into_iter().collect())),
+            state: match state {
+                Some(state) => self.shared.parked.unseal(state, retry)?,
+                None => None,
+            },
+        })
     }
 
     /// The answer to a `tools/call` of one round: the result, the gateway's own input-required
@@ -928,13 +953,26 @@ fn progress_channel(
 }
 
 /// What a round of a 2026-07-28 call answers: the call's result, or what its server asks.
-/// The `InputRound` of a 2026-07-28 request: its answers (its state is read separately).
-fn input_round(responses: &Option<rmcp::model::InputResponses>) -> InputRound {
-    InputRound {
-        responses: responses
-            .as_ref()
-            .map(|responses| Value::Object(responses.clone().into_iter().collect())),
-        state: None,
+
+/// What a `prompts/get` or `resources/read` for a client came to.
+enum Asked {
+    Answered(Value),
+    InputRequired(InputRequiredResult),
+}
+
+/// Why a `prompts/get` or `resources/read` for a client has no answer: the front end's error,
+/// which each method maps its own way, or the gateway's refusal.
+enum AskError {
+    Failed(FrontendError),
+    Refused(ErrorData),
+}
+
+impl AskError {
+    fn into_error_data(self, failed: impl FnOnce(FrontendError) -> ErrorData) -> ErrorData {
+        match self {
+            Self::Failed(error) => failed(error),
+            Self::Refused(error) => error,
+        }
     }
 }
 
@@ -1152,52 +1190,56 @@ impl ServerHandler for GatewayMcpServer {
             name: &request.name,
             principal: caller.principal.as_deref(),
         };
-        let mut input = None;
-        let tasks = !uses_initialize_era(&context)
+        let modern = !uses_initialize_era(&context);
+        let tasks = modern
             && context
                 .client_capabilities()
                 .is_some_and(|capabilities| capabilities.supports_tasks());
         let log_level = self.log_level_of(&caller, &context).await;
-        if !uses_initialize_era(&context) {
-            let mut round = input_round(&request.input_responses);
-            if let Some(state) = request.request_state.as_deref() {
-                if ParkedCalls::is_sealed(state) {
-                    round.state = self.shared.parked.unseal(state, &retry)?;
-                } else {
-                    let (notes, notes_receiver) =
-                        log_level.map(|_| mpsc::unbounded_channel()).unzip();
-                    let resumed = self.shared.parked.resume(
-                        state,
-                        request.input_responses.as_ref(),
-                        caller.principal.as_deref(),
-                        &context.ct,
-                        notes.as_ref(),
-                    );
-                    let (_, no_progress) = progress_channel(None);
-                    let resumed = call_relaying(
-                        resumed,
-                        no_progress,
-                        notes_receiver,
-                        None,
-                        &context.peer,
+        let mut input = None;
+        if modern {
+            if let Some(state) = request.request_state.as_deref()
+                && !ParkedCalls::is_sealed(state)
+            {
+                let (notes, notes_receiver) = log_level.map(|_| mpsc::unbounded_channel()).unzip();
+                let resumed = self.shared.parked.resume(
+                    state,
+                    request.input_responses.as_ref(),
+                    caller.principal.as_deref(),
+                    &context.ct,
+                    notes.as_ref(),
+                );
+                let (_, no_progress) = progress_channel(None);
+                let resumed = call_relaying(
+                    resumed,
+                    no_progress,
+                    notes_receiver,
+                    None,
+                    &context.peer,
+                    log_level,
+                )
+                .await?;
+                return self.round_response(resumed, &retry);
+            }
+            let round = self.input_round(
+                &request.input_responses,
+                request.request_state.as_deref(),
+                &retry,
+            )?;
+            let capabilities = declared_capabilities(&context);
+            if capabilities.answers_requests() {
+                let first = self
+                    .call_asking_statelessly(
+                        &caller,
+                        &request,
+                        capabilities,
+                        round,
+                        tasks,
                         log_level,
+                        &context,
                     )
                     .await?;
-                    return self.round_response(resumed, &retry);
-                }
-            }
-            if let Some(resumed) = self
-                .call_asking_statelessly(
-                    &caller,
-                    &request,
-                    round.clone(),
-                    tasks,
-                    log_level,
-                    &context,
-                )
-                .await
-            {
-                return self.round_response(resumed?, &retry);
+                return self.round_response(first, &retry);
             }
             input = Some(round);
         }
@@ -1212,12 +1254,9 @@ impl ServerHandler for GatewayMcpServer {
             input,
             tasks,
         };
-        let call = self.frontend().call_tool(
-            &caller,
-            &request.name,
-            request.arguments.clone(),
-            call_context,
-        );
+        let call =
+            self.frontend()
+                .call_tool(&caller, &request.name, request.arguments, call_context);
         let outcome = call_relaying(
             call,
             progress_receiver,
@@ -1289,32 +1328,26 @@ impl ServerHandler for GatewayMcpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let caller = caller_from_extensions(&context.extensions);
-        let retry = Retry {
-            kind: "prompt",
-            name: &request.name,
-            principal: caller.principal.as_deref(),
-        };
-        let (ctx, relayed, log_level) = self
-            .request_context(
+        let asked = self
+            .for_caller(
                 &caller,
-                &retry,
+                ("prompt", &request.name),
                 &request.input_responses,
                 request.request_state.as_deref(),
                 &context,
+                |ctx| {
+                    self.frontend()
+                        .get_prompt(&caller, &request.name, request.arguments, ctx)
+                },
             )
-            .await?;
-        let asked = self
-            .frontend()
-            .get_prompt(&caller, &request.name, request.arguments, ctx);
-        let (_, no_progress) = progress_channel(None);
-        let json = call_relaying(asked, no_progress, relayed, None, &context.peer, log_level)
             .await
-            .map_err(|error| jsonrpc_error(error, ErrorCode::INVALID_PARAMS))?;
-        if mcpgw_core::is_input_required(&json) {
-            return serde_json::from_value(self.shared.parked.seal(json, &retry))
-                .map(GetPromptResponse::InputRequired)
-                .map_err(|error| relay_error("input-required result", &error));
-        }
+            .map_err(|error| {
+                error.into_error_data(|error| jsonrpc_error(error, ErrorCode::INVALID_PARAMS))
+            })?;
+        let json = match asked {
+            Asked::Answered(json) => json,
+            Asked::InputRequired(result) => return Ok(GetPromptResponse::InputRequired(result)),
+        };
         let mut result: GetPromptResult =
             serde_json::from_value(json).map_err(|error| relay_error("prompt", &error))?;
         with_complete_result_type(&mut result.result_type);
@@ -1363,30 +1396,25 @@ impl ServerHandler for GatewayMcpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let caller = caller_from_extensions(&context.extensions);
-        let retry = Retry {
-            kind: "resource",
-            name: &request.uri,
-            principal: caller.principal.as_deref(),
-        };
-        let (ctx, relayed, log_level) = self
-            .request_context(
+        let asked = self
+            .for_caller(
                 &caller,
-                &retry,
+                ("resource", &request.uri),
                 &request.input_responses,
                 request.request_state.as_deref(),
                 &context,
+                |ctx| self.frontend().read_resource(&caller, &request.uri, ctx),
             )
-            .await?;
-        let read = self.frontend().read_resource(&caller, &request.uri, ctx);
-        let (_, no_progress) = progress_channel(None);
-        let json = call_relaying(read, no_progress, relayed, None, &context.peer, log_level)
             .await
-            .map_err(|error| unknown_resource_error(error, &request.uri))?;
-        if mcpgw_core::is_input_required(&json) {
-            return serde_json::from_value(self.shared.parked.seal(json, &retry))
-                .map(ReadResourceResponse::InputRequired)
-                .map_err(|error| relay_error("input-required result", &error));
-        }
+            .map_err(|error| {
+                error.into_error_data(|error| unknown_resource_error(error, &request.uri))
+            })?;
+        let json = match asked {
+            Asked::Answered(json) => json,
+            Asked::InputRequired(result) => {
+                return Ok(ReadResourceResponse::InputRequired(result));
+            }
+        };
         let mut result: ReadResourceResult =
             serde_json::from_value(json).map_err(|error| relay_error("resource", &error))?;
         with_complete_result_type(&mut result.result_type);
