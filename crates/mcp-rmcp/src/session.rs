@@ -550,9 +550,10 @@ impl RmcpSession {
         }
     }
 
-    /// A request made for a caller (`prompts/get`, `resources/read`): what the server asks
-    /// the client meanwhile goes to `ctx.relay`, as during a tool call, and the caller's
-    /// cancellation cancels the request upstream.
+    /// A request made for a caller (`tools/call` but on the stdio link's direct path,
+    /// `prompts/get`, `resources/read`): what the server asks the client meanwhile goes to
+    /// `ctx.relay`, its progress to `ctx.progress`, and the caller's cancellation cancels the
+    /// request upstream.
     async fn request_for_caller(
         &self,
         request: ClientRequest,
@@ -575,6 +576,11 @@ impl RmcpSession {
         };
         let request_id = handle.id.clone();
         ticket.bind_origin(origin_key(&request_id));
+        // rmcp puts a progress token on every request; routing it is what makes it ours.
+        let _progress_registration = ctx.progress.clone().map(|handler| {
+            self.progress_routes
+                .register(handle.progress_token.clone(), handler)
+        });
         let response = handle.await_response();
         tokio::pin!(response);
         tokio::select! {
@@ -1079,15 +1085,16 @@ impl McpSession for RmcpSession {
             return Err(cancelled_error());
         }
         let modern = self.modern_meta(&ctx).await;
-        if modern.is_some() {
-            check_responses(&ctx, "tools/call")?;
-        }
-        let ticket = tokio::select! {
-            biased;
-            ticket = self.relay_routes.enter(ctx.relay.clone()) => ticket,
-            () = ctx.cancellation.cancelled() => return Err(cancelled_error()),
-        };
         if let Some(link) = &self.link {
+            if modern.is_some() {
+                check_responses(&ctx, "tools/call")?;
+            }
+            // Held for the whole call: over stdio, it is what makes callers take turns.
+            let _ticket = tokio::select! {
+                biased;
+                ticket = self.relay_routes.enter(ctx.relay.clone()) => ticket,
+                () = ctx.cancellation.cancelled() => return Err(cancelled_error()),
+            };
             return self.call_tool_linked(link, call, ctx, modern).await;
         }
         let mut params = CallToolRequestParams::new(call.name);
@@ -1107,37 +1114,7 @@ impl McpSession for RmcpSession {
             }
         }
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let handle = match self
-            .peer
-            .send_cancellable_request(request, self.request_options())
-            .await
-        {
-            Ok(handle) => handle,
-            Err(error) => return Err(self.failure(error, "tools/call").await),
-        };
-        let request_id = handle.id.clone();
-        ticket.bind_origin(origin_key(&request_id));
-        // rmcp puts a progress token on every request; routing it is what makes it ours.
-        let _progress_registration = ctx.progress.map(|handler| {
-            self.progress_routes
-                .register(handle.progress_token.clone(), handler)
-        });
-
-        let response = handle.await_response();
-        tokio::pin!(response);
-        let result = tokio::select! {
-            biased;
-            result = &mut response => result,
-            () = ctx.cancellation.cancelled() => {
-                self.cancel_upstream(request_id).await;
-                return Err(cancelled_error());
-            }
-            () = self.ended() => return Err(self.ended_error("tools/call")),
-        };
-        let result = match result {
-            Ok(result) => result,
-            Err(error) => return Err(self.failure(error, "tools/call").await),
-        };
+        let result = self.request_for_caller(request, "tools/call", &ctx).await?;
         let is_error = match &result {
             ServerResult::CallToolResult(result) => result.is_error == Some(true),
             _ => false,
