@@ -213,14 +213,9 @@ impl ParkedCalls {
                 .remove("requestState")
                 .and_then(|state| state.as_str().map(str::to_owned)),
         };
-        let payload = format!(
-            "{SEALED_VERSION}.{}",
-            base64url(&serde_json::to_vec(&sealed).unwrap_or_default())
-        );
-        let mac = hex(&hmac_sha256(&self.key, payload.as_bytes()));
         object.insert(
             "requestState".to_owned(),
-            Value::String(format!("{payload}.{mac}")),
+            Value::String(self.sealed(SEALED_VERSION, &sealed)),
         );
         result
     }
@@ -229,13 +224,10 @@ impl ParkedCalls {
     /// [`mcpgw_core::task`]): the id and the principal that created the task, signed, so that a
     /// task is followed only by whoever created it, through any replica with the same key.
     pub(crate) fn seal_task(&self, task_id: &str, principal: Option<&str>) -> String {
-        let payload = serde_json::json!({"i": task_id, "p": principal});
-        let payload = format!(
-            "{TASK_VERSION}.{}",
-            base64url(payload.to_string().as_bytes())
-        );
-        let mac = hex(&hmac_sha256(&self.key, payload.as_bytes()));
-        format!("{payload}.{mac}")
+        self.sealed(
+            TASK_VERSION,
+            &serde_json::json!({"i": task_id, "p": principal}),
+        )
     }
 
     /// The task a client's task id names, when the gateway issued that id to `principal`.
@@ -253,17 +245,7 @@ impl ParkedCalls {
                 None,
             )
         };
-        let (payload, mac) = sealed.rsplit_once('.').ok_or_else(unknown)?;
-        let expected = hex(&hmac_sha256(&self.key, payload.as_bytes()));
-        if !constant_time_eq(mac.as_bytes(), expected.as_bytes()) {
-            return Err(unknown());
-        }
-        let decoded: Value = payload
-            .strip_prefix(TASK_VERSION)
-            .and_then(|rest| rest.strip_prefix('.'))
-            .and_then(from_base64url)
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-            .ok_or_else(unknown)?;
+        let (decoded, _): (Value, _) = self.opened(TASK_VERSION, sealed).ok_or_else(unknown)?;
         if decoded["p"].as_str() != principal {
             return Err(unknown());
         }
@@ -288,18 +270,7 @@ impl ParkedCalls {
                  request again without it",
             )
         };
-        let (payload, mac) = state.rsplit_once('.').ok_or_else(not_ours)?;
-        let expected = hex(&hmac_sha256(&self.key, payload.as_bytes()));
-        if !constant_time_eq(mac.as_bytes(), expected.as_bytes()) {
-            return Err(not_ours());
-        }
-        let encoded = payload
-            .strip_prefix(SEALED_VERSION)
-            .and_then(|rest| rest.strip_prefix('.'))
-            .ok_or_else(not_ours)?;
-        let sealed: Sealed = from_base64url(encoded)
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-            .ok_or_else(not_ours)?;
+        let (sealed, mac): (Sealed, _) = self.opened(SEALED_VERSION, state).ok_or_else(not_ours)?;
         if sealed.k != retry.kind || sealed.n != retry.name {
             return Err(invalid_state(&format!(
                 "this requestState belongs to another request (the {} `{}`): send it with that \
@@ -507,18 +478,12 @@ impl ParkedCalls {
     }
 
     fn sign(&self, id: &str, round: u64) -> String {
-        let payload = format!("{STATE_VERSION}.{id}.{round}");
-        let mac = hex(&hmac_sha256(&self.key, payload.as_bytes()));
-        format!("{payload}.{mac}")
+        self.signed(format!("{STATE_VERSION}.{id}.{round}"))
     }
 
     /// The parked call and round a state names, when this gateway signed it.
     fn verify(&self, state: &str) -> Option<(String, u64)> {
-        let (payload, mac) = state.rsplit_once('.')?;
-        let expected = hex(&hmac_sha256(&self.key, payload.as_bytes()));
-        if !constant_time_eq(mac.as_bytes(), expected.as_bytes()) {
-            return None;
-        }
+        let (payload, _) = self.verified(state)?;
         let mut parts = payload.split('.');
         let (Some(STATE_VERSION), Some(id), Some(round), None) =
             (parts.next(), parts.next(), parts.next(), parts.next())
@@ -526,6 +491,40 @@ impl ParkedCalls {
             return None;
         };
         Some((id.to_owned(), round.parse().ok()?))
+    }
+}
+
+impl ParkedCalls {
+    /// `payload` with the gateway's MAC: `{payload}.{HMAC-SHA256, hex}`.
+    fn signed(&self, payload: String) -> String {
+        let mac = hex(&hmac_sha256(&self.key, payload.as_bytes()));
+        format!("{payload}.{mac}")
+    }
+
+    /// The payload and the MAC of `text`, when this gateway signed it.
+    fn verified<'a>(&self, text: &'a str) -> Option<(&'a str, &'a str)> {
+        let (payload, mac) = text.rsplit_once('.')?;
+        let expected = hex(&hmac_sha256(&self.key, payload.as_bytes()));
+        constant_time_eq(mac.as_bytes(), expected.as_bytes()).then_some((payload, mac))
+    }
+
+    /// `value` as JSON in a signed envelope: `{version}.{base64url JSON}.{MAC}`.
+    fn sealed(&self, version: &str, value: &impl serde::Serialize) -> String {
+        let json = serde_json::to_vec(value).unwrap_or_default();
+        self.signed(format!("{version}.{}", base64url(&json)))
+    }
+
+    /// The value inside an envelope of [`ParkedCalls::sealed`] with `version`, and its MAC,
+    /// when this gateway sealed it.
+    fn opened<'a, T: serde::de::DeserializeOwned>(
+        &self,
+        version: &str,
+        text: &'a str,
+    ) -> Option<(T, &'a str)> {
+        let (payload, mac) = self.verified(text)?;
+        let encoded = payload.strip_prefix(version)?.strip_prefix('.')?;
+        let value = serde_json::from_slice(&from_base64url(encoded)?).ok()?;
+        Some((value, mac))
     }
 }
 
