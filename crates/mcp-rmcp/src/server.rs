@@ -337,13 +337,13 @@ impl GatewayMcpServer {
 
     /// A 2026-07-28 call of a client that can be asked something (`capabilities`): run so that
     /// what its server asks becomes an input-required result (see [`crate::input_required`]).
+    /// `ctx` holds the call's round and whether its client takes tasks; the rest is filled in.
     async fn call_asking_statelessly(
         &self,
         caller: &Caller,
         request: &CallToolRequestParams,
         capabilities: RelayCapabilities,
-        input: InputRound,
-        tasks: bool,
+        ctx: CallContext,
         log_level: Option<usize>,
         context: &RequestContext<RoleServer>,
     ) -> Result<Round, ErrorData> {
@@ -358,8 +358,7 @@ impl GatewayMcpServer {
             progress,
             principal: caller.principal.clone(),
             relay: Some(relay),
-            input: Some(input),
-            tasks,
+            ..ctx
         };
         let frontend = Arc::clone(&self.shared.frontend);
         let (call_caller, name, arguments) = (
@@ -952,8 +951,6 @@ fn progress_channel(
     (handler, receiver)
 }
 
-/// What a round of a 2026-07-28 call answers: the call's result, or what its server asks.
-
 /// What a `prompts/get` or `resources/read` for a client came to.
 enum Asked {
     Answered(Value),
@@ -1233,8 +1230,11 @@ impl ServerHandler for GatewayMcpServer {
                         &caller,
                         &request,
                         capabilities,
-                        round,
-                        tasks,
+                        CallContext {
+                            input: Some(round),
+                            tasks,
+                            ..CallContext::default()
+                        },
                         log_level,
                         &context,
                     )
