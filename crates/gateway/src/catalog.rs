@@ -24,7 +24,7 @@ use mcpgw_config::ToolNaming;
 use mcpgw_core::{
     CallContext, Caller, CoreError, DomainEvent, EventObserver, FrontendError, FrontendErrorKind,
     McpFrontend, McpSession, PublishedEvent, ResourceSubscription, ServerId, ServerManager,
-    SessionError, SessionErrorKind, Tool, ToolCall, ToolCallOutcome, scope_task, split_task_id,
+    SessionError, SessionErrorKind, Tool, ToolCall, ToolCallOutcome, scope_task, split_scoped_id,
 };
 use serde_json::{Map, Value};
 use tokio::sync::{Notify, watch};
@@ -793,7 +793,7 @@ impl McpFrontend for ToolCatalog {
         mut params: Value,
     ) -> Result<Value, FrontendError> {
         let unknown = || FrontendError::unknown("task", task_id);
-        let (owner, rest) = split_task_id(task_id).ok_or_else(unknown)?;
+        let (owner, rest) = split_scoped_id(task_id).ok_or_else(unknown)?;
         if let Some(groups) = &self.groups
             && groups.contains(&owner)
         {

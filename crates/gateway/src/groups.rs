@@ -21,7 +21,7 @@ use mcpgw_config::GroupDefinition;
 use mcpgw_core::{
     CallContext, CoreError, DomainEvent, ErrorKind, EventObserver, EventSink, PublishedEvent,
     ServerId, ServerManager, ServerOrigin, ServerState, SessionErrorKind, Tool, ToolCall,
-    ToolCallOutcome, ToolSource, scope_task, split_task_id,
+    ToolCallOutcome, ToolSource, scope_task, scoped_id, split_scoped_id,
 };
 use mcpgw_groups::{
     CallOutcome, CallPlan, Group, GroupError, GroupEvent, GroupRepository, GroupSpec, GroupState,
@@ -1201,7 +1201,7 @@ impl GroupService {
                 "group `{id}` has no task `{task_id}`; its member may have left the group"
             ))
         };
-        let (member, rest) = split_task_id(task_id).ok_or_else(unknown)?;
+        let (member, rest) = split_scoped_id(task_id).ok_or_else(unknown)?;
         if !lock(&entry)
             .group
             .members()
@@ -1383,23 +1383,21 @@ impl EventObserver for GroupObserver {
     }
 }
 
-/// Separates the member from the member's own `requestState` in the state of a group's
-/// input-required result; server ids cannot contain it.
-const PINNED_STATE_SEPARATOR: char = '/';
-
-/// A member's input-required result, its `requestState` prefixed with the member's id so that
-/// the client's retry reaches the same member (see [`GroupService::call_pinned`]). The client
-/// sees the state only inside the gateway's signed envelope, so it cannot point the retry at
-/// another member. Other answers pass unchanged.
+/// A member's input-required result, its `requestState` prefixed with the member's id (see
+/// [`scoped_id`]) so that the client's retry reaches the same member (see
+/// [`GroupService::call_pinned`]); a result without a state gets one that names the member
+/// alone. The client sees the state only inside the gateway's signed envelope, so it cannot
+/// point the retry at another member. Other answers pass unchanged.
 fn pin_to_member(mut answer: ToolCallOutcome, member: &ServerId) -> ToolCallOutcome {
     if !answer.is_input_required() {
         return answer;
     }
     if let Some(result) = answer.result.as_object_mut() {
-        let pinned = match result.get("requestState").and_then(Value::as_str) {
-            Some(state) => format!("{member}{PINNED_STATE_SEPARATOR}{state}"),
-            None => member.to_string(),
-        };
+        let state = result
+            .get("requestState")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let pinned = scoped_id(member, state);
         result.insert("requestState".to_owned(), Value::String(pinned));
     }
     answer
@@ -1415,16 +1413,14 @@ fn pinned_member(
     let Some(state) = ctx.input.as_ref().and_then(|round| round.state.as_deref()) else {
         return Ok(None);
     };
-    let (member, inner) = match state.split_once(PINNED_STATE_SEPARATOR) {
-        Some((member, inner)) => (member, Some(inner.to_owned())),
-        None => (state, None),
-    };
     let entry = lock(entry);
-    let member = ServerId::parse(member)
-        .ok()
-        .filter(|member| entry.group.members().iter().any(|m| m.id() == member));
-    match member {
-        Some(member) => Ok(Some((member, inner))),
+    let pinned = split_scoped_id(state)
+        .filter(|(member, _)| entry.group.members().iter().any(|m| m.id() == member));
+    match pinned {
+        Some((member, inner)) => Ok(Some((
+            member,
+            (!inner.is_empty()).then(|| inner.to_owned()),
+        ))),
         None => Err(CoreError::Invalid(format!(
             "the member of group `{}` that asked for this input is no longer one of its members; \
              call the tool again without inputResponses and requestState",

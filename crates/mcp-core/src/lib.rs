@@ -107,7 +107,9 @@ pub use relay::{
 };
 pub use spec::{ContainerCli, ContainerEngine, CustomLaunch, LaunchSpec, ServerOrigin, ServerSpec};
 pub use state::{ServerState, TransitionError};
-pub use task::{TASK_METHODS, TASK_RESULT, TASKS_EXTENSION, scope_task, split_task_id};
+pub use task::{
+    TASK_METHODS, TASK_RESULT, TASKS_EXTENSION, scope_task, scoped_id, split_scoped_id,
+};
 pub use time::{Clock, MonoTime, Timestamp};
 pub use tool::{
     CallContext, INPUT_REQUIRED, InputRound, ProgressUpdate, Tool, ToolCall, ToolCallOutcome,

@@ -4,9 +4,10 @@
 //! stops it with `tasks/cancel`, naming it by its `taskId`.
 //!
 //! Through the gateway a task id names its owner too: each layer that routed the call puts the
-//! id of what it routed to in front of the server's id (`{owner}/{task id}`), and takes it off
-//! again to route the task's requests ([`scope_task`], [`split_task_id`]). Server ids cannot
-//! contain the separator, so the split is unambiguous.
+//! id of what it routed to in front of the server's id (`{owner}/{task id}`, [`scoped_id`]),
+//! and takes it off again to route the task's requests ([`split_scoped_id`]). Server ids
+//! cannot contain the separator, so the split is unambiguous. A group routes the retry of an
+//! input-required result back to its member the same way.
 
 use serde_json::Value;
 
@@ -38,15 +39,20 @@ pub fn scope_task(mut outcome: ToolCallOutcome, owner: &ServerId) -> ToolCallOut
     if let Some(result) = outcome.result.as_object_mut()
         && let Some(Value::String(id)) = result.get("taskId")
     {
-        let scoped = format!("{owner}{SEPARATOR}{id}");
+        let scoped = scoped_id(owner, id);
         result.insert("taskId".to_owned(), Value::String(scoped));
     }
     outcome
 }
 
-/// The owner in front of a scoped task id, and the rest; `None` when the id names no owner.
-pub fn split_task_id(task_id: &str) -> Option<(ServerId, &str)> {
-    let (owner, rest) = task_id.split_once(SEPARATOR)?;
+/// `id`, issued by what `owner` names, with `owner` in front: `{owner}/{id}`.
+pub fn scoped_id(owner: &ServerId, id: &str) -> String {
+    format!("{owner}{SEPARATOR}{id}")
+}
+
+/// The owner in front of a [`scoped_id`], and the rest; `None` when the id names no owner.
+pub fn split_scoped_id(id: &str) -> Option<(ServerId, &str)> {
+    let (owner, rest) = id.split_once(SEPARATOR)?;
     Some((ServerId::parse(owner).ok()?, rest))
 }
 
@@ -64,9 +70,9 @@ mod tests {
         };
         let scoped = scope_task(scope_task(task, &id("member")), &id("group"));
         assert_eq!(scoped.result["taskId"], "group/member/a/b");
-        let (group, rest) = split_task_id(scoped.result["taskId"].as_str().unwrap()).unwrap();
+        let (group, rest) = split_scoped_id(scoped.result["taskId"].as_str().unwrap()).unwrap();
         assert_eq!((group, rest), (id("group"), "member/a/b"));
-        let (member, upstream) = split_task_id(rest).unwrap();
+        let (member, upstream) = split_scoped_id(rest).unwrap();
         assert_eq!((member, upstream), (id("member"), "a/b"));
         // A complete result keeps its fields.
         let complete = ToolCallOutcome {
@@ -75,7 +81,7 @@ mod tests {
         };
         assert_eq!(scope_task(complete.clone(), &id("s")), complete);
         // Bad input: no owner, an owner that is no server id.
-        assert_eq!(split_task_id("plain"), None);
-        assert_eq!(split_task_id("not an id/x"), None);
+        assert_eq!(split_scoped_id("plain"), None);
+        assert_eq!(split_scoped_id("not an id/x"), None);
     }
 }
