@@ -141,29 +141,36 @@ install_container_engine() {
   echo "   engine and image ready in $(seconds_since "$started") s"
 }
 
+# --- System packages: Debian's, with apt-get ----------------------------------------------------
+# `apt_install PACKAGE WHY`: the peers installed system-wide (apt-get has no per-directory
+# install), as root or through sudo.
+apt_install() {
+  local package="$1" why="$2"
+  command -v apt-get >/dev/null 2>&1 ||
+    fail "no $package and no apt-get to install it: install Debian's $package ($why)"
+  local as_root=()
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null 2>&1 ||
+      fail "installing $package needs root: run this script as root, or install Debian's $package package ($why)"
+    as_root=(sudo)
+  fi
+  local started
+  started=$(date +%s)
+  echo "== $package: installing Debian's package with apt-get"
+  "${as_root[@]}" apt-get update -qq ||
+    fail "apt-get update failed: read its error above (no network, or a broken source list)"
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package" ||
+    fail "apt-get could not install $package: read its error above"
+  echo "   done in $(seconds_since "$started") s"
+}
+
 # --- A real browser: Debian's chromium -------------------------------------------------------
-# The one peer installed system-wide: apt-get has no per-directory install. Skipped when
-# /usr/bin/chromium is there; either way it must load a page headless.
+# Skipped when /usr/bin/chromium is there; either way it must load a page headless.
 install_chromium() {
   local chromium=/usr/bin/chromium
   if [ ! -x "$chromium" ]; then
-    command -v apt-get >/dev/null 2>&1 ||
-      fail "no $chromium and no apt-get to install it: install a chromium that provides $chromium (the browser test runs it headless)"
-    local as_root=()
-    if [ "$(id -u)" -ne 0 ]; then
-      command -v sudo >/dev/null 2>&1 ||
-        fail "installing chromium needs root: run this script as root, or install Debian's chromium package"
-      as_root=(sudo)
-    fi
-    local started
-    started=$(date +%s)
-    echo "== chromium: installing Debian's package with apt-get"
-    "${as_root[@]}" apt-get update -qq ||
-      fail "apt-get update failed: read its error above (no network, or a broken source list)"
-    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium ||
-      fail "apt-get could not install chromium: read its error above"
+    apt_install chromium "the browser test runs it headless"
     [ -x "$chromium" ] || fail "the chromium package is installed but $chromium is missing"
-    echo "   done in $(seconds_since "$started") s"
   fi
   local profile page
   profile="$(mktemp -d)"
@@ -183,6 +190,15 @@ install_node_peers
 install_container_engine
 install_chromium
 
+# --- valgrind: the instruction counts of the CPU check (mcpgw-bench cpu-check) -----------------
+install_valgrind() {
+  if ! command -v valgrind >/dev/null 2>&1 || ! command -v callgrind_control >/dev/null 2>&1; then
+    apt_install valgrind "the CPU check counts the gateway's instructions per call under callgrind"
+  fi
+  valgrind --version >/dev/null 2>&1 || fail "valgrind is installed but does not run"
+}
+install_valgrind
+
 echo "== test peers are in place:"
 echo "   python (mcp 2.3.0):     $repo_root/$venv_dir/bin/python"
 echo "   mcp-server-time:        $repo_root/$venv_dir/bin/mcp-server-time"
@@ -193,4 +209,5 @@ echo "   conformance:            $repo_root/$node_dir/node_modules/@modelcontext
 echo "   container engine:       ${MCPGW_TEST_DOCKER_HOST:-unix:///tmp/podman.sock} (podman $(podman version --format '{{.Client.Version}}' 2>/dev/null))"
 echo "   test image:             ${MCPGW_TEST_IMAGE:-localhost/mcpgw-fixture:test}"
 echo "   chromium:               /usr/bin/chromium"
+echo "   valgrind:               $(command -v valgrind) ($(valgrind --version))"
 echo "   inspector (mcp-inspector --cli): $repo_root/$node_dir/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"

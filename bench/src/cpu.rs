@@ -1,9 +1,13 @@
-//! `cpu`: the gateway's own CPU time per tool call, by thread, at concurrency 1 and 16.
+//! `cpu [python]`: the gateway's own CPU time per tool call, by thread, at concurrency 1 and 16,
+//! in both protocol eras.
 //!
-//! One gateway runs the fixture server over stdio (`fx`, rate limits off). Each phase drives
-//! `tools/call fx__echo` from this harness's minimal client, one session per client thread, and
-//! reads the CPU time of every gateway thread from `/proc/PID/task/*/schedstat` (nanoseconds on
-//! a CPU, more precise than the tick counts of `/proc/PID/stat`) just before and just after.
+//! One gateway runs one upstream over stdio (`fx`, rate limits off): the Rust fixture server,
+//! which costs almost nothing per call, or with `python` the official Python SDK's server
+//! (`tests/python/sdk_server.py` in the test environment's Python). Each phase drives
+//! `tools/call fx__echo` from this harness's minimal client, one client per thread (a session
+//! each in the session era; independent requests in the stateless era), and reads the CPU time
+//! of every gateway thread from `/proc/PID/task/*/schedstat` (nanoseconds on a CPU, more
+//! precise than the tick counts of `/proc/PID/stat`) just before and just after.
 //! The gateway's CPU per call is the difference over the calls made; the harness prints it in
 //! total and by kind of thread (HTTP workers, the core runtime, the event-log writer, others),
 //! for each of five rounds and as medians. CPU per call is steadier on a noisy machine than
@@ -14,10 +18,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use crate::mcp::McpClient;
-use crate::{ECHO_PARAMS, start_gateway_with_fixture};
+use crate::mcp::{Era, McpClient};
+use crate::{ECHO_PARAMS, Upstream, start_gateway_with};
 
 const ROUNDS: usize = 5;
+
+/// The phases: (clients, calls each).
+pub const PHASES: [(usize, u64); 2] = [(1, 5_000), (16, 1_250)];
 
 /// The threads of the gateway by what they do, from their names.
 fn kind_of_thread(name: &str) -> &'static str {
@@ -78,10 +85,15 @@ fn per_call(
     kinds
 }
 
-/// `clients` threads, each with its own session, making `calls_each` calls.
-fn drive(url: &str, clients: usize, calls_each: u64) -> anyhow::Result<(u64, Duration)> {
+/// `clients` threads, each with its own client in `era`, making `calls_each` calls.
+pub fn drive(
+    url: &str,
+    era: Era,
+    clients: usize,
+    calls_each: u64,
+) -> anyhow::Result<(u64, Duration)> {
     let sessions = (0..clients)
-        .map(|_| McpClient::connect(url))
+        .map(|_| McpClient::connect_era(url, era))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let started = Instant::now();
     let workers: Vec<_> = sessions
@@ -104,47 +116,70 @@ fn drive(url: &str, clients: usize, calls_each: u64) -> anyhow::Result<(u64, Dur
     Ok((calls, started.elapsed()))
 }
 
+/// One round: the gateway's CPU per call by kind of thread, and the calls/s.
+pub fn measure_round(
+    pid: u32,
+    url: &str,
+    era: Era,
+    (clients, calls_each): (usize, u64),
+) -> anyhow::Result<(BTreeMap<&'static str, f64>, f64)> {
+    let before = thread_cpu(pid)?;
+    let (calls, took) = drive(url, era, clients, calls_each)?;
+    let after = thread_cpu(pid)?;
+    Ok((
+        per_call(&before, &after, calls),
+        calls as f64 / took.as_secs_f64(),
+    ))
+}
+
 pub fn run() -> anyhow::Result<()> {
+    let upstream = match std::env::args().nth(2).as_deref() {
+        None | Some("rust") => Upstream::RustFixture,
+        Some("python") => Upstream::PythonSdk,
+        Some(other) => anyhow::bail!("unknown upstream `{other}`; the upstreams are: rust, python"),
+    };
     let work = tempfile::tempdir()?;
-    let gateway = start_gateway_with_fixture(work.path())?;
+    let gateway = start_gateway_with(work.path(), upstream)?;
     let pid = gateway.child.id();
     let url = format!("http://{}/mcp", gateway.address);
     println!("# cpu: the gateway's CPU time per tools/call, from /proc/{pid}/task/*/schedstat");
     println!(
-        "(session era, fixture server over stdio, rate limits off; {ROUNDS} rounds per phase)"
+        "(upstream: {} over stdio, rate limits off; {ROUNDS} rounds per phase)",
+        upstream.label()
     );
     // The upstream starts with the first call; the warm-up also settles the sessions' readers.
-    drive(&url, 4, 200)?;
+    drive(&url, Era::Session, 4, 200)?;
+    drive(&url, Era::Stateless, 4, 200)?;
 
-    for (clients, calls_each) in [(1_usize, 5_000_u64), (16, 1_250)] {
-        let mut rounds: Vec<BTreeMap<&'static str, f64>> = Vec::new();
-        let mut rates = Vec::new();
-        for round in 1..=ROUNDS {
-            let before = thread_cpu(pid)?;
-            let (calls, took) = drive(&url, clients, calls_each)?;
-            let after = thread_cpu(pid)?;
-            let costs = per_call(&before, &after, calls);
-            let rate = calls as f64 / took.as_secs_f64();
+    for era in Era::BOTH {
+        println!("## {}", era.label());
+        for phase in PHASES {
+            let clients = phase.0;
+            let mut rounds: Vec<BTreeMap<&'static str, f64>> = Vec::new();
+            let mut rates = Vec::new();
+            for round in 1..=ROUNDS {
+                let (costs, rate) = measure_round(pid, &url, era, phase)?;
+                println!(
+                    "c={clients} round {round}: {rate:.0} calls/s; µs per call: {}",
+                    describe(&costs)
+                );
+                rates.push(rate);
+                rounds.push(costs);
+            }
+            let mut medians = BTreeMap::new();
+            for kind in ["total", "http", "core", "event-log", "other"] {
+                let mut values: Vec<f64> = rounds
+                    .iter()
+                    .map(|costs| costs.get(kind).copied().unwrap_or(0.0))
+                    .collect();
+                medians.insert(kind, median(&mut values));
+            }
             println!(
-                "c={clients} round {round}: {calls} calls, {rate:.0}/s; µs per call: {}",
-                describe(&costs)
+                "c={clients} median: {:.0} calls/s; µs per call: {}",
+                median(&mut rates),
+                describe(&medians)
             );
-            rates.push(rate);
-            rounds.push(costs);
         }
-        let mut medians = BTreeMap::new();
-        for kind in ["total", "http", "core", "event-log", "other"] {
-            let mut values: Vec<f64> = rounds
-                .iter()
-                .map(|costs| costs.get(kind).copied().unwrap_or(0.0))
-                .collect();
-            medians.insert(kind, median(&mut values));
-        }
-        println!(
-            "c={clients} median: {:.0} calls/s; µs per call: {}",
-            median(&mut rates),
-            describe(&medians)
-        );
     }
     Ok(())
 }
@@ -158,7 +193,7 @@ fn describe(costs: &BTreeMap<&'static str, f64>) -> String {
 }
 
 /// The middle value (the mean of the two middle ones for an even count); 0 for none.
-fn median(values: &mut [f64]) -> f64 {
+pub fn median(values: &mut [f64]) -> f64 {
     if values.is_empty() {
         return 0.0;
     }

@@ -5,8 +5,9 @@
 //!   throughput at concurrency 1 and 16, idle RSS, and the time from exec to a ready probe.
 //!
 //! - `data-plane`: tool calls through the gateway's `/mcp` against the same calls made directly
-//!   to the same upstream (the fixture server over Streamable HTTP) in the same run: p50/p99 at
-//!   concurrency 1, calls/s at concurrency 16, and `tools/list` latency with 100 servers.
+//!   to the same upstream (the fixture server over Streamable HTTP) in the same run, in both
+//!   protocol eras (2025-11-25 sessions, 2026-07-28 stateless requests): p50/p99 at concurrency
+//!   1, calls/s at concurrency 16, and `tools/list` latency with 100 servers.
 //!
 //! - `groups`: a group of 3 members that each serve one call at a time in 5 ms, against one
 //!   such server outside the group called directly through the same gateway: calls/s at
@@ -32,8 +33,19 @@
 //!   printing the gateway's pid first, so that a profiler can be attached to it
 //!   (`perf record -g -p PID`).
 //!
-//! - `cpu`: the gateway's own CPU time per tool call, by thread (HTTP workers, core runtime,
-//!   event-log writer), at concurrency 1 and 16, from `/proc/PID/task/*/schedstat`.
+//! - `cpu [rust|python]`: the gateway's own CPU time per tool call, by thread (HTTP workers,
+//!   core runtime, event-log writer), at concurrency 1 and 16, in both protocol eras, from
+//!   `/proc/PID/task/*/schedstat`, behind the Rust fixture server (default) or the official
+//!   Python SDK's server.
+//!
+//! - `floor`: every figure of the cost per call, memory and start-up in one run (the data
+//!   plane and CPU per call in both eras, behind both upstreams; RSS after start; exec to
+//!   ready), printed as a table next to its target.
+//!
+//! - `cpu-check [BASELINE]`: CI's regression check: counts the instructions the gateway runs
+//!   per call behind the Rust fixture server under valgrind's callgrind, in both eras, and
+//!   fails when one grows more than 20% over the figures committed in `bench/cpu-baseline.txt`
+//!   (see `floor.rs`).
 //!
 //! - `soak [SECONDS] [RUNNING] [REGISTERED]`: REGISTERED (default 1,000) fixture servers, RUNNING
 //!   (default 200) of them started, and SECONDS (default 600) of mixed traffic (REST reads, tool
@@ -41,7 +53,7 @@
 //!   child processes before and after, calls served and errors by kind. The one scenario that
 //!   asserts: it fails when a resource bound is broken (see `mcpgw_fixtures::soak`).
 //!
-//! Apart from `soak`, it measures and never asserts: targets live in the issues and the
+//! Apart from `soak` and `cpu-check`, it measures and never asserts: targets live in the issues and the
 //! figures go in the notes.
 //! The machines are noisy, so every figure is a median over several rounds or a percentile over
 //! many requests, and the harness says how many.
@@ -52,6 +64,7 @@ mod auth;
 mod cpu;
 mod docker;
 mod events;
+mod floor;
 mod groups;
 mod http;
 mod mcp;
@@ -80,17 +93,24 @@ fn main() -> anyhow::Result<()> {
         "docker" => docker::run(),
         "load" => load(),
         "cpu" => cpu::run(),
+        "floor" => floor::run(),
+        "cpu-check" => floor::check(),
         "soak" => soak::run_scenario(),
         other => bail!(
-            "unknown scenario `{other}`; the scenarios are: control-plane, data-plane, groups, auth, events, ratelimit, docker, load, cpu, soak"
+            "unknown scenario `{other}`; the scenarios are: control-plane, data-plane, groups, auth, events, ratelimit, docker, load, cpu, floor, cpu-check, soak"
         ),
     }
 }
 
-/// The release binaries sit beside this harness's own executable.
+/// The release binaries sit beside this harness's own executable, or in the folder
+/// `MCPGW_BENCH_BINARIES` names (CI's `cpu-check` drives release binaries with a debug build of
+/// this harness: the figures it checks are the gateway's own CPU time, which the client's
+/// build does not change).
 fn sibling_binary(name: &str) -> anyhow::Result<PathBuf> {
-    let current = std::env::current_exe()?;
-    let path = current.with_file_name(name);
+    let path = match std::env::var_os("MCPGW_BENCH_BINARIES") {
+        Some(folder) => PathBuf::from(folder).join(name),
+        None => std::env::current_exe()?.with_file_name(name),
+    };
     if !path.is_file() {
         bail!(
             "{} is missing; build it first: cargo build --release -p mcpgw -p mcpgw-fixtures",
@@ -123,7 +143,18 @@ fn start_gateway_with_env(
     data_dir: &Path,
     env: &[(&str, &str)],
 ) -> anyhow::Result<Gateway> {
-    let mut child = Command::new(binary)
+    start_gateway_in(Command::new(binary), config, data_dir, env)
+}
+
+/// Starts the gateway with `command`: the gateway binary, or a tool that runs it (valgrind)
+/// with the binary as its last argument so far.
+fn start_gateway_in(
+    mut command: Command,
+    config: &Path,
+    data_dir: &Path,
+    env: &[(&str, &str)],
+) -> anyhow::Result<Gateway> {
+    let mut child = command
         .args(["--http", "--port", "0", "--config"])
         .arg(config)
         .arg("--data-dir")
@@ -163,14 +194,67 @@ fn start_gateway_with_env(
 /// A gateway whose one server, `fx`, is the fixture server over stdio; `work` holds its
 /// configuration file and data directory.
 fn start_gateway_with_fixture(work: &Path) -> anyhow::Result<Gateway> {
+    start_gateway_with(work, Upstream::RustFixture)
+}
+
+/// The upstream MCP server of the CPU and floor scenarios, over stdio.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Upstream {
+    /// The Rust fixture server: almost no cost per call, so the gateway's own cost shows.
+    RustFixture,
+    /// The official Python SDK's server (`tests/python/sdk_server.py`), in the Python of the
+    /// test environment (`.venv-test`, made by scripts/install-test-deps.sh) or the one
+    /// `MCPGW_BENCH_PYTHON` names.
+    PythonSdk,
+}
+
+impl Upstream {
+    pub fn label(self) -> &'static str {
+        match self {
+            Upstream::RustFixture => "the Rust fixture server",
+            Upstream::PythonSdk => "the Python SDK's server",
+        }
+    }
+
+    /// The command that starts it, as a YAML flow sequence.
+    fn command(self) -> anyhow::Result<String> {
+        let quoted = |path: &Path| format!("\"{}\"", path.display());
+        match self {
+            Upstream::RustFixture => Ok(format!(
+                "[{}]",
+                quoted(&sibling_binary("mcpgw-fixture-server")?)
+            )),
+            Upstream::PythonSdk => {
+                let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+                let python = std::env::var_os("MCPGW_BENCH_PYTHON")
+                    .map_or_else(|| root.join(".venv-test/bin/python"), PathBuf::from);
+                let script = root.join("tests/python/sdk_server.py");
+                if !python.is_file() {
+                    bail!(
+                        "{} is missing: run scripts/install-test-deps.sh, or name a Python with the MCP SDK in MCPGW_BENCH_PYTHON",
+                        python.display()
+                    );
+                }
+                Ok(format!(
+                    "[{}, {}, \"stdio\"]",
+                    quoted(&python),
+                    quoted(&script)
+                ))
+            }
+        }
+    }
+}
+
+/// A gateway whose one server, `fx`, is `upstream` over stdio; `work` holds its configuration
+/// file and data directory.
+fn start_gateway_with(work: &Path, upstream: Upstream) -> anyhow::Result<Gateway> {
     let gateway_binary = sibling_binary("mcpgw")?;
-    let fixture = sibling_binary("mcpgw-fixture-server")?;
     let config = work.join("gateway.yaml");
     std::fs::write(
         &config,
         format!(
-            "mcp_servers:\n  fx:\n    mode: subprocess\n    command: [\"{}\"]\n",
-            fixture.display()
+            "mcp_servers:\n  fx:\n    mode: subprocess\n    command: {}\n",
+            upstream.command()?
         ),
     )?;
     start_gateway(&gateway_binary, &config, &work.join("data"))
@@ -189,33 +273,21 @@ fn rss_kib(pid: u32) -> anyhow::Result<u64> {
         .parse()?)
 }
 
-fn control_plane() -> anyhow::Result<()> {
-    const SERVERS: usize = 1000;
-    let gateway_binary = sibling_binary("mcpgw")?;
-    let fixture = sibling_binary("mcpgw-fixture-server")?;
-    let work = tempfile::tempdir()?;
-    let config = work.path().join("gateway.yaml");
-    // Probing is off: the figures are those of a gateway with 1,000 servers registered, none
-    // started.
-    let mut yaml = String::from("probe_tools: false\nmcp_servers:\n");
-    for index in 0..SERVERS {
-        yaml.push_str(&format!(
-            "  server-{index:04}:\n    mode: subprocess\n    command: [\"{}\"]\n    description: bench server {index}\n",
-            fixture.display()
-        ));
-    }
-    std::fs::write(&config, yaml)?;
-
-    println!("# control plane: {SERVERS} registered servers (none started)");
-
-    // Time from exec to a ready probe, median of several fresh starts.
+/// The time from exec to `/health/ready` answering 200, for each of `starts` fresh starts of
+/// the gateway on `config` (each with a data directory of its own under `work`).
+fn exec_to_ready(
+    gateway_binary: &Path,
+    config: &Path,
+    work: &Path,
+    starts: usize,
+) -> anyhow::Result<Vec<Duration>> {
     let mut ready_times = Vec::new();
-    for round in 0..7 {
-        let data_dir = work.path().join(format!("data-ready-{round}"));
+    for round in 0..starts {
+        let data_dir = work.join(format!("data-ready-{round}"));
         let started = Instant::now();
-        let mut child = Command::new(&gateway_binary)
+        let mut child = Command::new(gateway_binary)
             .args(["--http", "--port", "0", "--config"])
-            .arg(&config)
+            .arg(config)
             .arg("--data-dir")
             .arg(&data_dir)
             .env("MCP_LOG", "warn")
@@ -250,6 +322,36 @@ fn control_plane() -> anyhow::Result<()> {
         let _ = child.kill();
         let _ = child.wait();
     }
+    Ok(ready_times)
+}
+
+/// A configuration of `servers` registered fixture servers, none started (probing is off).
+fn registered_servers_config(fixture: &Path, servers: usize) -> String {
+    let mut yaml = String::from("probe_tools: false\nmcp_servers:\n");
+    for index in 0..servers {
+        yaml.push_str(&format!(
+            "  server-{index:04}:\n    mode: subprocess\n    command: [\"{}\"]\n    description: bench server {index}\n",
+            fixture.display()
+        ));
+    }
+    yaml
+}
+
+fn control_plane() -> anyhow::Result<()> {
+    const SERVERS: usize = 1000;
+    let gateway_binary = sibling_binary("mcpgw")?;
+    let fixture = sibling_binary("mcpgw-fixture-server")?;
+    let work = tempfile::tempdir()?;
+    let config = work.path().join("gateway.yaml");
+    // Probing is off: the figures are those of a gateway with 1,000 servers registered, none
+    // started.
+    let yaml = registered_servers_config(&fixture, SERVERS);
+    std::fs::write(&config, yaml)?;
+
+    println!("# control plane: {SERVERS} registered servers (none started)");
+
+    // Time from exec to a ready probe, median of several fresh starts.
+    let mut ready_times = exec_to_ready(&gateway_binary, &config, work.path(), 7)?;
     println!(
         "exec -> /health/ready 200: median {:.1} ms (min {:.1} ms, {} starts)",
         stats::millis(stats::median(&mut ready_times)),
@@ -364,9 +466,11 @@ struct CallFigures {
     calls_per_second_c16: f64,
 }
 
-fn measure_calls(url: &str, tool: &str) -> anyhow::Result<CallFigures> {
+/// p50 and p99 of 2,000 calls of `tool` back to back on one client, then calls/s of 16
+/// clients making 1,000 calls each, all in `era`.
+fn measure_calls(url: &str, tool: &str, era: mcp::Era) -> anyhow::Result<CallFigures> {
     let params = format!(r#"{{"name":"{tool}","arguments":{{"text":"hello"}}}}"#);
-    let mut client = mcp::McpClient::connect(url)?;
+    let mut client = mcp::McpClient::connect_era(url, era)?;
     for _ in 0..200 {
         client.request("tools/call", &params)?;
     }
@@ -389,7 +493,7 @@ fn measure_calls(url: &str, tool: &str) -> anyhow::Result<CallFigures> {
             let url = url.to_owned();
             let params = params.clone();
             std::thread::spawn(move || -> anyhow::Result<()> {
-                let mut client = mcp::McpClient::connect(&url)?;
+                let mut client = mcp::McpClient::connect_era(&url, era)?;
                 for _ in 0..per_client {
                     client.request("tools/call", &params)?;
                 }
@@ -407,6 +511,63 @@ fn measure_calls(url: &str, tool: &str) -> anyhow::Result<CallFigures> {
         p50,
         p99,
         calls_per_second_c16,
+    })
+}
+
+/// Rounds of [`data_plane_rounds`]: alternating the two paths, so that machine noise hits both
+/// alike.
+const DATA_PLANE_ROUNDS: usize = 5;
+
+/// The medians over the rounds of one era's data-plane figures.
+struct DataPlaneFigures {
+    added_p50: Duration,
+    gateway_p50: Duration,
+    gateway_p99: Duration,
+    /// Calls/s at c=16 through the gateway over calls/s directly, each ratio taken within its
+    /// round.
+    throughput_ratio: f64,
+}
+
+/// [`DATA_PLANE_ROUNDS`] rounds of [`measure_calls`] directly and through the gateway in `era`
+/// (`fx__echo` through the gateway, `echo` directly), printing each round when `verbose`.
+fn data_plane_rounds(
+    direct_url: &str,
+    gateway_url: &str,
+    era: mcp::Era,
+    verbose: bool,
+) -> anyhow::Result<DataPlaneFigures> {
+    let mut added = Vec::new();
+    let mut p50s = Vec::new();
+    let mut p99s = Vec::new();
+    let mut ratios = Vec::new();
+    for round in 1..=DATA_PLANE_ROUNDS {
+        let direct_figures = measure_calls(direct_url, "echo", era)?;
+        let gateway_figures = measure_calls(gateway_url, "fx__echo", era)?;
+        let added_p50 = gateway_figures.p50.saturating_sub(direct_figures.p50);
+        let ratio = gateway_figures.calls_per_second_c16 / direct_figures.calls_per_second_c16;
+        if verbose {
+            println!(
+                "round {round}: direct c=1 p50 {:.3} ms p99 {:.3} ms, c=16 {:.0}/s | gateway c=1 p50 {:.3} ms p99 {:.3} ms, c=16 {:.0}/s | added p50 {:.3} ms, ratio {:.0}%",
+                stats::millis(direct_figures.p50),
+                stats::millis(direct_figures.p99),
+                direct_figures.calls_per_second_c16,
+                stats::millis(gateway_figures.p50),
+                stats::millis(gateway_figures.p99),
+                gateway_figures.calls_per_second_c16,
+                stats::millis(added_p50),
+                100.0 * ratio
+            );
+        }
+        added.push(added_p50);
+        p50s.push(gateway_figures.p50);
+        p99s.push(gateway_figures.p99);
+        ratios.push(ratio);
+    }
+    Ok(DataPlaneFigures {
+        added_p50: stats::median(&mut added),
+        gateway_p50: stats::median(&mut p50s),
+        gateway_p99: stats::median(&mut p99s),
+        throughput_ratio: cpu::median(&mut ratios),
     })
 }
 
@@ -443,36 +604,18 @@ fn data_plane() -> anyhow::Result<()> {
     println!(
         "(direct: the fixture server over Streamable HTTP; gateway: /mcp -> the fixture over stdio)"
     );
-    // Rounds alternate between the two paths so that machine noise hits both alike; the
-    // figures are the medians over the rounds, and each ratio is taken within its round.
-    const ROUNDS: usize = 5;
-    let mut added = Vec::new();
-    let mut ratios = Vec::new();
-    for round in 1..=ROUNDS {
-        let direct_figures = measure_calls(&direct_url, "echo")?;
-        let gateway_figures = measure_calls(&gateway_url, "fx__echo")?;
-        let added_p50 = gateway_figures.p50.saturating_sub(direct_figures.p50);
-        let ratio = gateway_figures.calls_per_second_c16 / direct_figures.calls_per_second_c16;
+    for era in mcp::Era::BOTH {
+        println!("## {}", era.label());
+        let figures = data_plane_rounds(&direct_url, &gateway_url, era, true)?;
         println!(
-            "round {round}: direct c=1 p50 {:.3} ms p99 {:.3} ms, c=16 {:.0}/s | gateway c=1 p50 {:.3} ms p99 {:.3} ms, c=16 {:.0}/s | added p50 {:.3} ms, ratio {:.0}%",
-            stats::millis(direct_figures.p50),
-            stats::millis(direct_figures.p99),
-            direct_figures.calls_per_second_c16,
-            stats::millis(gateway_figures.p50),
-            stats::millis(gateway_figures.p99),
-            gateway_figures.calls_per_second_c16,
-            stats::millis(added_p50),
-            100.0 * ratio
+            "median over {} rounds: added p50 latency {:.3} ms (gateway p50 {:.3} ms, p99 {:.3} ms); throughput at c=16 {:.0}% of direct",
+            DATA_PLANE_ROUNDS,
+            stats::millis(figures.added_p50),
+            stats::millis(figures.gateway_p50),
+            stats::millis(figures.gateway_p99),
+            100.0 * figures.throughput_ratio
         );
-        added.push(added_p50);
-        ratios.push(ratio);
     }
-    ratios.sort_by(f64::total_cmp);
-    println!(
-        "median over {ROUNDS} rounds: added p50 latency {:.3} ms; throughput at c=16 {:.0}% of direct",
-        stats::millis(stats::median(&mut added)),
-        100.0 * ratios[ROUNDS / 2]
-    );
     let _ = direct.kill();
     let _ = direct.wait();
 

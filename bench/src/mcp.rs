@@ -1,10 +1,42 @@
-//! A minimal MCP Streamable HTTP client (protocol 2025-11-25, with a session) over the
-//! keep-alive HTTP client, so that what is measured is the server, not a heavy client.
+//! A minimal MCP Streamable HTTP client over one keep-alive connection, so that what is
+//! measured is the server, not a heavy client. It speaks either era of the protocol: 2025-11-25
+//! with `initialize` and a session, or 2026-07-28, where every request stands alone and carries
+//! the era's headers and `_meta`.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 
 use anyhow::{Context, bail};
+
+/// The protocol era a client speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Era {
+    /// 2025-11-25: `initialize`, then requests on the session it opened.
+    Session,
+    /// 2026-07-28: no handshake; each request names the era in its headers and `_meta`.
+    Stateless,
+}
+
+impl Era {
+    pub const BOTH: [Era; 2] = [Era::Session, Era::Stateless];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Era::Session => "session era (2025-11-25)",
+            Era::Stateless => "stateless era (2026-07-28)",
+        }
+    }
+
+    pub fn short(self) -> &'static str {
+        match self {
+            Era::Session => "session",
+            Era::Stateless => "stateless",
+        }
+    }
+}
+
+/// The `_meta` every 2026-07-28 request carries.
+const STATELESS_META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"mcpgw-bench","version":"0"}}"#;
 
 pub struct McpClient {
     reader: BufReader<TcpStream>,
@@ -15,6 +47,7 @@ pub struct McpClient {
     next_id: u64,
     /// One more header line sent with every request (`X-API-Key: ...`), without the CRLF.
     extra_header: Option<String>,
+    era: Era,
 }
 
 /// Splits `http://host:port/path` into its address and path.
@@ -32,6 +65,15 @@ impl McpClient {
 
     /// Connects with `header` (`Name: value`) on every request, and runs the handshake.
     pub fn connect_with_header(url: &str, header: Option<&str>) -> anyhow::Result<Self> {
+        Self::connect_in(url, header, Era::Session)
+    }
+
+    /// Connects in `era`: runs the handshake of the session era; the stateless era has none.
+    pub fn connect_era(url: &str, era: Era) -> anyhow::Result<Self> {
+        Self::connect_in(url, None, era)
+    }
+
+    fn connect_in(url: &str, header: Option<&str>, era: Era) -> anyhow::Result<Self> {
         let (address, path) = split_url(url)?;
         let stream = TcpStream::connect(&address)?;
         stream.set_nodelay(true)?;
@@ -43,10 +85,17 @@ impl McpClient {
             session: None,
             next_id: 1,
             extra_header: header.map(str::to_owned),
+            era,
         };
+        if era == Era::Stateless {
+            return Ok(client);
+        }
         let initialize = r#"{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"mcpgw-bench","version":"0"}}"#;
         client.request("initialize", initialize)?;
-        client.post(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)?;
+        client.post(
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            None,
+        )?;
         Ok(client)
     }
 
@@ -54,16 +103,39 @@ impl McpClient {
     pub fn request(&mut self, method: &str, params: &str) -> anyhow::Result<String> {
         let id = self.next_id;
         self.next_id += 1;
-        let body =
-            format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{params}}}"#);
-        let response = self.post(&body)?;
+        let response = match self.era {
+            Era::Session => {
+                let body = format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{params}}}"#
+                );
+                self.post(&body, None)?
+            }
+            Era::Stateless => {
+                // The params object gains the era's `_meta` as its first member.
+                let rest = params
+                    .trim_start()
+                    .strip_prefix('{')
+                    .context("params must be a JSON object")?;
+                let separator = if rest.trim_start().starts_with('}') {
+                    ""
+                } else {
+                    ","
+                };
+                let body = format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{{{STATELESS_META}{separator}{rest}}}"#
+                );
+                self.post(&body, Some((method, params)))?
+            }
+        };
         if response.contains(r#""error""#) && !response.contains(r#""result""#) {
             bail!("{method} failed: {response}");
         }
         Ok(response)
     }
 
-    fn post(&mut self, body: &str) -> anyhow::Result<String> {
+    /// POSTs `body`; `stateless` holds the method and params of a 2026-07-28 request, whose
+    /// headers name them.
+    fn post(&mut self, body: &str, stateless: Option<(&str, &str)>) -> anyhow::Result<String> {
         let mut head = format!(
             "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
             self.path,
@@ -78,6 +150,14 @@ impl McpClient {
             head.push_str(&format!(
                 "Mcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n"
             ));
+        }
+        if let Some((method, params)) = stateless {
+            head.push_str(&format!(
+                "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: {method}\r\n"
+            ));
+            if let Some(name) = name_of(params) {
+                head.push_str(&format!("Mcp-Name: {name}\r\n"));
+            }
         }
         head.push_str("\r\n");
         self.writer.write_all(head.as_bytes())?;
@@ -142,4 +222,11 @@ impl McpClient {
             .unwrap_or(text);
         Ok(json)
     }
+}
+
+/// The `name` member of a request's params (a tool or prompt), for the `Mcp-Name` header.
+fn name_of(params: &str) -> Option<String> {
+    let start = params.find(r#""name":""#)? + r#""name":""#.len();
+    let end = params[start..].find('"')? + start;
+    Some(params[start..end].to_owned())
 }

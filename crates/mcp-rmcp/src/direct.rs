@@ -7,10 +7,18 @@
 //! `tools/call` request without a progress token. It parses only what routing needs (the id,
 //! the tool name and the arguments), calls the [`McpFrontend`] on the request's own task and
 //! answers `application/json`, which the Streamable HTTP transport allows for any request.
+//! It answers the common 2026-07-28 call the same way: a stateless POST whose body is one
+//! `tools/call` carrying the era's `_meta` (protocol version and client capabilities, client
+//! information optional) and nothing that needs rmcp's streams or checks (answers to a previous round,
+//! request state, a progress token, a log level, tasks, `Mcp-Param-*` headers), with
+//! `Mcp-Method` and `Mcp-Name` headers that match the body. Its answer is built by the same
+//! code as on rmcp's path ([`crate::GatewayMcpServer`]), so input-required results and their
+//! sealed state are identical; only the round trips through rmcp's typed messages, its
+//! per-request service and its event stream are gone.
 //! Everything else (initialize, lists, notifications, progress-reporting calls, batches,
-//! 2026-07-28 stateless requests, anything malformed) goes to rmcp unchanged, and so does any
-//! request that fails a check here: rmcp then gives the precise answer (404 for an unknown
-//! session, 406, 415, ...).
+//! anything malformed) goes to rmcp unchanged, and so does any request that fails a check
+//! here: rmcp then gives the precise answer (404 for an unknown session, 400 for headers that
+//! contradict the body, 406, 415, ...).
 //!
 //! The tool's result is passed on as the upstream wrote it (only `isError` is set for a tool
 //! error and an empty `content` is added when the result has none), so fields and content
@@ -43,10 +51,19 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::http_service::McpHttpBody;
-use crate::server::jsonrpc_error;
+use crate::server::{GatewayMcpServer, jsonrpc_error};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const PROTOCOL_HEADER: &str = "mcp-protocol-version";
+const METHOD_HEADER: &str = "mcp-method";
+const NAME_HEADER: &str = "mcp-name";
+
+/// The stateless protocol revision the direct path serves.
+const STATELESS_VERSION: &str = "2026-07-28";
+/// The `_meta` keys of a 2026-07-28 request.
+const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 
 /// The protocol revisions with `initialize` and sessions. A request that names another one
 /// (2026-07-28 and later carry per-request headers that rmcp validates) goes to rmcp.
@@ -79,6 +96,8 @@ impl TrackedSession {
 /// The direct path and the session tracker of one MCP endpoint.
 pub(crate) struct DirectCalls {
     frontend: Arc<dyn McpFrontend>,
+    /// The endpoint's handler, which answers 2026-07-28 calls as rmcp's path would.
+    server: GatewayMcpServer,
     sessions: Arc<LocalSessionManager>,
     shutdown: CancellationToken,
     idle_timeout: Option<Duration>,
@@ -111,6 +130,22 @@ struct CallParams {
     /// A task-augmented call (the tasks extension) is rmcp's to answer.
     #[serde(default)]
     task: Option<serde::de::IgnoredAny>,
+}
+
+/// The params of a 2026-07-28 `tools/call`. The fields that make it rmcp's are only noticed.
+#[derive(Deserialize)]
+struct StatelessCallParams {
+    name: String,
+    #[serde(default)]
+    arguments: Option<Map<String, Value>>,
+    #[serde(rename = "_meta")]
+    meta: Map<String, Value>,
+    #[serde(default)]
+    task: Option<serde::de::IgnoredAny>,
+    #[serde(default, rename = "inputResponses")]
+    input_responses: Option<serde::de::IgnoredAny>,
+    #[serde(default, rename = "requestState")]
+    request_state: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Deserialize)]
@@ -149,6 +184,7 @@ impl Drop for InFlightGuard {
 impl DirectCalls {
     pub(crate) fn new(
         frontend: Arc<dyn McpFrontend>,
+        server: GatewayMcpServer,
         sessions: Arc<LocalSessionManager>,
         shutdown: CancellationToken,
         idle_timeout: Option<Duration>,
@@ -156,6 +192,7 @@ impl DirectCalls {
     ) -> Arc<Self> {
         Arc::new(Self {
             frontend,
+            server,
             sessions,
             shutdown,
             idle_timeout,
@@ -309,7 +346,10 @@ impl DirectCalls {
             return None;
         }
         let headers = request.headers();
-        let session = headers.get(SESSION_HEADER)?.to_str().ok()?;
+        let Some(session) = headers.get(SESSION_HEADER) else {
+            return self.try_answer_stateless(request).await;
+        };
+        let session = session.to_str().ok()?;
         if let Some(version) = headers.get(PROTOCOL_HEADER) {
             let version = version.to_str().ok()?;
             if !SESSION_ERA_VERSIONS.contains(&version) {
@@ -374,6 +414,75 @@ impl DirectCalls {
         }
     }
 
+    /// Answers a 2026-07-28 `tools/call` the direct path serves (see the module's
+    /// documentation); `None` hands the request to rmcp.
+    async fn try_answer_stateless(
+        &self,
+        request: &http::Request<Bytes>,
+    ) -> Option<http::Response<McpHttpBody>> {
+        let headers = request.headers();
+        if only_value(headers, PROTOCOL_HEADER)? != STATELESS_VERSION
+            || only_value(headers, METHOD_HEADER)? != "tools/call"
+            || headers
+                .keys()
+                .any(|name| name.as_str().starts_with("mcp-param-"))
+            || !accepts_json_and_sse(headers)
+            || !is_json(headers)
+        {
+            return None;
+        }
+        let incoming: Incoming<'_> = serde_json::from_slice(request.body()).ok()?;
+        let id = incoming.id.filter(|id| is_valid_id(id))?;
+        if incoming.jsonrpc != "2.0" || incoming.method != "tools/call" {
+            return None;
+        }
+        let params: StatelessCallParams = serde_json::from_str(incoming.params?.get()).ok()?;
+        if params.task.is_some()
+            || params.input_responses.is_some()
+            || params.request_state.is_some()
+            || only_value(headers, NAME_HEADER)? != params.name
+        {
+            return None;
+        }
+        let capabilities = stateless_capabilities(&params.meta)?;
+        if self.server.takes_param_headers(&params.name) {
+            return None;
+        }
+        let caller = request
+            .extensions()
+            .get::<Caller>()
+            .cloned()
+            .unwrap_or_default();
+        // The call runs in its own task, which sees the client hang up as a cancellation (the
+        // guard fires when this future is dropped) instead of vanishing mid-request.
+        let caller_gone = CancellationToken::new();
+        let hang_up = caller_gone.clone().drop_guard();
+        let server = self.server.clone();
+        let StatelessCallParams {
+            name, arguments, ..
+        } = params;
+        let task = tokio::spawn(async move {
+            server
+                .call_tool_stateless(&caller, &name, arguments, capabilities, caller_gone)
+                .await
+        });
+        let outcome = task.await.unwrap_or_else(|error| {
+            tracing::error!(%error, "a tool call ended inside the gateway without an answer");
+            Err(rmcp::model::ErrorData::internal_error(
+                "the gateway failed while running the call; see its log",
+                None,
+            ))
+        });
+        hang_up.disarm();
+        let status = match &outcome {
+            Err(error) => stateless_error_status(error.code),
+            Ok(_) => http::StatusCode::OK,
+        };
+        let mut response = reply(id, outcome);
+        *response.status_mut() = status;
+        Some(response)
+    }
+
     async fn session_exists(&self, session: &str) -> bool {
         let id: SessionId = Arc::from(session);
         self.sessions.has_session(&id).await.unwrap_or(false)
@@ -418,7 +527,7 @@ impl DirectCalls {
             frontend
                 .call_tool(&caller, &name, arguments, ctx)
                 .await
-                .map(result_json)
+                .map(|outcome| result_json(outcome, Era::Session))
                 .map_err(|error| jsonrpc_error(error, ErrorCode::INVALID_PARAMS))
         });
         let outcome = task.await.unwrap_or_else(|error| {
@@ -498,6 +607,61 @@ fn needs_rmcp(meta: &Map<String, Value>) -> bool {
         .any(|key| key == "progressToken" || key.starts_with("io.modelcontextprotocol/"))
 }
 
+/// The one value of header `name`; `None` when it is absent, repeated or not text.
+fn only_value<'h>(headers: &'h http::HeaderMap, name: &str) -> Option<&'h str> {
+    let mut values = headers.get_all(name).iter();
+    let value = values.next()?;
+    if values.next().is_some() {
+        return None;
+    }
+    value.to_str().ok()
+}
+
+/// What the client of a 2026-07-28 request declared it can be asked, when its `_meta` is one
+/// the direct path serves: the era's version and capabilities (and client information, when
+/// given) well formed, and nothing that needs rmcp (a progress token, a log level, other
+/// protocol keys, declared extensions such as tasks).
+fn stateless_capabilities(meta: &Map<String, Value>) -> Option<mcpgw_core::RelayCapabilities> {
+    if meta.get(META_VERSION)?.as_str()? != STATELESS_VERSION {
+        return None;
+    }
+    // The client's information is optional; anything but an object is rmcp's to judge.
+    if meta
+        .get(META_CLIENT_INFO)
+        .is_some_and(|info| !info.is_object())
+    {
+        return None;
+    }
+    let capabilities = meta.get(META_CAPABILITIES)?;
+    if capabilities.as_object()?.contains_key("extensions") {
+        return None;
+    }
+    let other = meta.keys().any(|key| {
+        key == "progressToken"
+            || (key.starts_with("io.modelcontextprotocol/")
+                && ![META_VERSION, META_CLIENT_INFO, META_CAPABILITIES].contains(&key.as_str()))
+    });
+    if other {
+        return None;
+    }
+    Some(mcpgw_core::RelayCapabilities::from_client_capabilities(
+        capabilities,
+    ))
+}
+
+/// The HTTP status of a 2026-07-28 error answer, as rmcp gives it: 400 for a request the
+/// protocol refuses, 404 for an unknown method, 200 for the rest (a tool's own failure, an
+/// unknown tool).
+fn stateless_error_status(code: ErrorCode) -> http::StatusCode {
+    match code {
+        ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
+        | ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
+        | ErrorCode::HEADER_MISMATCH => http::StatusCode::BAD_REQUEST,
+        ErrorCode::METHOD_NOT_FOUND => http::StatusCode::NOT_FOUND,
+        _ => http::StatusCode::OK,
+    }
+}
+
 /// JSON-RPC ids are strings or numbers.
 fn is_valid_id(id: &RawValue) -> bool {
     matches!(id.get().as_bytes().first(), Some(b'"' | b'-' | b'0'..=b'9'))
@@ -513,10 +677,20 @@ fn canonical_id(id: &RawValue) -> Option<String> {
     }
 }
 
+/// The protocol era of a call the direct path answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Era {
+    /// `initialize` and a session (2025-11-25 and before).
+    Session,
+    /// Stateless requests (2026-07-28).
+    Stateless,
+}
+
 /// The upstream's result as the client gets it: as written, with `isError` set for a tool
 /// error and an empty `content` when the result has no content of any kind. `resultType` is a
-/// 2026-07-28 field that sessions' clients do not know.
-fn result_json(outcome: ToolCallOutcome) -> Value {
+/// 2026-07-28 field: sessions' clients do not know it, stateless clients require it
+/// (`complete` unless the server said otherwise).
+pub(crate) fn result_json(outcome: ToolCallOutcome, era: Era) -> Value {
     let ToolCallOutcome {
         mut result,
         is_error,
@@ -525,7 +699,16 @@ fn result_json(outcome: ToolCallOutcome) -> Value {
         result = Value::Object(Map::new());
     }
     if let Some(object) = result.as_object_mut() {
-        object.remove("resultType");
+        match era {
+            Era::Session => {
+                object.remove("resultType");
+            }
+            Era::Stateless => {
+                object
+                    .entry("resultType")
+                    .or_insert_with(|| Value::String("complete".to_owned()));
+            }
+        }
         if !["content", "structuredContent"]
             .iter()
             .any(|key| object.contains_key(*key))
@@ -627,18 +810,30 @@ mod tests {
             is_error: true,
         };
         assert_eq!(
-            result_json(outcome),
+            result_json(outcome.clone(), Era::Session),
             serde_json::json!({
                 "content": [{"type": "future-block", "x": 1}],
                 "extra": true,
                 "isError": true
             })
         );
+        // Stateless clients keep the server's `resultType`, or get `complete`.
+        assert_eq!(
+            result_json(outcome, Era::Stateless)["resultType"],
+            "complete"
+        );
         let empty = ToolCallOutcome {
             result: serde_json::json!({}),
             is_error: false,
         };
-        assert_eq!(result_json(empty), serde_json::json!({"content": []}));
+        assert_eq!(
+            result_json(empty.clone(), Era::Session),
+            serde_json::json!({"content": []})
+        );
+        assert_eq!(
+            result_json(empty, Era::Stateless),
+            serde_json::json!({"content": [], "resultType": "complete"})
+        );
     }
 
     #[test]

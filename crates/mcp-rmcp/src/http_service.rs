@@ -156,6 +156,7 @@ pub fn streamable_http_handler(
     // does not see the calls answered on the direct path.
     sessions.session_config.keep_alive = None;
     let sessions = Arc::new(sessions);
+    let direct_server = prototype.for_new_connection();
     let service = StreamableHttpService::new(
         move || Ok(prototype.for_new_connection()),
         Arc::clone(&sessions),
@@ -163,6 +164,7 @@ pub fn streamable_http_handler(
     );
     let direct = DirectCalls::new(
         frontend,
+        direct_server,
         Arc::clone(&sessions),
         settings.shutdown.clone(),
         settings.session_idle_timeout,

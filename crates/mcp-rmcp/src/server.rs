@@ -75,6 +75,7 @@ use rmcp::service::{
 };
 use rmcp::{ServerHandler, ServiceExt};
 
+use crate::direct::Era;
 use crate::input_required::{ParkedCalls, Retry, Round};
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -235,7 +236,13 @@ struct Shared {
     /// The last tool list converted to rmcp's type, keyed by the front end's `Arc`: paging
     /// through a large list converts it once, not once per page.
     converted_tools: Mutex<Option<ConvertedTools>>,
+    /// The tools whose input schemas name `Mcp-Param-*` headers, for the front end's list
+    /// (keyed by its `Arc`) as an anonymous caller sees it.
+    header_tools: Mutex<Option<HeaderTools>>,
 }
+
+/// A front-end tool list and the names of its tools whose schemas name `Mcp-Param-*` headers.
+type HeaderTools = (Arc<Vec<Tool>>, std::collections::HashSet<String>);
 
 /// A front-end tool list and the same list in rmcp's type.
 struct ConvertedTools {
@@ -317,6 +324,7 @@ impl GatewayMcpServer {
                 parked,
                 settings,
                 converted_tools: Mutex::new(None),
+                header_tools: Mutex::new(None),
             }),
             connection: ConnectionLifetime::new(),
         }
@@ -392,6 +400,106 @@ impl GatewayMcpServer {
             log_level,
         )
         .await
+    }
+
+    /// A 2026-07-28 `tools/call` that the direct path serves (see [`crate::direct`]): the first
+    /// round of a call whose request has no answers, no request state, no progress token and
+    /// no log level, and whose client does not take tasks. A client that can be asked
+    /// something (`capabilities`) gets what its server asks as an input-required result,
+    /// exactly as on rmcp's path; `caller_gone` is cancelled when the client hangs up. Answers
+    /// the JSON-RPC `result`: a tool's result as its server wrote it (with `resultType`), an
+    /// input-required result or a task as rmcp's path writes them.
+    pub(crate) async fn call_tool_stateless(
+        &self,
+        caller: &Caller,
+        name: &str,
+        arguments: Option<rmcp::model::JsonObject>,
+        capabilities: RelayCapabilities,
+        caller_gone: CancellationToken,
+    ) -> Result<Value, ErrorData> {
+        let retry = Retry {
+            kind: "tool",
+            name,
+            principal: caller.principal.as_deref(),
+        };
+        let input = Some(InputRound::default());
+        let round = if capabilities.answers_requests() {
+            let (relay, relayed) =
+                ClientRelay::stateless_channel(RelaySession::new(), capabilities);
+            let cancel = CancellationToken::new();
+            let ctx = CallContext {
+                cancellation: cancel.clone(),
+                progress: None,
+                principal: caller.principal.clone(),
+                relay: Some(relay),
+                input,
+                tasks: false,
+            };
+            let frontend = Arc::clone(&self.shared.frontend);
+            let (call_caller, call_name) = (caller.clone(), name.to_owned());
+            // As on rmcp's path, the call outlives this request when its server asks something.
+            let call = tokio::spawn(async move {
+                frontend
+                    .call_tool(&call_caller, &call_name, arguments, ctx)
+                    .await
+            });
+            self.shared
+                .parked
+                .start(
+                    caller.principal.clone(),
+                    call,
+                    relayed,
+                    cancel,
+                    &caller_gone,
+                    None,
+                )
+                .await?
+        } else {
+            let ctx = CallContext {
+                cancellation: caller_gone,
+                progress: None,
+                principal: caller.principal.clone(),
+                relay: None,
+                input,
+                tasks: false,
+            };
+            Round::Done(
+                self.frontend()
+                    .call_tool(caller, name, arguments, ctx)
+                    .await,
+            )
+        };
+        match round {
+            // A result is passed on as its server wrote it, as on the session era's direct path.
+            Round::Done(Ok(outcome)) if !outcome.is_input_required() && !outcome.is_task() => {
+                Ok(crate::direct::result_json(outcome, Era::Stateless))
+            }
+            round => {
+                let response = self.round_response(round, &retry)?;
+                serde_json::to_value(rmcp::model::ServerResult::from(response))
+                    .map_err(|error| relay_error("tool result", &error))
+            }
+        }
+    }
+
+    /// Whether 2026-07-28 calls of `name` must carry `Mcp-Param-*` headers, which rmcp checks
+    /// against the tool's input schema (`x-mcp-header` annotations): such calls go to rmcp.
+    /// Like rmcp's own check, it looks at the list an anonymous caller sees.
+    pub(crate) fn takes_param_headers(&self, name: &str) -> bool {
+        let tools = self.frontend().tools(&Caller::default());
+        let mut cache = lock(&self.shared.header_tools);
+        let annotated = match cache.as_ref() {
+            Some((source, annotated)) if Arc::ptr_eq(source, &tools) => annotated,
+            _ => {
+                let annotated = tools
+                    .iter()
+                    .filter(|tool| mentions_param_headers(&tool.input_schema))
+                    .map(|tool| tool.name.clone())
+                    .collect();
+                &cache.insert((tools, annotated)).1
+            }
+        };
+        annotated.contains(name)
     }
 
     /// Runs a `prompts/get` or `resources/read` (`what`: the kind and the name or URI) with
@@ -977,6 +1085,18 @@ fn input_required_response(json: Value) -> Result<CallToolResponse, ErrorData> {
     serde_json::from_value::<InputRequiredResult>(json)
         .map(CallToolResponse::InputRequired)
         .map_err(|error| relay_error("input-required result", &error))
+}
+
+/// Whether a schema has an `x-mcp-header` annotation anywhere (2026-07-28 `Mcp-Param-*`
+/// headers).
+fn mentions_param_headers(schema: &Value) -> bool {
+    match schema {
+        Value::Object(object) => object
+            .iter()
+            .any(|(key, value)| key == "x-mcp-header" || mentions_param_headers(value)),
+        Value::Array(items) => items.iter().any(mentions_param_headers),
+        _ => false,
+    }
 }
 
 fn with_complete_result_type(result_type: &mut Option<ResultType>) {

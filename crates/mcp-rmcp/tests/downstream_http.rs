@@ -656,3 +656,163 @@ async fn oversized_session_calls_are_refused() {
     let response = send(&handler, post(&in_session(&session), big)).await;
     assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
 }
+
+// --- the direct path of 2026-07-28 calls ----------------------------------------------------
+
+/// A 2026-07-28 `tools/call` of `name`; `rmcp` adds a progress token, which the direct path
+/// leaves to rmcp (progress needs a stream): the same call on each path.
+fn stateless_call(id: Value, name: &str, rmcp: bool) -> Request<Bytes> {
+    let mut body = modern(
+        0,
+        "tools/call",
+        json!({"name": name, "arguments": {"text": "hi"}}),
+    );
+    body["id"] = id;
+    if rmcp {
+        body["params"]["_meta"]["progressToken"] = json!("via-rmcp");
+    }
+    post(&modern_headers("tools/call", Some(name)), body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stateless_calls_are_answered_directly_with_results_as_written() {
+    let (_frontend, handler) = handler(McpHttpSettings::default());
+    let response = send(
+        &handler,
+        stateless_call(json!("call-a"), "srv__invalid_result", false),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(content_type(&response), "application/json");
+    assert!(response.headers().get("mcp-session-id").is_none());
+    let answered: Value = serde_json::from_str(&text(response).await).unwrap();
+    assert_eq!(answered["jsonrpc"], "2.0");
+    assert_eq!(answered["id"], "call-a");
+    // A content block newer than rmcp's model reaches the client, with the era's result type.
+    assert_eq!(
+        answered["result"],
+        json!({"content": [{"type": "hologram"}], "resultType": "complete"}),
+        "{answered}"
+    );
+    // rmcp's path cannot carry it: that is what shows the call above took the direct path.
+    let through_rmcp = answer(
+        send(
+            &handler,
+            stateless_call(json!("call-b"), "srv__invalid_result", true),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(through_rmcp["error"]["code"], -32603, "{through_rmcp}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stateless_calls_get_the_same_answers_on_both_paths() {
+    let (_frontend, handler) = handler(McpHttpSettings::default());
+    for name in [
+        "srv__echo",
+        "srv__whoami",
+        "srv__tool_error",
+        "srv__unknown_name",
+        "srv__invalid_arguments",
+        "srv__unavailable",
+        "srv__timeout",
+        "srv__cancelled",
+        "srv__upstream",
+        "srv__rate_limited",
+        "srv__not_listed",
+    ] {
+        let direct = send(&handler, stateless_call(json!(7), name, false)).await;
+        let (direct_status, direct_type) = (direct.status(), content_type(&direct));
+        let direct: Value = serde_json::from_str(&text(direct).await).unwrap();
+        assert_eq!(direct_type, "application/json", "{name}");
+        let through_rmcp = send(&handler, stateless_call(json!(7), name, true)).await;
+        assert_eq!(through_rmcp.status(), direct_status, "{name}: {direct}");
+        let through_rmcp = answer(through_rmcp).await;
+        assert_eq!(direct, through_rmcp, "{name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stateless_calls_that_need_rmcps_checks_get_rmcps_answers() {
+    let (frontend, handler) = handler(McpHttpSettings::default());
+    let body = modern(1, "tools/call", json!({"name": "srv__echo"}));
+    // Bad input tried: an Mcp-Name that contradicts the body, a repeated Mcp-Name, and an
+    // Mcp-Method that contradicts the body.
+    let cases: [(&str, Vec<(&str, &str)>); 3] = [
+        (
+            "mismatched name",
+            modern_headers("tools/call", Some("srv__whoami")),
+        ),
+        ("repeated name", {
+            let mut headers = modern_headers("tools/call", Some("srv__echo"));
+            headers.push(("mcp-name", "srv__echo"));
+            headers
+        }),
+        (
+            "mismatched method",
+            modern_headers("tools/list", Some("srv__echo")),
+        ),
+    ];
+    for (case, headers) in cases {
+        let response = send(&handler, post(&headers, body.clone())).await;
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{case}");
+        let answered: Value = serde_json::from_str(&text(response).await).unwrap();
+        assert!(answered["error"]["code"].is_i64(), "{case}: {answered}");
+    }
+
+    // An Mcp-Param header the tool does not declare is rmcp's to judge; it lets it pass.
+    let mut headers = modern_headers("tools/call", Some("srv__echo"));
+    headers.push(("mcp-param-text", "hi"));
+    let answered = answer(send(&handler, post(&headers, body.clone())).await).await;
+    assert_eq!(answered["result"]["resultType"], "complete", "{answered}");
+
+    // A tool whose schema asks for its `text` in an Mcp-Param header, called without it.
+    frontend.add_tool_with_schema(
+        "srv__routed",
+        json!({"type": "object", "properties": {"text": {"type": "string", "x-mcp-header": "Text"}}}),
+    );
+    let routed = modern(
+        3,
+        "tools/call",
+        json!({"name": "srv__routed", "arguments": {"text": "hi"}}),
+    );
+    let response = send(
+        &handler,
+        post(&modern_headers("tools/call", Some("srv__routed")), routed),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+
+    // `_meta` without the client's capabilities, which the era requires: rmcp's 400. Without
+    // the client's information, which it does not require: answered.
+    for (key, status) in [
+        (
+            "io.modelcontextprotocol/clientCapabilities",
+            StatusCode::BAD_REQUEST,
+        ),
+        ("io.modelcontextprotocol/clientInfo", StatusCode::OK),
+    ] {
+        let mut incomplete = modern(4, "tools/call", json!({"name": "srv__echo"}));
+        incomplete["params"]["_meta"]
+            .as_object_mut()
+            .unwrap()
+            .remove(key);
+        let response = send(
+            &handler,
+            post(&modern_headers("tools/call", Some("srv__echo")), incomplete),
+        )
+        .await;
+        assert_eq!(response.status(), status, "without {key}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_hangs_up_cancels_its_direct_stateless_call() {
+    let (frontend, handler) = handler(McpHttpSettings::default());
+    let pending = tokio::spawn(handler(stateless_call(json!(9), "srv__slow", false)));
+    frontend.wait_until_slow_call_started().await;
+    // The HTTP adapter drops the answer's future when the connection closes.
+    pending.abort();
+    frontend.wait_until_slow_call_cancelled().await;
+}

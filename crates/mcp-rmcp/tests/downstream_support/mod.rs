@@ -80,9 +80,14 @@ impl FakeFrontend {
 
     /// Adds a tool and moves the change counter, as the catalogue does.
     pub fn add_tool(&self, name: &str) {
+        self.add_tool_with_schema(name, json!({"type": "object"}));
+    }
+
+    /// [`FakeFrontend::add_tool`] with an input schema.
+    pub fn add_tool_with_schema(&self, name: &str, schema: Value) {
         let mut tools = self.tools.lock().unwrap();
         let mut list = (**tools).clone();
-        list.push(Tool::new(name));
+        list.push(Tool::new(name).with_input_schema(schema));
         *tools = Arc::new(list);
         drop(tools);
         self.changes.send_modify(|version| *version += 1);
