@@ -10,8 +10,10 @@
 //! precise than the tick counts of `/proc/PID/stat`) just before and just after.
 //! The gateway's CPU per call is the difference over the calls made; the harness prints it in
 //! total and by kind of thread (HTTP workers, the core runtime, the event-log writer, others),
-//! for each of five rounds and as medians. CPU per call is steadier on a noisy machine than
-//! latency, because it does not count the time a thread waits for a CPU.
+//! for each of five rounds and as medians, with the times per call the gateway's threads were
+//! put on a CPU (the third field of `schedstat`: every wake-up counts once). CPU per call is
+//! steadier on a noisy machine than latency, because it does not count the time a thread waits
+//! for a CPU.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -39,8 +41,17 @@ fn kind_of_thread(name: &str) -> &'static str {
     }
 }
 
-/// CPU nanoseconds so far of each live thread of `pid`, with its name.
-fn thread_cpu(pid: u32) -> anyhow::Result<BTreeMap<u32, (String, u64)>> {
+/// What the kernel counted of one thread so far (`/proc/PID/task/TID/schedstat`).
+#[derive(Clone, Copy, Default)]
+struct ThreadTimes {
+    /// Nanoseconds on a CPU.
+    nanos: u64,
+    /// Times the thread was put on a CPU: each wake-up counts once.
+    runs: u64,
+}
+
+/// [`ThreadTimes`] of each live thread of `pid`, with its name.
+fn thread_cpu(pid: u32) -> anyhow::Result<BTreeMap<u32, (String, ThreadTimes)>> {
     let mut threads = BTreeMap::new();
     for entry in std::fs::read_dir(format!("/proc/{pid}/task"))? {
         let path = entry?.path();
@@ -58,30 +69,39 @@ fn thread_cpu(pid: u32) -> anyhow::Result<BTreeMap<u32, (String, u64)>> {
         ) else {
             continue;
         };
-        let nanos = schedstat
+        // Time on a CPU, time waiting for one, times run.
+        let fields: Vec<u64> = schedstat
             .split_whitespace()
-            .next()
-            .and_then(|field| field.parse::<u64>().ok())
-            .context("schedstat's first field is not a number")?;
-        threads.insert(tid, (name.trim().to_owned(), nanos));
+            .map(|field| field.parse::<u64>())
+            .collect::<Result<_, _>>()
+            .context("schedstat holds a field that is not a number")?;
+        let (Some(&nanos), Some(&runs)) = (fields.first(), fields.get(2)) else {
+            anyhow::bail!("schedstat has fewer than three fields: {schedstat}");
+        };
+        threads.insert(tid, (name.trim().to_owned(), ThreadTimes { nanos, runs }));
     }
     Ok(threads)
 }
 
-/// Microseconds of CPU per call, by kind of thread, between two readings.
+/// Microseconds of CPU per call by kind of thread, and the `total`, between two readings; and
+/// the wake-ups per call of all the gateway's threads.
 fn per_call(
-    before: &BTreeMap<u32, (String, u64)>,
-    after: &BTreeMap<u32, (String, u64)>,
+    before: &BTreeMap<u32, (String, ThreadTimes)>,
+    after: &BTreeMap<u32, (String, ThreadTimes)>,
     calls: u64,
 ) -> BTreeMap<&'static str, f64> {
+    let calls = calls.max(1) as f64;
     let mut kinds: BTreeMap<&'static str, f64> = BTreeMap::new();
-    for (tid, (name, nanos)) in after {
-        let earlier = before.get(tid).map_or(0, |(_, nanos)| *nanos);
-        let spent = nanos.saturating_sub(earlier) as f64 / 1_000.0 / calls.max(1) as f64;
+    let mut runs = 0.0;
+    for (tid, (name, times)) in after {
+        let earlier = before.get(tid).map(|(_, times)| *times).unwrap_or_default();
+        let spent = times.nanos.saturating_sub(earlier.nanos) as f64 / 1_000.0 / calls;
         *kinds.entry(kind_of_thread(name)).or_default() += spent;
+        runs += times.runs.saturating_sub(earlier.runs) as f64 / calls;
     }
     let total = kinds.values().sum();
     kinds.insert("total", total);
+    kinds.insert("wake-ups", runs);
     kinds
 }
 
@@ -167,7 +187,7 @@ pub fn run() -> anyhow::Result<()> {
                 rounds.push(costs);
             }
             let mut medians = BTreeMap::new();
-            for kind in ["total", "http", "core", "event-log", "other"] {
+            for kind in KINDS {
                 let mut values: Vec<f64> = rounds
                     .iter()
                     .map(|costs| costs.get(kind).copied().unwrap_or(0.0))
@@ -184,12 +204,24 @@ pub fn run() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The figures [`per_call`] gives, in the order they are printed.
+const KINDS: [&str; 6] = ["total", "http", "core", "event-log", "other", "wake-ups"];
+
 fn describe(costs: &BTreeMap<&'static str, f64>) -> String {
-    ["total", "http", "core", "event-log", "other"]
+    KINDS
         .iter()
-        .map(|kind| format!("{kind} {:.1}", costs.get(kind).copied().unwrap_or(0.0)))
-        .collect::<Vec<_>>()
-        .join(", ")
+        .map(|kind| {
+            let value = costs.get(kind).copied().unwrap_or(0.0);
+            if *kind == "wake-ups" {
+                format!("; {value:.1} thread wake-ups per call")
+            } else {
+                format!(
+                    "{}{kind} {value:.1}",
+                    if *kind == "total" { "" } else { ", " }
+                )
+            }
+        })
+        .collect()
 }
 
 /// The middle value (the mean of the two middle ones for an even count); 0 for none.
