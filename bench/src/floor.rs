@@ -254,7 +254,8 @@ fn read_baseline(path: &Path) -> anyhow::Result<BTreeMap<String, f64>> {
                 number + 1
             )
         })?;
-        let value: f64 = value.trim().parse().with_context(|| {
+        let value = value.trim();
+        let value: f64 = value.parse().with_context(|| {
             format!(
                 "{}:{}: `{value}` is not a number",
                 path.display(),
