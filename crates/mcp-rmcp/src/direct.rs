@@ -466,13 +466,7 @@ impl DirectCalls {
                 .call_tool_stateless(&caller, &name, arguments, capabilities, caller_gone)
                 .await
         });
-        let outcome = task.await.unwrap_or_else(|error| {
-            tracing::error!(%error, "a tool call ended inside the gateway without an answer");
-            Err(rmcp::model::ErrorData::internal_error(
-                "the gateway failed while running the call; see its log",
-                None,
-            ))
-        });
+        let outcome = answer_of(task).await;
         hang_up.disarm();
         let status = match &outcome {
             Err(error) => stateless_error_status(error.code),
@@ -530,19 +524,27 @@ impl DirectCalls {
                 .map(|outcome| result_json(outcome, Era::Session))
                 .map_err(|error| jsonrpc_error(error, ErrorCode::INVALID_PARAMS))
         });
-        let outcome = task.await.unwrap_or_else(|error| {
-            tracing::error!(%error, "a tool call ended inside the gateway without an answer");
-            Err(rmcp::model::ErrorData::internal_error(
-                "the gateway failed while running the call; see its log",
-                None,
-            ))
-        });
+        let outcome = answer_of(task).await;
         if let Some(guard) = guard.as_mut() {
             guard.finished = true;
         }
         drop(guard);
         reply(id, outcome)
     }
+}
+
+/// The answer of a call run in its own task; a task that ended without one (it panicked) is an
+/// internal error.
+async fn answer_of(
+    task: tokio::task::JoinHandle<Result<Value, rmcp::model::ErrorData>>,
+) -> Result<Value, rmcp::model::ErrorData> {
+    task.await.unwrap_or_else(|error| {
+        tracing::error!(%error, "a tool call ended inside the gateway without an answer");
+        Err(rmcp::model::ErrorData::internal_error(
+            "the gateway failed while running the call; see its log",
+            None,
+        ))
+    })
 }
 
 /// The JSON-RPC answer to request `id`.
