@@ -286,14 +286,7 @@ struct Counted {
 impl Counted {
     fn start() -> anyhow::Result<Self> {
         let work = tempfile::tempdir()?;
-        let config = work.path().join("gateway.yaml");
-        std::fs::write(
-            &config,
-            format!(
-                "mcp_servers:\n  fx:\n    mode: subprocess\n    command: {}\n",
-                Upstream::RustFixture.command()?
-            ),
-        )?;
+        let config = crate::upstream_config(work.path(), Upstream::RustFixture)?;
         let out_file = work.path().join("callgrind.out");
         let mut command = std::process::Command::new("valgrind");
         command

@@ -248,7 +248,12 @@ impl Upstream {
 /// A gateway whose one server, `fx`, is `upstream` over stdio; `work` holds its configuration
 /// file and data directory.
 fn start_gateway_with(work: &Path, upstream: Upstream) -> anyhow::Result<Gateway> {
-    let gateway_binary = sibling_binary("mcpgw")?;
+    let config = upstream_config(work, upstream)?;
+    start_gateway(&sibling_binary("mcpgw")?, &config, &work.join("data"))
+}
+
+/// Writes, in `work`, a configuration whose one server, `fx`, is `upstream` over stdio.
+fn upstream_config(work: &Path, upstream: Upstream) -> anyhow::Result<PathBuf> {
     let config = work.join("gateway.yaml");
     std::fs::write(
         &config,
@@ -257,7 +262,7 @@ fn start_gateway_with(work: &Path, upstream: Upstream) -> anyhow::Result<Gateway
             upstream.command()?
         ),
     )?;
-    start_gateway(&gateway_binary, &config, &work.join("data"))
+    Ok(config)
 }
 
 fn rss_kib(pid: u32) -> anyhow::Result<u64> {
@@ -285,28 +290,9 @@ fn exec_to_ready(
     for round in 0..starts {
         let data_dir = work.join(format!("data-ready-{round}"));
         let started = Instant::now();
-        let mut child = Command::new(gateway_binary)
-            .args(["--http", "--port", "0", "--config"])
-            .arg(config)
-            .arg("--data-dir")
-            .arg(&data_dir)
-            .env("MCP_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()?;
-        let stderr = child.stderr.take().context("no stderr")?;
-        let mut lines = BufReader::new(stderr).lines();
-        let address = loop {
-            let Some(line) = lines.next() else {
-                bail!("the gateway exited before listening")
-            };
-            if let Some(address) = line?.strip_prefix("listening on http://") {
-                break address.trim().to_owned();
-            }
-        };
+        let gateway = start_gateway(gateway_binary, config, &data_dir)?;
         loop {
-            if let Ok(mut client) = http::Client::connect(&address)
+            if let Ok(mut client) = http::Client::connect(&gateway.address)
                 && client
                     .get("/health/ready")
                     .map(|(status, _)| status == 200)
@@ -319,8 +305,6 @@ fn exec_to_ready(
             }
         }
         ready_times.push(started.elapsed());
-        let _ = child.kill();
-        let _ = child.wait();
     }
     Ok(ready_times)
 }
