@@ -167,6 +167,15 @@ pub fn run() -> anyhow::Result<()> {
         "(upstream: {} over stdio, rate limits off; {ROUNDS} rounds per phase)",
         upstream.label()
     );
+    let floor = bare_floor(ROUNDS)?;
+    println!(
+        "the floor: a bare HTTP responder (one thread per connection, a fixed answer) spends (µs per request) {}",
+        floor
+            .iter()
+            .map(|(clients, micros)| format!("{micros:.1} at c={clients}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     // The upstream starts with the first call; the warm-up also settles the sessions' readers.
     drive(&url, Era::Session, 4, 200)?;
     drive(&url, Era::Stateless, 4, 200)?;
@@ -202,6 +211,29 @@ pub fn run() -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The CPU per request of a bare HTTP responder (see [`crate::bare`]) at each concurrency of
+/// [`PHASES`], medians of `rounds` rounds: the floor of this machine, which the gateway's
+/// figures are read against.
+pub fn bare_floor(rounds: usize) -> anyhow::Result<BTreeMap<usize, f64>> {
+    let (mut child, url) = crate::bare::start()?;
+    let measured = (|| {
+        drive(&url, Era::Stateless, 4, 200)?;
+        let mut figures = BTreeMap::new();
+        for phase in PHASES {
+            let mut totals = Vec::with_capacity(rounds);
+            for _ in 0..rounds {
+                let (costs, _) = measure_round(child.id(), &url, Era::Stateless, phase)?;
+                totals.push(costs.get("total").copied().unwrap_or(0.0));
+            }
+            figures.insert(phase.0, median(&mut totals));
+        }
+        Ok(figures)
+    })();
+    let _ = child.kill();
+    let _ = child.wait();
+    measured
 }
 
 /// The figures [`per_call`] gives, in the order they are printed.

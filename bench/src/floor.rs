@@ -9,6 +9,8 @@
 //! - the gateway's CPU per call (as `cpu` measures it) at concurrency 1 and 16, in both eras,
 //!   behind the Rust fixture server and behind the official Python SDK's server (the latter
 //!   needs the test environment's Python; without it those lines say why they are missing);
+//! - the floor of this machine: the CPU per request of a bare HTTP responder at concurrency 1
+//!   and 16 (see `bare.rs`);
 //! - the RSS of a gateway after start with no server, with one server running, and with 1,000
 //!   registered; and the time from exec to `/health/ready` with 1,000 registered.
 //!
@@ -21,7 +23,8 @@
 //! the next with what the neighbours do (the host's steal and cache pressure count as the
 //! guest's CPU time), while the count of instructions is the same within a few percent.
 //! `MCPGW_BENCH_BINARIES` names the folder of the release binaries when this harness is not
-//! beside them (CI drives them with the harness's debug build).
+//! beside them (CI drives them with the harness's debug build). `MCPGW_BENCH_CALLGRIND_DIR`
+//! keeps callgrind's dumps in that folder, to see where the instructions go.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -99,6 +102,16 @@ pub fn run() -> anyhow::Result<()> {
         }
         let _ = direct.kill();
         let _ = direct.wait();
+    }
+
+    println!("## the floor of this machine ({CPU_ROUNDS} rounds, medians)");
+    for (clients, micros) in cpu::bare_floor(CPU_ROUNDS)? {
+        println!("bare HTTP responder c={clients}: {micros:.1} µs per request");
+        rows.push(row(
+            format!("CPU per request of a bare HTTP responder at c={clients} (reference)"),
+            format!("{micros:.1} µs"),
+            "none: the floor",
+        ));
     }
 
     for upstream in [Upstream::RustFixture, Upstream::PythonSdk] {
@@ -287,7 +300,17 @@ impl Counted {
     fn start() -> anyhow::Result<Self> {
         let work = tempfile::tempdir()?;
         let config = crate::upstream_config(work.path(), Upstream::RustFixture)?;
-        let out_file = work.path().join("callgrind.out");
+        // With MCPGW_BENCH_CALLGRIND_DIR the dumps are kept there for `callgrind_annotate`:
+        // callgrind.out.1 to .4 hold the phases in the order `cpu-check` prints them.
+        let out_file = match std::env::var_os("MCPGW_BENCH_CALLGRIND_DIR") {
+            Some(dir) => {
+                let dir = PathBuf::from(dir);
+                std::fs::create_dir_all(&dir)
+                    .with_context(|| format!("cannot create {}", dir.display()))?;
+                dir.join("callgrind.out")
+            }
+            None => work.path().join("callgrind.out"),
+        };
         let mut command = std::process::Command::new("valgrind");
         command
             .arg("--tool=callgrind")

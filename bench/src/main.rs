@@ -61,6 +61,7 @@
 #![allow(clippy::print_stdout)]
 
 mod auth;
+mod bare;
 mod cpu;
 mod docker;
 mod events;
@@ -96,8 +97,9 @@ fn main() -> anyhow::Result<()> {
         "floor" => floor::run(),
         "cpu-check" => floor::check(),
         "soak" => soak::run_scenario(),
+        "bare-responder" => bare::serve(),
         other => bail!(
-            "unknown scenario `{other}`; the scenarios are: control-plane, data-plane, groups, auth, events, ratelimit, docker, load, cpu, floor, cpu-check, soak"
+            "unknown scenario `{other}`; the scenarios are: control-plane, data-plane, groups, auth, events, ratelimit, docker, load, cpu, floor, cpu-check, soak, bare-responder"
         ),
     }
 }
