@@ -1,33 +1,103 @@
-//! `bare-responder`: the least an HTTP server can spend on a request, as the floor the gateway's
-//! CPU per call is read against.
+//! The floor the gateway's CPU per call is read against: the least a process can spend on a
+//! request on this machine, in two shapes.
 //!
-//! It is a separate process with one thread per connection, in blocking I/O: it reads a request's
-//! head and body and writes one fixed JSON-RPC result in one `write`, parsing nothing but the
-//! `Content-Length`. No event loop, no JSON, no allocation per request beyond the head's lines.
-//! What it costs per request at concurrency 1 is what this machine's kernel charges for receiving
-//! a request, waking a thread and sending an answer; the gateway pays that once for its client
-//! and once more for its upstream's pipe, on top of its own work.
+//! - `bare-responder` answers each request itself.
+//! - `bare-relay` passes each request on over a pipe, as the gateway does to a stdio server: it
+//!   writes one line to a child process (`cat`, which writes the line back) and waits for the
+//!   line before it answers. The child's CPU is not the relay's, as the upstream's is not the
+//!   gateway's.
+//!
+//! Both are separate processes with one thread per connection, in blocking I/O: they read a
+//! request's head and body and write one fixed JSON-RPC result in one `write`, parsing nothing
+//! but the `Content-Length`. No event loop, no JSON, no allocation per request beyond the head's
+//! lines. What the responder costs per request at concurrency 1 is what this machine's kernel
+//! charges for receiving a request, waking a thread and sending an answer; what the relay costs
+//! is that plus one round trip over a pipe, the least any gateway in front of a stdio server
+//! pays.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use anyhow::{Context, bail};
 
 /// A result every client of the harness accepts, for `initialize` and `tools/call` alike.
 const BODY: &str = r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hello"}],"isError":false}}"#;
 
-/// Serves until killed (the `bare-responder` scenario).
-pub fn serve() -> anyhow::Result<()> {
-    let listener = TcpListener::bind("127.0.0.1:0")?;
-    eprintln!(
-        "bare responder listening on http://{}/mcp",
-        listener.local_addr()?
-    );
-    serve_on(listener)
+/// The two shapes of the floor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Bare {
+    Responder,
+    Relay,
 }
 
-fn serve_on(listener: TcpListener) -> anyhow::Result<()> {
+impl Bare {
+    pub const BOTH: [Bare; 2] = [Bare::Responder, Bare::Relay];
+
+    /// The scenario that serves it.
+    pub fn scenario(self) -> &'static str {
+        match self {
+            Bare::Responder => "bare-responder",
+            Bare::Relay => "bare-relay",
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Bare::Responder => "a bare HTTP responder",
+            Bare::Relay => "a bare relay over a pipe",
+        }
+    }
+}
+
+/// Serves until killed (the `bare-responder` and `bare-relay` scenarios).
+pub fn serve(bare: Bare) -> anyhow::Result<()> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    eprintln!(
+        "{} listening on http://{}/mcp",
+        bare.scenario(),
+        listener.local_addr()?
+    );
+    serve_on(listener, bare)
+}
+
+/// A relay's upstream: a `cat` child.
+struct Pipe {
+    _child: Child,
+    to: ChildStdin,
+    from: BufReader<ChildStdout>,
+    line: String,
+}
+
+impl Pipe {
+    fn start() -> anyhow::Result<Self> {
+        let mut child = Command::new("cat")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .context("cannot start cat")?;
+        let to = child.stdin.take().context("no stdin")?;
+        let from = BufReader::new(child.stdout.take().context("no stdout")?);
+        Ok(Self {
+            _child: child,
+            to,
+            from,
+            line: String::new(),
+        })
+    }
+
+    fn round_trip(&mut self) -> anyhow::Result<()> {
+        self.to
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n")?;
+        self.line.clear();
+        if self.from.read_line(&mut self.line)? == 0 {
+            bail!("cat ended");
+        }
+        Ok(())
+    }
+}
+
+fn serve_on(listener: TcpListener, bare: Bare) -> anyhow::Result<()> {
     let answer = format!(
         "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nMcp-Session-Id: bare\r\nContent-Length: {}\r\n\r\n{BODY}",
         BODY.len()
@@ -38,7 +108,13 @@ fn serve_on(listener: TcpListener) -> anyhow::Result<()> {
         std::thread::spawn(move || {
             // Whatever ends the connection, the thread stays (parked, costing nothing) so that
             // its CPU time can still be read from /proc when the harness's clients are gone.
-            let _ = answer_requests(stream, answer);
+            let pipe = match bare {
+                Bare::Responder => Ok(None),
+                Bare::Relay => Pipe::start().map(Some),
+            };
+            if let Ok(pipe) = pipe {
+                let _ = answer_requests(stream, answer, pipe);
+            }
             loop {
                 std::thread::park();
             }
@@ -47,7 +123,7 @@ fn serve_on(listener: TcpListener) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn answer_requests(stream: TcpStream, answer: &[u8]) -> anyhow::Result<()> {
+fn answer_requests(stream: TcpStream, answer: &[u8], mut pipe: Option<Pipe>) -> anyhow::Result<()> {
     stream.set_nodelay(true)?;
     let mut writer = stream.try_clone()?;
     let mut reader = BufReader::new(stream);
@@ -72,30 +148,36 @@ fn answer_requests(stream: TcpStream, answer: &[u8]) -> anyhow::Result<()> {
         }
         body.resize(length, 0);
         reader.read_exact(&mut body)?;
+        if let Some(pipe) = &mut pipe {
+            pipe.round_trip()?;
+        }
         writer.write_all(answer)?;
     }
 }
 
-/// Starts a bare responder (this harness's own executable, in a process of its own) and returns
-/// it with its URL.
-pub fn start() -> anyhow::Result<(Child, String)> {
+/// Starts `bare` (this harness's own executable, in a process of its own) and returns it with its
+/// URL.
+pub fn start(bare: Bare) -> anyhow::Result<(Child, String)> {
     let mut child = Command::new(std::env::current_exe()?)
-        .arg("bare-responder")
+        .arg(bare.scenario())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .context("cannot start the bare responder")?;
+        .with_context(|| format!("cannot start {}", bare.label()))?;
     let stderr = child.stderr.take().context("no stderr")?;
     let mut lines = BufReader::new(stderr).lines();
     let Some(line) = lines.next() else {
         let _ = child.kill();
-        bail!("the bare responder exited before listening");
+        bail!("{} exited before listening", bare.label());
     };
     let line = line?;
-    let Some(url) = line.strip_prefix("bare responder listening on ") else {
+    let Some(url) = line
+        .strip_prefix(bare.scenario())
+        .and_then(|rest| rest.strip_prefix(" listening on "))
+    else {
         let _ = child.kill();
-        bail!("the bare responder said `{line}` instead of its address");
+        bail!("{} said `{line}` instead of its address", bare.label());
     };
     Ok((child, url.trim().to_owned()))
 }
@@ -106,10 +188,47 @@ mod tests {
     use crate::mcp::{Era, McpClient};
 
     #[test]
+    fn the_relay_passes_each_request_through_its_child() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        std::thread::spawn(move || serve_on(listener, Bare::Relay));
+        let mut client = McpClient::connect_era(&url, Era::Stateless).unwrap();
+        for _ in 0..3 {
+            let answer = client.request("tools/call", crate::ECHO_PARAMS).unwrap();
+            assert_eq!(answer, BODY);
+        }
+        // The relay's connection thread has a `cat` of its own, fed one line per request.
+        let me = std::process::id();
+        let cats: Vec<u32> = std::fs::read_dir(format!("/proc/{me}/task"))
+            .unwrap()
+            .filter_map(|task| std::fs::read_to_string(task.unwrap().path().join("children")).ok())
+            .flat_map(|children| {
+                children
+                    .split_whitespace()
+                    .filter_map(|pid| pid.parse().ok())
+                    .collect::<Vec<u32>>()
+            })
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .is_ok_and(|name| name.trim() == "cat")
+            })
+            .collect();
+        assert_eq!(cats.len(), 1, "{cats:?}");
+        let read = std::fs::read_to_string(format!("/proc/{}/io", cats[0])).unwrap();
+        let lines_read: u64 = read
+            .lines()
+            .find_map(|line| line.strip_prefix("syscr: "))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(lines_read >= 3, "cat read {lines_read} times");
+    }
+
+    #[test]
     fn answers_requests_of_both_eras_on_one_connection_each() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-        std::thread::spawn(move || serve_on(listener));
+        std::thread::spawn(move || serve_on(listener, Bare::Responder));
         for era in Era::BOTH {
             let mut client = McpClient::connect_era(&url, era).unwrap();
             for _ in 0..3 {
@@ -130,7 +249,9 @@ mod tests {
         client
             .write_all(b"POST /mcp HTTP/1.1\r\nContent-Length: many\r\n\r\n")
             .unwrap();
-        let error = answer_requests(server, b"unused").unwrap_err().to_string();
+        let error = answer_requests(server, b"unused", None)
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("Content-Length"), "{error}");
     }
 }

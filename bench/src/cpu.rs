@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
+use crate::bare::Bare;
 use crate::mcp::{Era, McpClient};
 use crate::{ECHO_PARAMS, Upstream, start_gateway_with};
 
@@ -167,15 +168,12 @@ pub fn run() -> anyhow::Result<()> {
         "(upstream: {} over stdio, rate limits off; {ROUNDS} rounds per phase)",
         upstream.label()
     );
-    let floor = bare_floor(ROUNDS)?;
-    println!(
-        "the floor: a bare HTTP responder (one thread per connection, a fixed answer) spends (µs per request) {}",
-        floor
-            .iter()
-            .map(|(clients, micros)| format!("{micros:.1} at c={clients}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    for ((bare, clients), micros) in bare_floor(ROUNDS)? {
+        println!(
+            "the floor at c={clients}: {} spends {micros:.1} µs per request",
+            bare.label()
+        );
+    }
     // The upstream starts with the first call; the warm-up also settles the sessions' readers.
     drive(&url, Era::Session, 4, 200)?;
     drive(&url, Era::Stateless, 4, 200)?;
@@ -213,27 +211,30 @@ pub fn run() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The CPU per request of a bare HTTP responder (see [`crate::bare`]) at each concurrency of
-/// [`PHASES`], medians of `rounds` rounds: the floor of this machine, which the gateway's
-/// figures are read against.
-pub fn bare_floor(rounds: usize) -> anyhow::Result<BTreeMap<usize, f64>> {
-    let (mut child, url) = crate::bare::start()?;
-    let measured = (|| {
-        drive(&url, Era::Stateless, 4, 200)?;
-        let mut figures = BTreeMap::new();
-        for phase in PHASES {
-            let mut totals = Vec::with_capacity(rounds);
-            for _ in 0..rounds {
-                let (costs, _) = measure_round(child.id(), &url, Era::Stateless, phase)?;
-                totals.push(costs.get("total").copied().unwrap_or(0.0));
+/// The CPU per request of each shape of [`crate::bare::Bare`] at each concurrency of [`PHASES`],
+/// medians of `rounds` rounds: the floor of this machine, which the gateway's figures are read
+/// against.
+pub fn bare_floor(rounds: usize) -> anyhow::Result<BTreeMap<(Bare, usize), f64>> {
+    let mut figures = BTreeMap::new();
+    for bare in Bare::BOTH {
+        let (mut child, url) = crate::bare::start(bare)?;
+        let measured = (|| {
+            drive(&url, Era::Stateless, 4, 200)?;
+            for phase in PHASES {
+                let mut totals = Vec::with_capacity(rounds);
+                for _ in 0..rounds {
+                    let (costs, _) = measure_round(child.id(), &url, Era::Stateless, phase)?;
+                    totals.push(costs.get("total").copied().unwrap_or(0.0));
+                }
+                figures.insert((bare, phase.0), median(&mut totals));
             }
-            figures.insert(phase.0, median(&mut totals));
-        }
-        Ok(figures)
-    })();
-    let _ = child.kill();
-    let _ = child.wait();
-    measured
+            anyhow::Ok(())
+        })();
+        let _ = child.kill();
+        let _ = child.wait();
+        measured?;
+    }
+    Ok(figures)
 }
 
 /// The figures [`per_call`] gives, in the order they are printed.

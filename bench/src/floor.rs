@@ -9,8 +9,8 @@
 //! - the gateway's CPU per call (as `cpu` measures it) at concurrency 1 and 16, in both eras,
 //!   behind the Rust fixture server and behind the official Python SDK's server (the latter
 //!   needs the test environment's Python; without it those lines say why they are missing);
-//! - the floor of this machine: the CPU per request of a bare HTTP responder at concurrency 1
-//!   and 16 (see `bare.rs`);
+//! - the floor of this machine: the CPU per request of a bare HTTP responder and of a bare relay
+//!   over a pipe at concurrency 1 and 16 (see `bare.rs`);
 //! - the RSS of a gateway after start with no server, with one server running, and with 1,000
 //!   registered; and the time from exec to `/health/ready` with 1,000 registered.
 //!
@@ -105,10 +105,10 @@ pub fn run() -> anyhow::Result<()> {
     }
 
     println!("## the floor of this machine ({CPU_ROUNDS} rounds, medians)");
-    for (clients, micros) in cpu::bare_floor(CPU_ROUNDS)? {
-        println!("bare HTTP responder c={clients}: {micros:.1} µs per request");
+    for ((bare, clients), micros) in cpu::bare_floor(CPU_ROUNDS)? {
+        println!("{} c={clients}: {micros:.1} µs per request", bare.label());
         rows.push(row(
-            format!("CPU per request of a bare HTTP responder at c={clients} (reference)"),
+            format!("CPU per request of {} at c={clients}", bare.label()),
             format!("{micros:.1} µs"),
             "none: the floor",
         ));

@@ -97,9 +97,10 @@ fn main() -> anyhow::Result<()> {
         "floor" => floor::run(),
         "cpu-check" => floor::check(),
         "soak" => soak::run_scenario(),
-        "bare-responder" => bare::serve(),
+        "bare-responder" => bare::serve(bare::Bare::Responder),
+        "bare-relay" => bare::serve(bare::Bare::Relay),
         other => bail!(
-            "unknown scenario `{other}`; the scenarios are: control-plane, data-plane, groups, auth, events, ratelimit, docker, load, cpu, floor, cpu-check, soak, bare-responder"
+            "unknown scenario `{other}`; the scenarios are: control-plane, data-plane, groups, auth, events, ratelimit, docker, load, cpu, floor, cpu-check, soak, bare-responder, bare-relay"
         ),
     }
 }
