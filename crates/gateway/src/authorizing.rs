@@ -231,8 +231,12 @@ impl McpFrontend for AuthorizedFrontend {
                         unlisted.as_ref()
                     }
                 };
+                // Boxed: the authorization's future is large, and would otherwise make every
+                // call's future as large, enforced or not.
                 let admitted = match checked {
-                    Some(checked) => self.may_invoke(identity_of(caller).as_ref(), checked).await,
+                    Some(checked) => {
+                        Box::pin(self.may_invoke(identity_of(caller).as_ref(), checked)).await
+                    }
                     None => false,
                 };
                 if !admitted {

@@ -763,9 +763,12 @@ impl McpFrontend for ToolCatalog {
         arguments: Option<Map<String, Value>>,
         mut ctx: CallContext,
     ) -> Result<ToolCallOutcome, FrontendError> {
+        // The rarer paths' futures are boxed: inline, they would make every call's future as
+        // large as theirs (kilobytes), and a block that large costs more to allocate than
+        // routing the call.
         let (owner, tool) = match self.route(name) {
             Some(route) => route,
-            None => self.unlisted_route(name).await?,
+            None => Box::pin(self.unlisted_route(name)).await?,
         };
         if ctx.principal.is_none() {
             ctx.principal.clone_from(&caller.principal);
@@ -776,7 +779,9 @@ impl McpFrontend for ToolCatalog {
         };
         let result = match (&owner, &self.groups) {
             (Owner::Server(server), _) => self.manager.call_tool(server, call, ctx).await,
-            (Owner::Group(group), Some(groups)) => groups.call_tool(group, call, ctx).await,
+            (Owner::Group(group), Some(groups)) => {
+                Box::pin(groups.call_tool(group, call, ctx)).await
+            }
             // Group routes exist only when the catalogue has groups.
             (Owner::Group(group), None) => Err(CoreError::GroupNotFound(group.clone())),
         };

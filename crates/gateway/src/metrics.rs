@@ -6,10 +6,10 @@
 //! from the catalogue (never the name a caller sent), event types, states, result words.
 
 use std::collections::HashMap;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use mcpgw_core::{DomainEvent, EventObserver, PublishedEvent, ServerId};
-use metrics::SharedString;
+use metrics::{Counter, Histogram, SharedString};
 
 pub const MCP_SERVER_UP: &str = "mcpgw_mcp_server_up";
 pub const MCP_SERVER_STATE: &str = "mcpgw_mcp_server_state";
@@ -39,17 +39,57 @@ pub const OTHER_TOOL_LABEL: &str = "(other)";
 /// manager with names of its own: it keeps the series count bounded even then.
 pub const MAX_TOOL_LABELS_PER_SERVER: usize = 1000;
 
+/// Which recorder the `metrics` macros use here and now (the scope's local recorder, else the
+/// global one, else the no-op recorder), told apart by its address. A metric handle belongs to
+/// the recorder that made it: handles kept across calls are only good while this stays the same.
+pub fn current_recorder() -> usize {
+    metrics::with_recorder(|recorder| std::ptr::from_ref(recorder).cast::<()>().addr())
+}
+
 /// Records the metrics that domain events carry: starts and stops, start durations, tool calls
 /// and their durations, authentication and authorization decisions, and every event by type.
 /// Register it on the event bus as an observer.
 ///
-/// Metric handles are looked up on every event, not kept: a handle belongs to the recorder that
-/// was installed when it was made, and the observer is registered before the exporter is. The
-/// label values of servers and tools are kept instead (shared strings, so the per-call cost is
-/// a map lookup and reference counts, not allocations of label strings).
+/// The label values of servers and tools are kept (shared strings, so that a call does not
+/// allocate label strings), and so are the handles of the metrics that every tool call
+/// records: looking a series up in the recorder's registry costs a call a dozen allocations.
+/// A handle belongs to the recorder that made it, and the observer may be registered before
+/// the exporter is installed: the kept handles are dropped whenever the recorder in place is
+/// another than the one that made them ([`current_recorder`]). Like the label values, they are
+/// forgotten with their server and its tool list.
 #[derive(Debug, Default)]
 pub struct EventMetrics {
     labels: RwLock<HashMap<ServerId, ServerLabels>>,
+    handles: Mutex<KeptHandles>,
+}
+
+/// The metric handles [`EventMetrics`] keeps, and the recorder they belong to.
+#[derive(Debug, Default)]
+struct KeptHandles {
+    recorder: usize,
+    /// By server and tool name; only for tools with a label of their own (not
+    /// [`OTHER_TOOL_LABEL`]), so that they are as bounded as the labels.
+    tool_calls: HashMap<ServerId, HashMap<String, ToolCallHandles>>,
+    /// `mcpgw_events_published_total` by event type.
+    events: HashMap<&'static str, Counter>,
+}
+
+impl KeptHandles {
+    /// Drops every handle if the recorder in place is not the one that made them.
+    fn follow(&mut self, recorder: usize) {
+        if self.recorder != recorder {
+            self.tool_calls.clear();
+            self.events.clear();
+            self.recorder = recorder;
+        }
+    }
+}
+
+#[derive(Debug)]
+struct ToolCallHandles {
+    duration: Histogram,
+    /// `mcpgw_tool_calls_total` by status (a handful of words).
+    calls: Vec<(&'static str, Counter)>,
 }
 
 #[derive(Debug)]
@@ -103,31 +143,95 @@ impl EventMetrics {
     /// Forgets the label values of a server that is gone, or the tool values of a server whose
     /// tool list changed, so that memory follows the registry.
     fn forget(&self, server: &ServerId, only_tools: bool) {
-        let mut labels = self.labels.write().unwrap_or_else(PoisonError::into_inner);
-        if only_tools {
-            if let Some(known) = labels.get_mut(server) {
-                known.tools.clear();
+        {
+            let mut labels = self.labels.write().unwrap_or_else(PoisonError::into_inner);
+            if only_tools {
+                if let Some(known) = labels.get_mut(server) {
+                    known.tools.clear();
+                }
+            } else {
+                labels.remove(server);
             }
-        } else {
-            labels.remove(server);
         }
+        // Handles exist only for tools with labels: without their labels, they go too.
+        self.kept().tool_calls.remove(server);
+    }
+
+    /// The kept handles, made by the recorder in place.
+    fn kept(&self) -> std::sync::MutexGuard<'_, KeptHandles> {
+        let recorder = current_recorder();
+        let mut kept = self.handles.lock().unwrap_or_else(PoisonError::into_inner);
+        kept.follow(recorder);
+        kept
     }
 
     fn tool_call(&self, server: &ServerId, tool: &str, status: &'static str, duration_ms: f64) {
-        let (server, tool) = self.labels_of(server, Some(tool));
-        metrics::counter!(
+        let seconds = duration_ms / 1000.0;
+        let mut timed = false;
+        {
+            let mut kept = self.kept();
+            if let Some(handles) = kept
+                .tool_calls
+                .get_mut(server)
+                .and_then(|tools| tools.get_mut(tool))
+            {
+                handles.duration.record(seconds);
+                timed = true;
+                if let Some((_, calls)) = handles.calls.iter().find(|(word, _)| *word == status) {
+                    calls.increment(1);
+                    return;
+                }
+            }
+        }
+        // The first call of this tool with this status under this recorder: the handles are
+        // made (and kept when the tool has a label of its own).
+        let (server_label, tool_label) = self.labels_of(server, Some(tool));
+        let calls = metrics::counter!(
             TOOL_CALLS_TOTAL,
-            "mcp_server_id" => server.clone(),
-            "tool" => tool.clone(),
+            "mcp_server_id" => server_label.clone(),
+            "tool" => tool_label.clone(),
             "status" => status,
-        )
-        .increment(1);
-        metrics::histogram!(
+        );
+        calls.increment(1);
+        let mut kept = self.kept();
+        if let Some(handles) = kept
+            .tool_calls
+            .get_mut(server)
+            .and_then(|tools| tools.get_mut(tool))
+        {
+            if !timed {
+                handles.duration.record(seconds);
+            }
+            handles.calls.push((status, calls));
+            return;
+        }
+        let duration = metrics::histogram!(
             TOOL_CALL_DURATION_SECONDS,
-            "mcp_server_id" => server,
-            "tool" => tool,
-        )
-        .record(duration_ms / 1000.0);
+            "mcp_server_id" => server_label,
+            "tool" => tool_label.clone(),
+        );
+        if !timed {
+            duration.record(seconds);
+        }
+        if &*tool_label != OTHER_TOOL_LABEL {
+            kept.tool_calls.entry(server.clone()).or_default().insert(
+                tool.to_owned(),
+                ToolCallHandles {
+                    duration,
+                    calls: vec![(status, calls)],
+                },
+            );
+        }
+    }
+
+    fn event_published(&self, event_type: &'static str) {
+        let mut kept = self.kept();
+        kept.events
+            .entry(event_type)
+            .or_insert_with(
+                || metrics::counter!(EVENTS_PUBLISHED_TOTAL, "event_type" => event_type),
+            )
+            .increment(1);
     }
 
     fn stopped(&self, server: &ServerId, reason: &'static str) {
@@ -147,7 +251,7 @@ impl EventMetrics {
 impl EventObserver for EventMetrics {
     fn observe(&self, published: &PublishedEvent) {
         let event = &published.event;
-        metrics::counter!(EVENTS_PUBLISHED_TOTAL, "event_type" => event.event_type()).increment(1);
+        self.event_published(event.event_type());
         match event {
             DomainEvent::ToolInvocationCompleted {
                 mcp_server_id,
@@ -546,6 +650,12 @@ mod tests {
         assert_eq!(tools.len(), MAX_TOOL_LABELS_PER_SERVER + 1);
         assert!(tools.contains(&OTHER_TOOL_LABEL.to_owned()));
         assert!(!tools.contains(&format!("tool_{MAX_TOOL_LABELS_PER_SERVER}")));
+        // Handles are kept as far as labels go, and no further.
+        let kept = |observer: &EventMetrics| {
+            let handles = observer.handles.lock().unwrap();
+            handles.tool_calls.get(&id("math")).map_or(0, HashMap::len)
+        };
+        assert_eq!(kept(&observer), MAX_TOOL_LABELS_PER_SERVER);
 
         // A changed tool list frees the labels, so new tools are named again.
         observe_all(
@@ -558,6 +668,11 @@ mod tests {
                 },
                 completed("math", "renamed", 1.0, false),
             ],
+        );
+        assert_eq!(
+            kept(&observer),
+            1,
+            "the old tools' handles went with their labels"
         );
         assert_eq!(
             recorder.counter(

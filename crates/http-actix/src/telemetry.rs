@@ -4,8 +4,10 @@
 //! the raw path), a known method name or `other`, the status code, a server state. A label that
 //! copied caller input would let any caller grow the metrics without bound.
 
-use std::collections::BTreeSet;
+use std::cell::RefCell;
+use std::collections::{BTreeSet, HashMap};
 use std::future::{Ready, ready};
+use std::rc::Rc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -206,13 +208,81 @@ where
     type Future = Ready<Result<Self::Transform, Self::InitError>>;
 
     fn new_transform(&self, service: S) -> Self::Future {
-        ready(Ok(RequestMetricsMiddleware { service }))
+        ready(Ok(RequestMetricsMiddleware {
+            service,
+            handles: Rc::default(),
+        }))
     }
 }
 
 #[derive(Debug)]
 pub struct RequestMetricsMiddleware<S> {
     service: S,
+    /// This worker's handles of the request metrics (one middleware per HTTP worker thread):
+    /// looking a series up in the recorder's registry costs a request a dozen allocations.
+    handles: Rc<RefCell<RouteHandles>>,
+}
+
+/// Handles of the request metrics by route, and the recorder that made them: they are dropped
+/// when another recorder is in place ([`mcpgw_gateway::metrics::current_recorder`]). Routes,
+/// methods and statuses are bounded sets (route templates, not paths), and so is this.
+#[derive(Debug, Default)]
+struct RouteHandles {
+    recorder: usize,
+    routes: HashMap<String, RouteSeries>,
+}
+
+#[derive(Debug, Default)]
+struct RouteSeries {
+    requests: Vec<(&'static str, u16, metrics::Counter)>,
+    durations: Vec<(&'static str, metrics::Histogram)>,
+}
+
+impl RouteHandles {
+    fn record(&mut self, method: &'static str, route: String, status: u16, seconds: f64) {
+        let recorder = mcpgw_gateway::metrics::current_recorder();
+        if self.recorder != recorder {
+            self.routes.clear();
+            self.recorder = recorder;
+        }
+        let series = match self.routes.get_mut(route.as_str()) {
+            Some(series) => series,
+            None => self.routes.entry(route.clone()).or_default(),
+        };
+        match series
+            .requests
+            .iter()
+            .find(|(kept_method, kept_status, _)| *kept_method == method && *kept_status == status)
+        {
+            Some((_, _, requests)) => requests.increment(1),
+            None => {
+                let requests = metrics::counter!(
+                    HTTP_REQUESTS_TOTAL,
+                    "method" => method,
+                    "route" => route.clone(),
+                    "status" => status.to_string(),
+                );
+                requests.increment(1);
+                series.requests.push((method, status, requests));
+            }
+        }
+        match series
+            .durations
+            .iter()
+            .find(|(kept_method, _)| *kept_method == method)
+        {
+            Some((_, durations)) => durations.record(seconds),
+            None => {
+                let durations = metrics::histogram!(
+                    HTTP_REQUEST_DURATION_SECONDS,
+                    "method" => method,
+                    "route" => route,
+                );
+                durations.record(seconds);
+                series.durations.push((method, durations));
+            }
+        }
+    }
 }
 
 impl<S, B> Service<ServiceRequest> for RequestMetricsMiddleware<S>
@@ -231,6 +301,7 @@ where
         let method = method_label(request.method());
         let started = Instant::now();
         let response = self.service.call(request);
+        let handles = Rc::clone(&self.handles);
         Box::pin(async move {
             let result = response.await;
             let (status, route) = match &result {
@@ -240,20 +311,9 @@ where
                     UNMATCHED_ROUTE.to_owned(),
                 ),
             };
-            let status = status.to_string();
-            metrics::counter!(
-                HTTP_REQUESTS_TOTAL,
-                "method" => method,
-                "route" => route.clone(),
-                "status" => status,
-            )
-            .increment(1);
-            metrics::histogram!(
-                HTTP_REQUEST_DURATION_SECONDS,
-                "method" => method,
-                "route" => route,
-            )
-            .record(started.elapsed().as_secs_f64());
+            handles
+                .borrow_mut()
+                .record(method, route, status, started.elapsed().as_secs_f64());
             result
         })
     }
@@ -374,5 +434,121 @@ fn record_servers(state: &ApiState) {
             )
             .set(0.0);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use metrics::{
+        Counter, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder, SharedString,
+        Unit,
+    };
+
+    use super::*;
+
+    /// Counts every counter increment and histogram sample by series (`name{label=value,...}`).
+    #[derive(Default)]
+    struct Tally {
+        counters: Mutex<BTreeMap<String, Arc<AtomicU64>>>,
+        samples: Mutex<BTreeMap<String, Arc<Samples>>>,
+    }
+
+    #[derive(Default)]
+    struct Samples(AtomicU64);
+
+    impl HistogramFn for Samples {
+        fn record(&self, _: f64) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn series(key: &Key) -> String {
+        let labels: Vec<String> = key
+            .labels()
+            .map(|label| format!("{}={}", label.key(), label.value()))
+            .collect();
+        format!("{}{{{}}}", key.name(), labels.join(","))
+    }
+
+    impl Tally {
+        fn count(&self, series: &str) -> u64 {
+            self.counters
+                .lock()
+                .unwrap()
+                .get(series)
+                .map_or(0, |count| count.load(Ordering::Relaxed))
+        }
+
+        fn samples(&self, series: &str) -> u64 {
+            self.samples
+                .lock()
+                .unwrap()
+                .get(series)
+                .map_or(0, |samples| samples.0.load(Ordering::Relaxed))
+        }
+    }
+
+    impl Recorder for Tally {
+        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+
+        fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+            let mut counters = self.counters.lock().unwrap();
+            Counter::from_arc(counters.entry(series(key)).or_default().clone())
+        }
+
+        fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
+            Gauge::noop()
+        }
+
+        fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
+            let mut samples = self.samples.lock().unwrap();
+            Histogram::from_arc(samples.entry(series(key)).or_default().clone())
+        }
+    }
+
+    const OK_MCP: &str = "mcpgw_http_requests_total{method=POST,route=/mcp,status=200}";
+    const BAD_MCP: &str = "mcpgw_http_requests_total{method=POST,route=/mcp,status=400}";
+    const MCP_TIMES: &str = "mcpgw_http_request_duration_seconds{method=POST,route=/mcp}";
+
+    #[test]
+    fn kept_handles_count_each_request_once_in_its_own_series() {
+        let tally = Tally::default();
+        let mut handles = RouteHandles::default();
+        metrics::with_local_recorder(&tally, || {
+            for status in [200, 200, 400, 200] {
+                handles.record("POST", "/mcp".to_owned(), status, 0.001);
+            }
+            handles.record("GET", "/api/system".to_owned(), 200, 0.001);
+        });
+        assert_eq!(tally.count(OK_MCP), 3);
+        assert_eq!(tally.count(BAD_MCP), 1);
+        assert_eq!(tally.samples(MCP_TIMES), 4);
+        assert_eq!(
+            tally.count("mcpgw_http_requests_total{method=GET,route=/api/system,status=200}"),
+            1
+        );
+        assert_eq!(handles.routes.len(), 2);
+    }
+
+    #[test]
+    fn kept_handles_follow_the_recorder_in_place() {
+        let (first, second) = (Tally::default(), Tally::default());
+        let mut handles = RouteHandles::default();
+        metrics::with_local_recorder(&first, || {
+            handles.record("POST", "/mcp".to_owned(), 200, 0.001);
+        });
+        metrics::with_local_recorder(&second, || {
+            handles.record("POST", "/mcp".to_owned(), 200, 0.001);
+            handles.record("POST", "/mcp".to_owned(), 200, 0.001);
+        });
+        assert_eq!(first.count(OK_MCP), 1);
+        assert_eq!(second.count(OK_MCP), 2);
+        assert_eq!(second.samples(MCP_TIMES), 2);
     }
 }

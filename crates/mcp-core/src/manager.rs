@@ -833,11 +833,8 @@ impl ServerManager {
         server: &Arc<ManagedServer>,
         force: bool,
     ) -> Result<Arc<dyn McpSession>, StartFailure> {
-        {
-            let status = server.status();
-            if let (ServerState::Ready, Some(session)) = (status.state, &status.session) {
-                return Ok(Arc::clone(session));
-            }
+        if let Some(session) = ready_session(server) {
+            return Ok(session);
         }
         let shared = {
             let mut starting = server
@@ -1299,12 +1296,18 @@ impl ServerManager {
         server: &Arc<ManagedServer>,
         id: &ServerId,
     ) -> Result<Arc<dyn McpSession>, CoreError> {
+        // A running server's session comes without the start's future, which is large (more
+        // than a kilobyte) and would otherwise be part of every call's future; it is boxed
+        // below, for the calls that start their server.
+        if let Some(session) = ready_session(server) {
+            return Ok(session);
+        }
         let timeout = self.inner.settings.call_timeout;
-        within(
+        Box::pin(within(
             &*self.inner.clock,
             timeout,
             self.start_server(server, false),
-        )
+        ))
         .await
         .ok_or_else(|| CoreError::Session {
             server: id.clone(),
@@ -1471,6 +1474,15 @@ impl ServerManager {
                 consecutive_failures,
             });
         }
+    }
+}
+
+/// The session of a server that is ready, if it is.
+fn ready_session(server: &ManagedServer) -> Option<Arc<dyn McpSession>> {
+    let status = server.status();
+    match (status.state, &status.session) {
+        (ServerState::Ready, Some(session)) => Some(Arc::clone(session)),
+        _ => None,
     }
 }
 

@@ -170,57 +170,81 @@ pub fn streamable_http_handler(
         settings.session_idle_timeout,
         settings.max_request_body_bytes,
     );
+    let forwarder = Arc::new(Forwarder {
+        service,
+        direct: Arc::clone(&direct),
+        sessions,
+    });
     Arc::new(move |request: http::Request<Bytes>| {
-        let service = service.clone();
         let direct = Arc::clone(&direct);
-        let sessions = Arc::clone(&sessions);
+        let forwarder = Arc::clone(&forwarder);
         Box::pin(async move {
             direct.ensure_idle_sweeper();
             if let Some(response) = direct.try_answer(&request).await {
                 return response;
             }
-            let method = request.method().clone();
-            // rmcp answers a body it cannot read as a JSON-RPC message with a plain-text 415;
-            // keeping the body (a reference count, not a copy) lets that answer be replaced by
-            // the JSON-RPC error the specifications ask for, without parsing good requests twice.
-            let posted_json = (method == http::Method::POST && is_json(request.headers()))
-                .then(|| request.body().clone());
-            let session = request
-                .headers()
-                .get("mcp-session-id")
-                .and_then(|value| value.to_str().ok())
-                .map(str::to_owned);
-            let ending = match (&method, &session) {
-                (&http::Method::DELETE, Some(id)) => Some(SessionEnd {
-                    known: sessions
-                        .has_session(&id.as_str().into())
-                        .await
-                        .unwrap_or(false),
-                }),
-                _ => None,
-            };
-            let response = service.handle(request.map(Full::new)).await;
-            let response = match ending {
-                Some(ending) => ending.answer(response),
-                None => response,
-            };
-            if response.status() == http::StatusCode::UNSUPPORTED_MEDIA_TYPE
-                && let Some(body) = &posted_json
-                && let Some(malformed) = Malformed::diagnose(body)
-            {
-                return malformed.into_response();
-            }
-            // Read once, without copying, for both uses.
-            let posted = posted_json
-                .as_deref()
-                .and_then(|body| serde_json::from_slice::<Incoming<'_>>(body).ok());
-            direct.after_forwarded(&method, session.as_deref(), posted.as_ref(), &response);
-            match (session, posted.as_ref().and_then(|posted| posted.id)) {
-                (Some(session), Some(id)) => cancel_on_hang_up(response, &sessions, session, id),
-                _ => response,
-            }
+            // rmcp's request future is large (kilobytes): it is allocated on its own, only for
+            // the requests that go to rmcp, so that a call answered above allocates a small
+            // future and never the large block, whose allocation and release cost a call more
+            // than its whole routing.
+            Box::pin(forwarder.forward(request)).await
         })
     })
+}
+
+/// What a request that the direct path does not answer goes through: rmcp's service, with the
+/// gateway's corrections around it.
+struct Forwarder {
+    service: StreamableHttpService<GatewayMcpServer, LocalSessionManager>,
+    direct: Arc<DirectCalls>,
+    sessions: Arc<LocalSessionManager>,
+}
+
+impl Forwarder {
+    async fn forward(&self, request: http::Request<Bytes>) -> http::Response<McpHttpBody> {
+        let method = request.method().clone();
+        // rmcp answers a body it cannot read as a JSON-RPC message with a plain-text 415;
+        // keeping the body (a reference count, not a copy) lets that answer be replaced by the
+        // JSON-RPC error the specifications ask for, without parsing good requests twice.
+        let posted_json = (method == http::Method::POST && is_json(request.headers()))
+            .then(|| request.body().clone());
+        let session = request
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned);
+        let ending = match (&method, &session) {
+            (&http::Method::DELETE, Some(id)) => Some(SessionEnd {
+                known: self
+                    .sessions
+                    .has_session(&id.as_str().into())
+                    .await
+                    .unwrap_or(false),
+            }),
+            _ => None,
+        };
+        let response = self.service.handle(request.map(Full::new)).await;
+        let response = match ending {
+            Some(ending) => ending.answer(response),
+            None => response,
+        };
+        if response.status() == http::StatusCode::UNSUPPORTED_MEDIA_TYPE
+            && let Some(body) = &posted_json
+            && let Some(malformed) = Malformed::diagnose(body)
+        {
+            return malformed.into_response();
+        }
+        // Read once, without copying, for both uses.
+        let posted = posted_json
+            .as_deref()
+            .and_then(|body| serde_json::from_slice::<Incoming<'_>>(body).ok());
+        self.direct
+            .after_forwarded(&method, session.as_deref(), posted.as_ref(), &response);
+        match (session, posted.as_ref().and_then(|posted| posted.id)) {
+            (Some(session), Some(id)) => cancel_on_hang_up(response, &self.sessions, session, id),
+            _ => response,
+        }
+    }
 }
 
 /// An `initialize`-era request (a message with an `id` and a `method`) answered over SSE,
