@@ -154,6 +154,8 @@ fn http_header_name(name: &str) -> Result<http::HeaderName, ApiError> {
         "mcp-session-id" => Ok(http::HeaderName::from_static("mcp-session-id")),
         "mcp-protocol-version" => Ok(http::HeaderName::from_static("mcp-protocol-version")),
         "last-event-id" => Ok(http::HeaderName::from_static("last-event-id")),
+        "mcp-method" => Ok(http::HeaderName::from_static("mcp-method")),
+        "mcp-name" => Ok(http::HeaderName::from_static("mcp-name")),
         _ => {
             http::HeaderName::from_bytes(name.as_bytes()).map_err(|_| unconvertible("header name"))
         }

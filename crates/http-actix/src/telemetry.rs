@@ -337,7 +337,9 @@ fn method_label(method: &Method) -> &'static str {
 /// collection itself.
 fn route_label(request: &actix_web::HttpRequest) -> String {
     match request.match_pattern() {
-        Some(pattern) if pattern.len() > 1 => pattern.trim_end_matches('/').to_owned(),
+        Some(pattern) if pattern.len() > 1 && pattern.ends_with('/') => {
+            pattern.trim_end_matches('/').to_owned()
+        }
         Some(pattern) => pattern,
         None => UNMATCHED_ROUTE.to_owned(),
     }
