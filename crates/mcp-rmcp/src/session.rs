@@ -453,6 +453,30 @@ impl RmcpSession {
     /// server may answer with an input-required result, which goes back to that caller.
     /// `None` keeps the request in the session's own era.
     async fn modern_meta(&self, ctx: &CallContext) -> Option<Map<String, Value>> {
+        let capabilities = self.modern_capabilities(ctx).await?;
+        Some(self.modern_meta_with(capabilities))
+    }
+
+    /// The `_meta` of a 2026-07-28 request that declares `capabilities`.
+    fn modern_meta_with(&self, capabilities: Value) -> Map<String, Value> {
+        let mut meta = Map::new();
+        meta.insert(
+            PROTOCOL_VERSION_META.to_owned(),
+            Value::String(MODERN_PROTOCOL.to_owned()),
+        );
+        meta.insert(
+            CLIENT_INFO_META.to_owned(),
+            serde_json::to_value(&self.client_info).unwrap_or_default(),
+        );
+        meta.insert(CLIENT_CAPABILITIES_META.to_owned(), capabilities);
+        meta
+    }
+
+    /// Whether a request for this caller goes out in the 2026-07-28 era (as
+    /// [`RmcpSession::modern_meta`] decides), and then the client capabilities it declares. The
+    /// stdio link's tool calls write the rest of the era's `_meta` from borrowed values
+    /// ([`ModernMeta`]) instead of building it.
+    async fn modern_capabilities(&self, ctx: &CallContext) -> Option<Value> {
         ctx.input.as_ref()?;
         if !self.accepts_modern_requests().await {
             return None;
@@ -464,17 +488,7 @@ impl RmcpSession {
         if ctx.tasks {
             capabilities["extensions"] = serde_json::json!({ mcpgw_core::TASKS_EXTENSION: {} });
         }
-        let mut meta = Map::new();
-        meta.insert(
-            PROTOCOL_VERSION_META.to_owned(),
-            Value::String(MODERN_PROTOCOL.to_owned()),
-        );
-        meta.insert(
-            CLIENT_INFO_META.to_owned(),
-            serde_json::to_value(&self.client_info).unwrap_or_default(),
-        );
-        meta.insert(CLIENT_CAPABILITIES_META.to_owned(), capabilities);
-        Some(meta)
+        Some(capabilities)
     }
 
     /// Asks the server once, with a `server/discover` of the 2026-07-28 era, whether it takes
@@ -756,7 +770,7 @@ impl RmcpSession {
         link: &Arc<StdioLink>,
         call: ToolCall,
         ctx: CallContext,
-        modern: Option<Map<String, Value>>,
+        modern: Option<Value>,
     ) -> Result<ToolCallOutcome, SessionError> {
         link.follow_caller().await;
         let id = link.next_id();
@@ -783,7 +797,11 @@ impl RmcpSession {
                 meta: CallMeta {
                     progress_token: progress_registration.as_ref().map(|_| id),
                     client_capabilities: capabilities.as_deref(),
-                    modern: modern.as_ref(),
+                    modern: modern.as_ref().map(|capabilities| ModernMeta {
+                        protocol_version: MODERN_PROTOCOL,
+                        client_info: &self.client_info,
+                        client_capabilities: capabilities,
+                    }),
                 },
             },
         };
@@ -878,7 +896,19 @@ struct CallMeta<'a> {
     client_capabilities: Option<&'a Value>,
     /// The version, client and capabilities of a 2026-07-28 request.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
-    modern: Option<&'a Map<String, Value>>,
+    modern: Option<ModernMeta<'a>>,
+}
+
+/// The `_meta` members of a 2026-07-28 request, written from borrowed values: the same members
+/// as [`RmcpSession::modern_meta`] builds.
+#[derive(serde::Serialize)]
+struct ModernMeta<'a> {
+    #[serde(rename = "io.modelcontextprotocol/protocolVersion")]
+    protocol_version: &'static str,
+    #[serde(rename = "io.modelcontextprotocol/clientInfo")]
+    client_info: &'a rmcp::model::Implementation,
+    #[serde(rename = "io.modelcontextprotocol/clientCapabilities")]
+    client_capabilities: &'a Value,
 }
 
 impl CallMeta<'_> {
@@ -1084,7 +1114,7 @@ impl McpSession for RmcpSession {
         if ctx.cancellation.is_cancelled() {
             return Err(cancelled_error());
         }
-        let modern = self.modern_meta(&ctx).await;
+        let modern = self.modern_capabilities(&ctx).await;
         if let Some(link) = &self.link {
             if modern.is_some() {
                 check_responses(&ctx, "tools/call")?;
@@ -1099,7 +1129,7 @@ impl McpSession for RmcpSession {
         }
         let mut params = CallToolRequestParams::new(call.name);
         params.arguments = call.arguments;
-        match modern {
+        match modern.map(|capabilities| self.modern_meta_with(capabilities)) {
             Some(meta) => {
                 (params.input_responses, params.request_state) =
                     modern_request(&mut params.meta, meta, &ctx, "tools/call")?;
@@ -1384,5 +1414,33 @@ impl McpSession for RmcpSession {
                 ..Default::default()
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_written_modern_meta_has_the_members_the_built_one_has() {
+        let client_info = rmcp::model::Implementation::default();
+        let capabilities = serde_json::json!({"sampling": {}});
+        let written = serde_json::to_value(ModernMeta {
+            protocol_version: MODERN_PROTOCOL,
+            client_info: &client_info,
+            client_capabilities: &capabilities,
+        })
+        .unwrap();
+        let mut built = Map::new();
+        built.insert(
+            PROTOCOL_VERSION_META.to_owned(),
+            Value::String(MODERN_PROTOCOL.to_owned()),
+        );
+        built.insert(
+            CLIENT_INFO_META.to_owned(),
+            serde_json::to_value(&client_info).unwrap(),
+        );
+        built.insert(CLIENT_CAPABILITIES_META.to_owned(), capabilities);
+        assert_eq!(written, Value::Object(built));
     }
 }
