@@ -459,17 +459,7 @@ impl RmcpSession {
 
     /// The `_meta` of a 2026-07-28 request that declares `capabilities`.
     fn modern_meta_with(&self, capabilities: Value) -> Map<String, Value> {
-        let mut meta = Map::new();
-        meta.insert(
-            PROTOCOL_VERSION_META.to_owned(),
-            Value::String(MODERN_PROTOCOL.to_owned()),
-        );
-        meta.insert(
-            CLIENT_INFO_META.to_owned(),
-            serde_json::to_value(&self.client_info).unwrap_or_default(),
-        );
-        meta.insert(CLIENT_CAPABILITIES_META.to_owned(), capabilities);
-        meta
+        modern_meta_map(&self.client_info, capabilities)
     }
 
     /// Whether a request for this caller goes out in the 2026-07-28 era (as
@@ -899,8 +889,26 @@ struct CallMeta<'a> {
     modern: Option<ModernMeta<'a>>,
 }
 
+/// The `_meta` members of a 2026-07-28 request from `client_info` declaring `capabilities`.
+fn modern_meta_map(
+    client_info: &rmcp::model::Implementation,
+    capabilities: Value,
+) -> Map<String, Value> {
+    let mut meta = Map::new();
+    meta.insert(
+        PROTOCOL_VERSION_META.to_owned(),
+        Value::String(MODERN_PROTOCOL.to_owned()),
+    );
+    meta.insert(
+        CLIENT_INFO_META.to_owned(),
+        serde_json::to_value(client_info).unwrap_or_default(),
+    );
+    meta.insert(CLIENT_CAPABILITIES_META.to_owned(), capabilities);
+    meta
+}
+
 /// The `_meta` members of a 2026-07-28 request, written from borrowed values: the same members
-/// as [`RmcpSession::modern_meta`] builds.
+/// as [`modern_meta_map`] builds.
 #[derive(serde::Serialize)]
 struct ModernMeta<'a> {
     #[serde(rename = "io.modelcontextprotocol/protocolVersion")]
@@ -1431,16 +1439,7 @@ mod tests {
             client_capabilities: &capabilities,
         })
         .unwrap();
-        let mut built = Map::new();
-        built.insert(
-            PROTOCOL_VERSION_META.to_owned(),
-            Value::String(MODERN_PROTOCOL.to_owned()),
-        );
-        built.insert(
-            CLIENT_INFO_META.to_owned(),
-            serde_json::to_value(&client_info).unwrap(),
-        );
-        built.insert(CLIENT_CAPABILITIES_META.to_owned(), capabilities);
+        let built = modern_meta_map(&client_info, capabilities);
         assert_eq!(written, Value::Object(built));
     }
 }
