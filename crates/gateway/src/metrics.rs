@@ -40,10 +40,34 @@ pub const OTHER_TOOL_LABEL: &str = "(other)";
 pub const MAX_TOOL_LABELS_PER_SERVER: usize = 1000;
 
 /// Which recorder the `metrics` macros use here and now (the scope's local recorder, else the
-/// global one, else the no-op recorder), told apart by its address. A metric handle belongs to
-/// the recorder that made it: handles kept across calls are only good while this stays the same.
-pub fn current_recorder() -> usize {
+/// global one, else the no-op recorder), told apart by its address.
+fn current_recorder() -> usize {
     metrics::with_recorder(|recorder| std::ptr::from_ref(recorder).cast::<()>().addr())
+}
+
+/// Metric handles kept across calls (`T`), with the recorder that made them. Looking a series
+/// up in the recorder's registry costs a dozen allocations, so the hot paths keep their handles;
+/// but a handle belongs to the recorder that made it, and the recorder in place can change (a
+/// local recorder in a test, an exporter installed after the first events). [`Self::current`]
+/// hands out the kept handles only while the recorder that made them is still in place, and
+/// starts over from `T::default()` otherwise.
+#[derive(Debug, Default)]
+pub struct RecorderHandles<T> {
+    recorder: usize,
+    kept: T,
+}
+
+impl<T: Default> RecorderHandles<T> {
+    /// The kept handles, emptied first if another recorder than the one that made them is in
+    /// place.
+    pub fn current(&mut self) -> &mut T {
+        let recorder = current_recorder();
+        if self.recorder != recorder {
+            self.kept = T::default();
+            self.recorder = recorder;
+        }
+        &mut self.kept
+    }
 }
 
 /// Records the metrics that domain events carry: starts and stops, start durations, tool calls
@@ -52,37 +76,23 @@ pub fn current_recorder() -> usize {
 ///
 /// The label values of servers and tools are kept (shared strings, so that a call does not
 /// allocate label strings), and so are the handles of the metrics that every tool call
-/// records: looking a series up in the recorder's registry costs a call a dozen allocations.
-/// A handle belongs to the recorder that made it, and the observer may be registered before
-/// the exporter is installed: the kept handles are dropped whenever the recorder in place is
-/// another than the one that made them ([`current_recorder`]). Like the label values, they are
-/// forgotten with their server and its tool list.
+/// records ([`RecorderHandles`]: the observer may be registered before the exporter is
+/// installed). Like the label values, the handles are forgotten with their server and its tool
+/// list.
 #[derive(Debug, Default)]
 pub struct EventMetrics {
     labels: RwLock<HashMap<ServerId, ServerLabels>>,
-    handles: Mutex<KeptHandles>,
+    handles: Mutex<RecorderHandles<KeptHandles>>,
 }
 
-/// The metric handles [`EventMetrics`] keeps, and the recorder they belong to.
+/// The metric handles [`EventMetrics`] keeps.
 #[derive(Debug, Default)]
 struct KeptHandles {
-    recorder: usize,
     /// By server and tool name; only for tools with a label of their own (not
     /// [`OTHER_TOOL_LABEL`]), so that they are as bounded as the labels.
     tool_calls: HashMap<ServerId, HashMap<String, ToolCallHandles>>,
     /// `mcpgw_events_published_total` by event type.
     events: HashMap<&'static str, Counter>,
-}
-
-impl KeptHandles {
-    /// Drops every handle if the recorder in place is not the one that made them.
-    fn follow(&mut self, recorder: usize) {
-        if self.recorder != recorder {
-            self.tool_calls.clear();
-            self.events.clear();
-            self.recorder = recorder;
-        }
-    }
 }
 
 #[derive(Debug)]
@@ -154,84 +164,77 @@ impl EventMetrics {
             }
         }
         // Handles exist only for tools with labels: without their labels, they go too.
-        self.kept().tool_calls.remove(server);
+        self.with_kept(|kept| kept.tool_calls.remove(server));
     }
 
-    /// The kept handles, made by the recorder in place.
-    fn kept(&self) -> std::sync::MutexGuard<'_, KeptHandles> {
-        let recorder = current_recorder();
-        let mut kept = self.handles.lock().unwrap_or_else(PoisonError::into_inner);
-        kept.follow(recorder);
-        kept
+    /// Runs `act` on the kept handles of the recorder in place.
+    fn with_kept<R>(&self, act: impl FnOnce(&mut KeptHandles) -> R) -> R {
+        let mut handles = self.handles.lock().unwrap_or_else(PoisonError::into_inner);
+        act(handles.current())
     }
 
     fn tool_call(&self, server: &ServerId, tool: &str, status: &'static str, duration_ms: f64) {
         let seconds = duration_ms / 1000.0;
-        let mut timed = false;
-        {
-            let mut kept = self.kept();
-            if let Some(handles) = kept
+        self.with_kept(|kept| {
+            let kept_tool = kept
                 .tool_calls
                 .get_mut(server)
-                .and_then(|tools| tools.get_mut(tool))
-            {
+                .and_then(|tools| tools.get_mut(tool));
+            if let Some(handles) = kept_tool {
                 handles.duration.record(seconds);
-                timed = true;
-                if let Some((_, calls)) = handles.calls.iter().find(|(word, _)| *word == status) {
-                    calls.increment(1);
-                    return;
+                match handles.calls.iter().find(|(word, _)| *word == status) {
+                    Some((_, calls)) => calls.increment(1),
+                    None => {
+                        let calls = self.calls_counter(server, tool, status);
+                        calls.increment(1);
+                        handles.calls.push((status, calls));
+                    }
                 }
+                return;
             }
-        }
-        // The first call of this tool with this status under this recorder: the handles are
-        // made (and kept when the tool has a label of its own).
-        let (server_label, tool_label) = self.labels_of(server, Some(tool));
-        let calls = metrics::counter!(
-            TOOL_CALLS_TOTAL,
-            "mcp_server_id" => server_label.clone(),
-            "tool" => tool_label.clone(),
-            "status" => status,
-        );
-        calls.increment(1);
-        let mut kept = self.kept();
-        if let Some(handles) = kept
-            .tool_calls
-            .get_mut(server)
-            .and_then(|tools| tools.get_mut(tool))
-        {
-            if !timed {
-                handles.duration.record(seconds);
-            }
-            handles.calls.push((status, calls));
-            return;
-        }
-        let duration = metrics::histogram!(
-            TOOL_CALL_DURATION_SECONDS,
-            "mcp_server_id" => server_label,
-            "tool" => tool_label.clone(),
-        );
-        if !timed {
-            duration.record(seconds);
-        }
-        if &*tool_label != OTHER_TOOL_LABEL {
-            kept.tool_calls.entry(server.clone()).or_default().insert(
-                tool.to_owned(),
-                ToolCallHandles {
-                    duration,
-                    calls: vec![(status, calls)],
-                },
+            // The first call of this tool under this recorder: its handles are made, and kept
+            // when the tool has a label of its own.
+            let (server_label, tool_label) = self.labels_of(server, Some(tool));
+            let duration = metrics::histogram!(
+                TOOL_CALL_DURATION_SECONDS,
+                "mcp_server_id" => server_label,
+                "tool" => tool_label.clone(),
             );
-        }
+            duration.record(seconds);
+            let calls = self.calls_counter(server, tool, status);
+            calls.increment(1);
+            if &*tool_label != OTHER_TOOL_LABEL {
+                kept.tool_calls.entry(server.clone()).or_default().insert(
+                    tool.to_owned(),
+                    ToolCallHandles {
+                        duration,
+                        calls: vec![(status, calls)],
+                    },
+                );
+            }
+        });
+    }
+
+    /// The `mcpgw_tool_calls_total` series of a tool and a status.
+    fn calls_counter(&self, server: &ServerId, tool: &str, status: &'static str) -> Counter {
+        let (server_label, tool_label) = self.labels_of(server, Some(tool));
+        metrics::counter!(
+            TOOL_CALLS_TOTAL,
+            "mcp_server_id" => server_label,
+            "tool" => tool_label,
+            "status" => status,
+        )
     }
 
     fn event_published(&self, event_type: &'static str) {
-        let mut kept = self.kept();
-        kept.events
-            .entry(event_type)
-            .or_insert_with(
-                || metrics::counter!(EVENTS_PUBLISHED_TOTAL, "event_type" => event_type),
-            )
-            .increment(1);
+        self.with_kept(|kept| {
+            kept.events
+                .entry(event_type)
+                .or_insert_with(
+                    || metrics::counter!(EVENTS_PUBLISHED_TOTAL, "event_type" => event_type),
+                )
+                .increment(1);
+        });
     }
 
     fn stopped(&self, server: &ServerId, reason: &'static str) {
@@ -653,7 +656,11 @@ mod tests {
         // Handles are kept as far as labels go, and no further.
         let kept = |observer: &EventMetrics| {
             let handles = observer.handles.lock().unwrap();
-            handles.tool_calls.get(&id("math")).map_or(0, HashMap::len)
+            handles
+                .kept
+                .tool_calls
+                .get(&id("math"))
+                .map_or(0, HashMap::len)
         };
         assert_eq!(kept(&observer), MAX_TOOL_LABELS_PER_SERVER);
 

@@ -22,7 +22,7 @@ use mcpgw_gateway::metrics::{
     EVENT_LOG_DROPPED_TOTAL, EVENT_LOG_EVENTS, EVENTS_PUBLISHED_TOTAL, HEALTH_CHECKS_TOTAL,
     MCP_SERVER_START_DURATION_SECONDS, MCP_SERVER_STARTS_TOTAL, MCP_SERVER_STATE,
     MCP_SERVER_STOPS_TOTAL, MCP_SERVER_UP, RATE_LIMIT_BUCKETS, RATE_LIMIT_HITS_TOTAL,
-    TOOL_CALL_DURATION_SECONDS, TOOL_CALLS_TOTAL, WEBSOCKET_CLIENTS,
+    RecorderHandles, TOOL_CALL_DURATION_SECONDS, TOOL_CALLS_TOTAL, WEBSOCKET_CLIENTS,
 };
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 
@@ -218,17 +218,14 @@ where
 #[derive(Debug)]
 pub struct RequestMetricsMiddleware<S> {
     service: S,
-    /// This worker's handles of the request metrics (one middleware per HTTP worker thread):
-    /// looking a series up in the recorder's registry costs a request a dozen allocations.
-    handles: Rc<RefCell<RouteHandles>>,
+    /// This worker's handles of the request metrics (one middleware per HTTP worker thread).
+    handles: Rc<RefCell<RecorderHandles<RouteHandles>>>,
 }
 
-/// Handles of the request metrics by route, and the recorder that made them: they are dropped
-/// when another recorder is in place ([`mcpgw_gateway::metrics::current_recorder`]). Routes,
-/// methods and statuses are bounded sets (route templates, not paths), and so is this.
+/// Handles of the request metrics by route. Routes, methods and statuses are bounded sets
+/// (route templates, not paths), and so is this.
 #[derive(Debug, Default)]
 struct RouteHandles {
-    recorder: usize,
     routes: HashMap<String, RouteSeries>,
 }
 
@@ -240,11 +237,6 @@ struct RouteSeries {
 
 impl RouteHandles {
     fn record(&mut self, method: &'static str, route: String, status: u16, seconds: f64) {
-        let recorder = mcpgw_gateway::metrics::current_recorder();
-        if self.recorder != recorder {
-            self.routes.clear();
-            self.recorder = recorder;
-        }
         let series = match self.routes.get_mut(route.as_str()) {
             Some(series) => series,
             None => self.routes.entry(route.clone()).or_default(),
@@ -311,9 +303,12 @@ where
                     UNMATCHED_ROUTE.to_owned(),
                 ),
             };
-            handles
-                .borrow_mut()
-                .record(method, route, status, started.elapsed().as_secs_f64());
+            handles.borrow_mut().current().record(
+                method,
+                route,
+                status,
+                started.elapsed().as_secs_f64(),
+            );
             result
         })
     }
@@ -541,13 +536,18 @@ mod tests {
     #[test]
     fn kept_handles_follow_the_recorder_in_place() {
         let (first, second) = (Tally::default(), Tally::default());
-        let mut handles = RouteHandles::default();
+        let mut handles = RecorderHandles::<RouteHandles>::default();
         metrics::with_local_recorder(&first, || {
-            handles.record("POST", "/mcp".to_owned(), 200, 0.001);
+            handles
+                .current()
+                .record("POST", "/mcp".to_owned(), 200, 0.001);
         });
         metrics::with_local_recorder(&second, || {
-            handles.record("POST", "/mcp".to_owned(), 200, 0.001);
-            handles.record("POST", "/mcp".to_owned(), 200, 0.001);
+            for _ in 0..2 {
+                handles
+                    .current()
+                    .record("POST", "/mcp".to_owned(), 200, 0.001);
+            }
         });
         assert_eq!(first.count(OK_MCP), 1);
         assert_eq!(second.count(OK_MCP), 2);
