@@ -64,9 +64,6 @@ fn relayed_capabilities() -> rmcp::model::ClientCapabilities {
 
 /// The `_meta` key of a request's client capabilities (2026-07-28).
 const CLIENT_CAPABILITIES_META: &str = "io.modelcontextprotocol/clientCapabilities";
-/// The `_meta` keys of a request's protocol version and client (2026-07-28).
-const PROTOCOL_VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
-const CLIENT_INFO_META: &str = "io.modelcontextprotocol/clientInfo";
 /// The protocol era whose requests carry their own version, client and capabilities, and whose
 /// servers answer with input-required results instead of asking mid-call.
 const MODERN_PROTOCOL: &str = "2026-07-28";
@@ -454,12 +451,7 @@ impl RmcpSession {
     /// `None` keeps the request in the session's own era.
     async fn modern_meta(&self, ctx: &CallContext) -> Option<Map<String, Value>> {
         let capabilities = self.modern_capabilities(ctx).await?;
-        Some(self.modern_meta_with(capabilities))
-    }
-
-    /// The `_meta` of a 2026-07-28 request that declares `capabilities`.
-    fn modern_meta_with(&self, capabilities: Value) -> Map<String, Value> {
-        modern_meta_map(&self.client_info, capabilities)
+        Some(modern_meta_map(&self.client_info, &capabilities))
     }
 
     /// Whether a request for this caller goes out in the 2026-07-28 era (as
@@ -889,26 +881,26 @@ struct CallMeta<'a> {
     modern: Option<ModernMeta<'a>>,
 }
 
-/// The `_meta` members of a 2026-07-28 request from `client_info` declaring `capabilities`.
+/// The `_meta` members of a 2026-07-28 request from `client_info` declaring `capabilities`, as
+/// a map (for the requests that go through rmcp's typed messages).
 fn modern_meta_map(
     client_info: &rmcp::model::Implementation,
-    capabilities: Value,
+    capabilities: &Value,
 ) -> Map<String, Value> {
-    let mut meta = Map::new();
-    meta.insert(
-        PROTOCOL_VERSION_META.to_owned(),
-        Value::String(MODERN_PROTOCOL.to_owned()),
-    );
-    meta.insert(
-        CLIENT_INFO_META.to_owned(),
-        serde_json::to_value(client_info).unwrap_or_default(),
-    );
-    meta.insert(CLIENT_CAPABILITIES_META.to_owned(), capabilities);
-    meta
+    let meta = ModernMeta {
+        protocol_version: MODERN_PROTOCOL,
+        client_info,
+        client_capabilities: capabilities,
+    };
+    match serde_json::to_value(meta) {
+        Ok(Value::Object(meta)) => meta,
+        // A struct of strings and JSON values always makes an object.
+        _ => Map::new(),
+    }
 }
 
-/// The `_meta` members of a 2026-07-28 request, written from borrowed values: the same members
-/// as [`modern_meta_map`] builds.
+/// The `_meta` members of a 2026-07-28 request, written from borrowed values (the stdio link's
+/// tool calls write them so, without building a map).
 #[derive(serde::Serialize)]
 struct ModernMeta<'a> {
     #[serde(rename = "io.modelcontextprotocol/protocolVersion")]
@@ -1137,7 +1129,7 @@ impl McpSession for RmcpSession {
         }
         let mut params = CallToolRequestParams::new(call.name);
         params.arguments = call.arguments;
-        match modern.map(|capabilities| self.modern_meta_with(capabilities)) {
+        match modern.map(|capabilities| modern_meta_map(&self.client_info, &capabilities)) {
             Some(meta) => {
                 (params.input_responses, params.request_state) =
                     modern_request(&mut params.meta, meta, &ctx, "tools/call")?;
@@ -1439,7 +1431,21 @@ mod tests {
             client_capabilities: &capabilities,
         })
         .unwrap();
-        let built = modern_meta_map(&client_info, capabilities);
-        assert_eq!(written, Value::Object(built));
+        let built: Map<String, Value> = [
+            (
+                "io.modelcontextprotocol/protocolVersion",
+                Value::String(MODERN_PROTOCOL.to_owned()),
+            ),
+            (
+                "io.modelcontextprotocol/clientInfo",
+                serde_json::to_value(&client_info).unwrap(),
+            ),
+            (CLIENT_CAPABILITIES_META, capabilities.clone()),
+        ]
+        .into_iter()
+        .map(|(name, value)| (name.to_owned(), value))
+        .collect();
+        assert_eq!(written, Value::Object(built.clone()));
+        assert_eq!(modern_meta_map(&client_info, &capabilities), built);
     }
 }
