@@ -158,28 +158,13 @@ fn answer_requests(stream: TcpStream, answer: &[u8], mut pipe: Option<Pipe>) -> 
 /// Starts `bare` (this harness's own executable, in a process of its own) and returns it with its
 /// URL.
 pub fn start(bare: Bare) -> anyhow::Result<(Child, String)> {
-    let mut child = Command::new(std::env::current_exe()?)
-        .arg(bare.scenario())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("cannot start {}", bare.label()))?;
-    let stderr = child.stderr.take().context("no stderr")?;
-    let mut lines = BufReader::new(stderr).lines();
-    let Some(line) = lines.next() else {
-        let _ = child.kill();
-        bail!("{} exited before listening", bare.label());
-    };
-    let line = line?;
-    let Some(url) = line
-        .strip_prefix(bare.scenario())
-        .and_then(|rest| rest.strip_prefix(" listening on "))
-    else {
-        let _ = child.kill();
-        bail!("{} said `{line}` instead of its address", bare.label());
-    };
-    Ok((child, url.trim().to_owned()))
+    let mut command = Command::new(std::env::current_exe()?);
+    command.arg(bare.scenario());
+    crate::start_listening(
+        command,
+        bare.label(),
+        &format!("{} listening on ", bare.scenario()),
+    )
 }
 
 #[cfg(test)]

@@ -426,20 +426,39 @@ const ECHO_PARAMS: &str = r#"{"name":"fx__echo","arguments":{"text":"hello"}}"#;
 
 /// Starts the fixture server in HTTP mode and returns it with its MCP URL.
 fn start_fixture_http(fixture: &Path) -> anyhow::Result<(Child, String)> {
-    let mut child = Command::new(fixture)
-        .args(["--http", "0"])
+    let mut command = Command::new(fixture);
+    command.args(["--http", "0"]);
+    start_listening(command, "the fixture server", "fixture listening on ")
+}
+
+/// Starts `command` (`what`, for errors) and waits for the stderr line that starts with
+/// `prefix` and goes on with the URL it listens on; the rest of its stderr is read and dropped.
+fn start_listening(
+    mut command: Command,
+    what: &str,
+    prefix: &str,
+) -> anyhow::Result<(Child, String)> {
+    let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .context("cannot start the fixture server")?;
+        .with_context(|| format!("cannot start {what}"))?;
     let stderr = child.stderr.take().context("no stderr")?;
     let mut lines = BufReader::new(stderr).lines();
     let url = loop {
-        let Some(line) = lines.next() else {
-            bail!("the fixture exited before listening")
+        let line = match lines.next() {
+            Some(Ok(line)) => line,
+            Some(Err(error)) => {
+                let _ = child.kill();
+                return Err(error).with_context(|| format!("cannot read the stderr of {what}"));
+            }
+            None => {
+                let _ = child.kill();
+                bail!("{what} exited before listening");
+            }
         };
-        if let Some(url) = line?.strip_prefix("fixture listening on ") {
+        if let Some(url) = line.strip_prefix(prefix) {
             break url.trim().to_owned();
         }
     };
