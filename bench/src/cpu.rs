@@ -216,7 +216,7 @@ pub fn run() -> anyhow::Result<()> {
 /// against.
 pub fn bare_floor(rounds: usize) -> anyhow::Result<BTreeMap<(Bare, usize), f64>> {
     let mut figures = BTreeMap::new();
-    for bare in Bare::BOTH {
+    for bare in Bare::ALL {
         let (mut child, url) = crate::bare::start(bare)?;
         let measured = (|| {
             drive(&url, Era::Stateless, 4, 200)?;

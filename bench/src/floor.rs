@@ -10,7 +10,7 @@
 //!   behind the Rust fixture server and behind the official Python SDK's server (the latter
 //!   needs the test environment's Python; without it those lines say why they are missing);
 //! - the floor of this machine: the CPU per request of a bare HTTP responder and of a bare relay
-//!   over a pipe at concurrency 1 and 16 (see `bare.rs`);
+//!   over a pipe, in blocking I/O and on actix-web, at concurrency 1 and 16 (see `bare.rs`);
 //! - the RSS of a gateway after start with no server, with one server running, and with 1,000
 //!   registered; and the time from exec to `/health/ready` with 1,000 registered.
 //!

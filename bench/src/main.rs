@@ -29,9 +29,10 @@
 //!   server as a subprocess, in the same run. Needs scripts/setup-podman.sh and
 //!   scripts/build-test-image.sh.
 //!
-//! - `load [SECONDS]`: calls through the gateway at concurrency 16 for SECONDS (default 20),
-//!   printing the gateway's pid first, so that a profiler can be attached to it
-//!   (`perf record -g -p PID`).
+//! - `load [SECONDS] [CLIENTS] [session|stateless]`: calls through the gateway from CLIENTS
+//!   clients at once (default 16) for SECONDS (default 20), in the protocol era named (default
+//!   `session`), printing the gateway's pid first, so that a profiler
+//!   or `strace -c -f -p PID` can be attached to it (`perf record -g -p PID`).
 //!
 //! - `cpu [rust|python]`: the gateway's own CPU time per tool call, by thread (HTTP workers,
 //!   core runtime, event-log writer), at concurrency 1 and 16, in both protocol eras, from
@@ -97,11 +98,12 @@ fn main() -> anyhow::Result<()> {
         "floor" => floor::run(),
         "cpu-check" => floor::check(),
         "soak" => soak::run_scenario(),
-        "bare-responder" => bare::serve(bare::Bare::Responder),
-        "bare-relay" => bare::serve(bare::Bare::Relay),
-        other => bail!(
-            "unknown scenario `{other}`; the scenarios are: control-plane, data-plane, groups, auth, events, ratelimit, docker, load, cpu, floor, cpu-check, soak, bare-responder, bare-relay"
-        ),
+        other => match bare::Bare::of_scenario(other) {
+            Some(bare) => bare::serve(bare),
+            None => bail!(
+                "unknown scenario `{other}`; the scenarios are: control-plane, data-plane, groups, auth, events, ratelimit, docker, load, cpu, floor, cpu-check, soak, bare-responder, bare-relay, actix-responder, actix-relay"
+            ),
+        },
     }
 }
 
@@ -388,18 +390,27 @@ fn load() -> anyhow::Result<()> {
         Some(text) => text.parse().context("SECONDS must be a whole number")?,
         None => 20,
     };
+    let clients: usize = match std::env::args().nth(3) {
+        Some(text) => text.parse().context("CLIENTS must be a whole number")?,
+        None => 16,
+    };
+    let era = match std::env::args().nth(4).as_deref() {
+        None | Some("session") => mcp::Era::Session,
+        Some("stateless") => mcp::Era::Stateless,
+        Some(other) => bail!("unknown era `{other}`: session or stateless"),
+    };
     let work = tempfile::tempdir()?;
     let gateway = start_gateway_with_fixture(work.path())?;
     let url = format!("http://{}/mcp", gateway.address);
     // One call first, so that the upstream is running before the profiler attaches.
-    mcp::McpClient::connect(&url)?.request("tools/call", ECHO_PARAMS)?;
+    mcp::McpClient::connect_era(&url, era)?.request("tools/call", ECHO_PARAMS)?;
     println!("gateway pid {}", gateway.child.id());
     let deadline = Instant::now() + Duration::from_secs(seconds);
-    let workers: Vec<_> = (0..16)
+    let workers: Vec<_> = (0..clients.max(1))
         .map(|_| {
             let url = url.clone();
             std::thread::spawn(move || -> anyhow::Result<u64> {
-                let mut client = mcp::McpClient::connect(&url)?;
+                let mut client = mcp::McpClient::connect_era(&url, era)?;
                 let mut calls = 0;
                 while Instant::now() < deadline {
                     client.request("tools/call", ECHO_PARAMS)?;

@@ -44,8 +44,9 @@ pub type McpResponseBody = UnsyncBoxBody<Bytes, Infallible>;
 /// only, so that this crate needs no MCP library and the protocol adapter needs no actix.
 ///
 /// It receives the request with its whole body, and answers with a body whose frames are
-/// forwarded one by one. The future runs on an actix worker thread; dropping it, or dropping the
-/// answer's body, means the client has gone.
+/// forwarded one by one. The future runs on an actix worker thread, polled by the request's
+/// handler, which is a task of the worker's `tokio::task::LocalSet` (so the future may spawn
+/// local tasks); dropping it, or dropping the answer's body, means the client has gone.
 pub type McpHttpHandler = Arc<
     dyn Fn(http::Request<Bytes>) -> BoxFuture<'static, http::Response<McpResponseBody>>
         + Send

@@ -51,6 +51,7 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::http_service::McpHttpBody;
+use crate::local_set::spawn_here;
 use crate::server::{GatewayMcpServer, jsonrpc_error};
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -453,15 +454,16 @@ impl DirectCalls {
             .get::<Caller>()
             .cloned()
             .unwrap_or_default();
-        // The call runs in its own task, which sees the client hang up as a cancellation (the
-        // guard fires when this future is dropped) instead of vanishing mid-request.
+        // The call runs in its own task (in the request's `LocalSet` when it has one), which
+        // sees the client hang up as a cancellation (the guard fires when this future is
+        // dropped) instead of vanishing mid-request.
         let caller_gone = CancellationToken::new();
         let hang_up = caller_gone.clone().drop_guard();
         let server = self.server.clone();
         let StatelessCallParams {
             name, arguments, ..
         } = params;
-        let task = tokio::spawn(async move {
+        let task = spawn_here(async move {
             server
                 .call_tool_stateless(&caller, &name, arguments, capabilities, caller_gone)
                 .await
@@ -511,13 +513,14 @@ impl DirectCalls {
         };
         // The call runs in its own task: when the client hangs up, this future is dropped and
         // the guard cancels the token, and the call still sees the cancellation and passes it
-        // upstream instead of vanishing mid-request.
+        // upstream instead of vanishing mid-request. The task joins the request's `LocalSet`
+        // when it has one (see the `local_set` module).
         let frontend = Arc::clone(&self.frontend);
         let caller = caller.clone();
         let CallParams {
             name, arguments, ..
         } = params;
-        let task = tokio::spawn(async move {
+        let task = spawn_here(async move {
             frontend
                 .call_tool(&caller, &name, arguments, ctx)
                 .await

@@ -611,8 +611,18 @@ mod tests {
         }
     }
 
-    /// A front end with nothing behind it: the requests here never reach it.
-    struct NoFrontend(tokio::sync::watch::Sender<u64>);
+    /// A front end with nothing behind it. A tool call records how many tasks the runtime it
+    /// runs on has alive (in `calls`), then fails as a call of an unknown tool.
+    struct NoFrontend(
+        tokio::sync::watch::Sender<u64>,
+        std::sync::Mutex<Vec<usize>>,
+    );
+
+    impl NoFrontend {
+        fn new() -> Self {
+            Self(tokio::sync::watch::channel(0).0, Default::default())
+        }
+    }
 
     #[async_trait::async_trait]
     impl McpFrontend for NoFrontend {
@@ -626,6 +636,10 @@ mod tests {
             _arguments: Option<serde_json::Map<String, serde_json::Value>>,
             _ctx: mcpgw_core::CallContext,
         ) -> Result<mcpgw_core::ToolCallOutcome, mcpgw_core::FrontendError> {
+            let alive = tokio::runtime::Handle::current()
+                .metrics()
+                .num_alive_tasks();
+            self.1.lock().unwrap().push(alive);
             Err(mcpgw_core::FrontendError::unknown("tool", name))
         }
         fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
@@ -674,6 +688,18 @@ mod tests {
         headers: &[(&str, &str)],
         body: &'static str,
     ) -> (http::StatusCode, String, String) {
+        let (status, headers, body) = post_for_headers(handler, headers, body).await;
+        let content_type = headers
+            .get(http::header::CONTENT_TYPE)
+            .map_or(String::new(), |value| value.to_str().unwrap().to_owned());
+        (status, content_type, body)
+    }
+
+    async fn post_for_headers(
+        handler: &McpHttpHandler,
+        headers: &[(&str, &str)],
+        body: &'static str,
+    ) -> (http::StatusCode, http::HeaderMap, String) {
         let mut request = http::Request::builder()
             .method(http::Method::POST)
             .uri("/mcp")
@@ -684,24 +710,15 @@ mod tests {
         }
         let response = handler(request.body(Bytes::from_static(body.as_bytes())).unwrap()).await;
         let status = response.status();
-        let content_type = response
-            .headers()
-            .get(http::header::CONTENT_TYPE)
-            .map_or(String::new(), |value| value.to_str().unwrap().to_owned());
+        let headers = response.headers().clone();
         let body = response.into_body().collect().await.unwrap().to_bytes();
-        (
-            status,
-            content_type,
-            String::from_utf8(body.to_vec()).unwrap(),
-        )
+        (status, headers, String::from_utf8(body.to_vec()).unwrap())
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn malformed_bodies_get_a_json_rpc_error_in_both_eras_and_a_wrong_type_stays_415() {
-        let handler = streamable_http_handler(
-            Arc::new(NoFrontend(tokio::sync::watch::channel(0).0)),
-            McpHttpSettings::default(),
-        );
+        let handler =
+            streamable_http_handler(Arc::new(NoFrontend::new()), McpHttpSettings::default());
         let json = ("content-type", "application/json");
         for era in [
             &[json][..],
@@ -740,5 +757,102 @@ mod tests {
         let (status, _, text) =
             post(&handler, &[("content-type", "text/plain")], "{not json").await;
         assert_eq!(status, http::StatusCode::UNSUPPORTED_MEDIA_TYPE, "{text}");
+    }
+
+    /// Makes the same call on the direct path from a task of the current `LocalSet`, first
+    /// inside `on_local_set`, then outside.
+    async fn call_twice(
+        handler: &McpHttpHandler,
+        headers: &'static [(&'static str, &'static str)],
+        body: &'static str,
+        answers: &mut Vec<(http::StatusCode, String, String)>,
+    ) {
+        for marked in [true, false] {
+            let handler = handler.clone();
+            let answer = tokio::task::spawn_local(async move {
+                if marked {
+                    crate::on_local_set(post(&handler, headers, body)).await
+                } else {
+                    post(&handler, headers, body).await
+                }
+            })
+            .await
+            .unwrap();
+            answers.push(answer);
+        }
+    }
+
+    #[test]
+    fn direct_calls_served_on_a_local_set_run_in_that_set_in_both_eras() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let frontend = Arc::new(NoFrontend::new());
+        let handler = streamable_http_handler(frontend.clone(), McpHttpSettings::default());
+        let stateless: &[(&str, &str)] = &[
+            ("content-type", "application/json"),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "nothing"),
+        ];
+        let stateless_call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"nothing","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+        let session_call =
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"nothing"}}"#;
+        let warm_up = Arc::clone(&frontend);
+        let local_set = tokio::task::LocalSet::new();
+        let answers = local_set.block_on(&runtime, async move {
+            let mut answers = Vec::new();
+            call_twice(&handler, stateless, stateless_call, &mut answers).await;
+            let json = ("content-type", "application/json");
+            let (status, headers, text) = post_for_headers(
+                &handler,
+                &[json],
+                r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"test","version":"1"}}}"#,
+            )
+            .await;
+            assert_eq!(status, http::StatusCode::OK, "{text}");
+            let session: &'static str = Box::leak(
+                headers["mcp-session-id"]
+                    .to_str()
+                    .unwrap()
+                    .to_owned()
+                    .into_boxed_str(),
+            );
+            let in_session: &'static [(&str, &str)] = Box::leak(Box::new([
+                json,
+                ("mcp-protocol-version", "2025-11-25"),
+                ("mcp-session-id", session),
+            ]));
+            let (status, _, text) = post(
+                &handler,
+                in_session,
+                r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            )
+            .await;
+            assert_eq!(status, http::StatusCode::ACCEPTED, "{text}");
+            // One call first, so that the session's own tasks have started.
+            post(&handler, in_session, session_call).await;
+            warm_up.1.lock().unwrap().pop();
+            call_twice(&handler, in_session, session_call, &mut answers).await;
+            answers
+        });
+        for (status, _, text) in &answers {
+            // The direct path's answer to an unknown tool.
+            assert_eq!(*status, http::StatusCode::OK, "{text}");
+            assert!(text.contains("-32602"), "{text}");
+        }
+        // The runtime also runs the handler's own background tasks, alike for each pair of
+        // calls; the call's task is one more of them only when it is not the set's.
+        let alive = frontend.1.lock().unwrap().clone();
+        assert_eq!(alive.len(), 4);
+        for pair in alive.chunks(2) {
+            assert_eq!(
+                pair[1],
+                pair[0] + 1,
+                "the call ran as a task of the set when its handler said it runs in one, and \
+                 as a task of the runtime otherwise: {alive:?}"
+            );
+        }
     }
 }

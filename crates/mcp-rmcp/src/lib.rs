@@ -49,6 +49,7 @@ mod direct;
 mod http_service;
 mod input_required;
 mod link;
+mod local_set;
 mod progress;
 mod remote;
 mod server;
@@ -56,6 +57,7 @@ mod session;
 mod stdio;
 
 pub use http_service::{McpHttpBody, McpHttpHandler, McpHttpSettings, streamable_http_handler};
+pub use local_set::on_local_set;
 pub use remote::{RemoteLauncher, RemoteSettings};
 pub use server::{
     CANCELLED_ERROR_CODE, DEFAULT_TOOLS_PAGE_SIZE, DownstreamError, GatewayMcpServer,

@@ -14,7 +14,10 @@
 //!   the pipe is registered with that runtime's event loop (an actix worker's, when the calls
 //!   come over HTTP), so an answer wakes the thread that is waiting for it and no other. The
 //!   reader moves only when no direct call is waiting and the last few calls all came from the
-//!   same other runtime, so that callers on two runtimes never make it bounce.
+//!   same other runtime, so that callers on two runtimes never make it bounce. When the callers
+//!   run as tasks of a [`tokio::task::LocalSet`] (an actix worker's handlers do) and say so by
+//!   running inside [`crate::on_local_set`], the reader joins that set too (see the `local_set`
+//!   module for why).
 //! - **Tool calls** go out with ids of their own (from [`DIRECT_ID_BASE`] up, far from rmcp's,
 //!   which count from zero in 32 bits) and their answers go straight to the waiting caller as
 //!   JSON, without rmcp's typed decoding and re-encoding.
@@ -43,6 +46,7 @@ use tokio::net::unix::pipe;
 use tokio::runtime::{Handle, Id as RuntimeId};
 use tokio::sync::{mpsc, oneshot, watch};
 
+use crate::local_set::on_local_set_now;
 use crate::progress::ProgressRoutes;
 use crate::session::relay_log_message;
 
@@ -151,6 +155,7 @@ impl StdioLink {
                 to_rmcp,
             },
             &home,
+            false,
         );
         let transport = LinkTransport {
             link: Arc::clone(&link),
@@ -167,8 +172,9 @@ impl StdioLink {
         self.waiters.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Starts a reader task on `runtime`.
-    fn start_reader(self: &Arc<Self>, parked: ParkedReader, runtime: &Handle) {
+    /// Starts a reader task on `runtime`; with `local`, as a task of the
+    /// [`tokio::task::LocalSet`] of the current thread, which runs on `runtime`.
+    fn start_reader(self: &Arc<Self>, parked: ParkedReader, runtime: &Handle, local: bool) {
         let recall_receiver = {
             let mut place = self.place();
             place.runtime = Some(runtime.id());
@@ -191,8 +197,13 @@ impl StdioLink {
             parked: Some(parked),
             registered: None,
             spawned_on: runtime.id(),
+            local,
         };
-        runtime.spawn(task.run(recall_receiver));
+        if local {
+            tokio::task::spawn_local(task.run(recall_receiver));
+        } else {
+            runtime.spawn(task.run(recall_receiver));
+        }
     }
 
     /// Moves the reader to the caller's runtime when the calls have settled there. Called
@@ -233,7 +244,7 @@ impl StdioLink {
         // If this caller goes away before the reader arrives, the reader finds the handover
         // closed and starts again where it was.
         if let Ok(parked) = parked.await {
-            self.start_reader(parked, &here);
+            self.start_reader(parked, &here, on_local_set_now());
         }
     }
 
@@ -436,6 +447,8 @@ struct ReaderTask {
     /// The pipe while it is registered with this task's runtime.
     registered: Option<pipe::Receiver>,
     spawned_on: RuntimeId,
+    /// Whether it is a task of the current thread's [`tokio::task::LocalSet`].
+    local: bool,
 }
 
 /// How a reader stopped reading.
@@ -518,7 +531,7 @@ impl ReaderTask {
         };
         if let Err(parked) = handover.send(parked) {
             match Handle::try_current() {
-                Ok(here) => self.link.start_reader(parked, &here),
+                Ok(here) => self.link.start_reader(parked, &here, self.local),
                 Err(_) => self.link.finish(),
             }
         }
@@ -532,7 +545,9 @@ impl Drop for ReaderTask {
         }
         let home = self.link.home.clone();
         match self.unregister() {
-            Some(parked) if self.spawned_on != home.id() => self.link.start_reader(parked, &home),
+            Some(parked) if self.spawned_on != home.id() => {
+                self.link.start_reader(parked, &home, false);
+            }
             _ => self.link.finish(),
         }
     }
@@ -676,6 +691,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::local_set::on_local_set;
     use mcpgw_core::ProgressUpdate;
     use rmcp::model::{JsonRpcMessage, NumberOrString, ProgressToken};
 
@@ -889,6 +905,72 @@ mod tests {
         );
         let answer = call(&link_there, &mut server, "home again", "").await;
         assert_eq!(answer["result"]["text"], "home again");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn callers_on_a_local_set_bring_the_reader_into_the_set_and_it_goes_home_after() {
+        let Opened {
+            link,
+            mut transport,
+            server,
+            ..
+        } = open();
+        let home = Handle::current().id();
+
+        let (link_there, mut server, runtime_tasks) = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let there = runtime.handle().id();
+            let local_set = tokio::task::LocalSet::new();
+            // What the runtime itself runs (the reader, when it is not the set's) once the
+            // reader came: the calls' own tasks are the set's.
+            let runtime_handle = runtime.handle().clone();
+            let (link, server, runtime_tasks) = local_set.block_on(&runtime, async move {
+                let mut link = link;
+                let mut server = server;
+                let mut runtime_tasks = Vec::new();
+                for round in 1..=FOLLOW_AFTER * 2 {
+                    let (answer, moved_link, moved_server) = tokio::task::spawn_local(async move {
+                        let text = format!("local call {round}");
+                        let answer = on_local_set(call(&link, &mut server, &text, "")).await;
+                        (answer, link, server)
+                    })
+                    .await
+                    .unwrap();
+                    (link, server) = (moved_link, moved_server);
+                    assert_eq!(answer["result"]["text"], format!("local call {round}"));
+                    if round >= FOLLOW_AFTER {
+                        assert_eq!(link.reader_runtime(), Some(there), "after call {round}");
+                        runtime_tasks.push(runtime_handle.metrics().num_alive_tasks());
+                    }
+                }
+                (link, server, runtime_tasks)
+            });
+            // The set ends with the reader in it: the reader goes home.
+            drop(local_set);
+            drop(runtime);
+            (link, server, runtime_tasks)
+        })
+        .join()
+        .unwrap();
+
+        assert!(
+            runtime_tasks.iter().all(|tasks| *tasks == 0),
+            "the reader ran as a task of the set, not of the runtime: {runtime_tasks:?}"
+        );
+        assert_eq!(
+            link_there.reader_runtime(),
+            Some(home),
+            "the reader went home"
+        );
+        let answer = call(&link_there, &mut server, "home again", "").await;
+        assert_eq!(answer["result"]["text"], "home again");
+        // rmcp's side of the link still receives what is not a direct answer.
+        server.print("{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{}}\n");
+        let message = next_for_rmcp(&mut transport).await;
+        assert!(is_response_to(&message, 9), "{message:?}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

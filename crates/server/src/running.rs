@@ -414,7 +414,11 @@ fn mcp_http_handler(
     let handler = mcpgw_mcp_rmcp::streamable_http_handler(frontend, settings);
     Arc::new(move |request| {
         let answer = handler(request);
-        Box::pin(async move { answer.await.map(|body| body.boxed_unsync()) })
+        // The HTTP adapter polls this future in a request handler, which actix runs as a task
+        // of its worker's `LocalSet`: the stdio links may bring their readers into that set.
+        Box::pin(mcpgw_mcp_rmcp::on_local_set(async move {
+            answer.await.map(|body| body.boxed_unsync())
+        }))
     })
 }
 
