@@ -50,6 +50,9 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long the writer gathers events into one transaction after the first one arrives.
 const GATHER: Duration = Duration::from_millis(20);
 
+/// How often the writer looks at its queue while a batch is open and events keep coming.
+const WRITE_TICK: Duration = Duration::from_millis(1);
+
 /// The most events written in one transaction: bounds how long one commit holds the lock.
 const MAX_BATCH: usize = 4_096;
 
@@ -382,43 +385,56 @@ fn storage(error: StoreError) -> EventLogError {
 
 /// The writer thread: handles commands until every sender is gone and the queue is empty.
 fn write_until_closed(connection: &mut Connection, receiver: &Receiver<Command>, shared: &Shared) {
-    let mut batch: Vec<PublishedEvent> = Vec::new();
     while let Ok(first) = receiver.recv() {
         let mut flushes = Vec::new();
         // Group commit: what arrives within `GATHER` of the first event goes into the same
         // transaction, so a busy gateway pays one commit (and one sync) per batch, not per
-        // event. The writer sleeps through the gathering instead of waiting on the queue, so
-        // publishers never have to wake it: on a busy gateway an event costs its publisher a
-        // queue push, not a system call. A flush (a history read, a shutdown) is only answered
-        // once the gathering is over, within `GATHER`.
+        // event. The events are written into the open transaction as they come, a few at a
+        // time, so that the writer's work is spread over the batch instead of falling in one
+        // burst at its end: on a machine with few CPUs such a burst delays the tool calls
+        // running beside it (by up to a millisecond, once per batch, on a busy gateway). The
+        // writer sleeps between its looks at the queue instead of waiting on it, so publishers
+        // never have to wake it: on a busy gateway an event costs its publisher a queue push,
+        // not a system call. A flush (a history read, a shutdown) is only answered once the
+        // batch is committed, within `GATHER`.
+        let mut batch = Batch::new(connection);
+        let deadline = Instant::now() + GATHER;
         let mut next = Some(first);
-        let mut gathered = false;
-        while let Some(command) = next.take() {
-            match command {
-                Command::Append(event) => batch.push(*event),
-                Command::Flush(done) => flushes.push(done),
+        let mut closed = false;
+        loop {
+            let mut took = 0;
+            while let Some(command) = next.take() {
+                match command {
+                    Command::Append(event) => batch.add(&event),
+                    Command::Flush(done) => flushes.push(done),
+                }
+                took += 1;
+                if batch.len() >= MAX_BATCH {
+                    break;
+                }
+                next = match receiver.try_recv() {
+                    Ok(command) => Some(command),
+                    Err(mpsc::TryRecvError::Empty) => None,
+                    Err(mpsc::TryRecvError::Disconnected) => {
+                        closed = true;
+                        None
+                    }
+                };
             }
-            if batch.len() >= MAX_BATCH {
+            let now = Instant::now();
+            if batch.is_empty() || closed || batch.len() >= MAX_BATCH || now >= deadline {
                 break;
             }
-            next = match receiver.try_recv() {
-                Ok(command) => Some(command),
-                Err(mpsc::TryRecvError::Disconnected) => None,
-                Err(mpsc::TryRecvError::Empty) if !gathered && !batch.is_empty() => {
-                    gathered = true;
-                    std::thread::sleep(GATHER);
-                    receiver.try_recv().ok()
-                }
-                Err(mpsc::TryRecvError::Empty) => None,
-            };
+            // While events keep coming, look again soon; once a look found none, the rest of
+            // the batch's time is slept in one go.
+            let rest = deadline - now;
+            std::thread::sleep(if took > 0 { rest.min(WRITE_TICK) } else { rest });
+            next = receiver.try_recv().ok();
         }
-        if !batch.is_empty() {
-            let count = batch.len() as u64;
-            if let Err(error) = write_batch(connection, &batch) {
-                tracing::error!(%error, events = count, "the event log could not write a batch");
-                warn_dropped(shared, count, "the database refused a batch");
-            }
-            batch.clear();
+        let count = batch.len() as u64;
+        if let Err(error) = batch.commit() {
+            tracing::error!(%error, events = count, "the event log could not write a batch");
+            warn_dropped(shared, count, "the database refused a batch");
         }
         // Every event queued before these flushes was in this batch or an earlier one.
         for done in flushes {
@@ -427,57 +443,121 @@ fn write_until_closed(connection: &mut Connection, receiver: &Receiver<Command>,
     }
 }
 
+/// One transaction of the writer: events are written into it as they are added, and it is
+/// committed whole or not at all.
+struct Batch<'c> {
+    /// The writer's connection, until the transaction is started on it.
+    connection: Option<&'c mut Connection>,
+    /// Open from the first event on; `None` before, and after a failure.
+    transaction: Option<rusqlite::Transaction<'c>>,
+    /// The first failure; the events added after it are not written.
+    failure: Option<StoreError>,
+    events: usize,
+    written_max: i64,
+}
+
+impl<'c> Batch<'c> {
+    fn new(connection: &'c mut Connection) -> Self {
+        Self {
+            connection: Some(connection),
+            transaction: None,
+            failure: None,
+            events: 0,
+            written_max: 0,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.events
+    }
+
+    fn is_empty(&self) -> bool {
+        self.events == 0
+    }
+
+    fn add(&mut self, published: &PublishedEvent) {
+        self.events += 1;
+        if self.failure.is_some() {
+            return;
+        }
+        if let Err(error) = self.write(published) {
+            // Dropping the transaction rolls back what it wrote: the batch is all or nothing.
+            self.transaction = None;
+            self.failure = Some(error);
+        }
+    }
+
+    fn write(&mut self, published: &PublishedEvent) -> Result<(), StoreError> {
+        if let Some(connection) = self.connection.take() {
+            self.transaction = Some(
+                connection
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(StoreError::sqlite("start writing events"))?,
+            );
+        }
+        let Some(transaction) = self.transaction.as_ref() else {
+            return Ok(());
+        };
+        let event_id = insert_event(transaction, published)?;
+        self.written_max = self.written_max.max(event_id);
+        Ok(())
+    }
+
+    fn commit(self) -> Result<(), StoreError> {
+        if let Some(error) = self.failure {
+            return Err(error);
+        }
+        let Some(transaction) = self.transaction else {
+            return Ok(());
+        };
+        transaction
+            .execute(
+                "UPDATE event_log_state SET last_event_id = max(last_event_id, ?1) WHERE id = 1",
+                [self.written_max],
+            )
+            .map_err(StoreError::sqlite("record the last event id"))?;
+        transaction
+            .commit()
+            .map_err(StoreError::sqlite("commit the written events"))
+    }
+}
+
 /// The event as it is stored: what a client of the event stream gets for it.
 fn payload(published: &PublishedEvent) -> Result<String, serde_json::Error> {
     serde_json::to_string(published)
 }
 
-fn write_batch(connection: &mut Connection, batch: &[PublishedEvent]) -> Result<(), StoreError> {
-    let transaction = connection
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(StoreError::sqlite("start writing events"))?;
-    let mut written_max: i64 = 0;
-    {
-        let mut insert = transaction
-            .prepare_cached(
-                "INSERT OR REPLACE INTO events
-                     (event_id, occurred_at, event_type, mcp_server_id, payload)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-            )
-            .map_err(StoreError::sqlite("prepare the event insert"))?;
-        for published in batch {
-            let event_id =
-                i64::try_from(published.event_id).map_err(|_| StoreError::CorruptRecord {
-                    table: "events",
-                    key: published.event_id.to_string(),
-                    reason: "the id is beyond the range sqlite stores".to_owned(),
-                })?;
-            let payload = payload(published).map_err(|error| StoreError::CorruptRecord {
-                table: "events",
-                key: published.event_id.to_string(),
-                reason: error.to_string(),
-            })?;
-            insert
-                .execute(params![
-                    event_id,
-                    published.occurred_at.unix_micros(),
-                    published.event.event_type(),
-                    published.event.mcp_server_id().map(ServerId::as_str),
-                    payload,
-                ])
-                .map_err(StoreError::sqlite("write an event"))?;
-            written_max = written_max.max(event_id);
-        }
-    }
+/// Writes one event in `transaction`; answers its id.
+fn insert_event(
+    transaction: &rusqlite::Transaction<'_>,
+    published: &PublishedEvent,
+) -> Result<i64, StoreError> {
+    let event_id = i64::try_from(published.event_id).map_err(|_| StoreError::CorruptRecord {
+        table: "events",
+        key: published.event_id.to_string(),
+        reason: "the id is beyond the range sqlite stores".to_owned(),
+    })?;
+    let payload = payload(published).map_err(|error| StoreError::CorruptRecord {
+        table: "events",
+        key: published.event_id.to_string(),
+        reason: error.to_string(),
+    })?;
     transaction
-        .execute(
-            "UPDATE event_log_state SET last_event_id = max(last_event_id, ?1) WHERE id = 1",
-            [written_max],
+        .prepare_cached(
+            "INSERT OR REPLACE INTO events
+                 (event_id, occurred_at, event_type, mcp_server_id, payload)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
         )
-        .map_err(StoreError::sqlite("record the last event id"))?;
-    transaction
-        .commit()
-        .map_err(StoreError::sqlite("commit the written events"))
+        .map_err(StoreError::sqlite("prepare the event insert"))?
+        .execute(params![
+            event_id,
+            published.occurred_at.unix_micros(),
+            published.event.event_type(),
+            published.event.mcp_server_id().map(ServerId::as_str),
+            payload,
+        ])
+        .map_err(StoreError::sqlite("write an event"))?;
+    Ok(event_id)
 }
 
 fn compact(

@@ -229,6 +229,71 @@ async fn a_queue_that_stays_full_drops_and_counts_instead_of_hanging() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_the_database_refuses_midway_is_dropped_whole_and_the_next_one_is_written() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = log_path(&directory);
+    let log = SqliteEventLog::open(&path).unwrap();
+    // Bad input: the database refuses one event (event 5) in the middle of a batch, after
+    // the events before it were already written into the batch's transaction.
+    let refuser = raw_connection(&path);
+    refuser
+        .execute_batch(
+            "CREATE TRIGGER refuse_five BEFORE INSERT ON events WHEN NEW.event_id = 5
+             BEGIN SELECT RAISE(ABORT, 'refused for the test'); END;",
+        )
+        .unwrap();
+    let events = sample_stream(1, 10);
+    for event in &events {
+        log.observe(event);
+    }
+    log.flush().await.unwrap();
+    let stats = log.stats().await.unwrap();
+    let stored = stored_ids(&refuser);
+    assert!(!stored.contains(&5), "{stored:?}");
+    assert!(stats.dropped >= 1, "the refused batch was not counted");
+    assert_eq!(
+        stored.len() as u64 + stats.dropped,
+        10,
+        "every event was either stored or counted as dropped: {stored:?}, {} dropped",
+        stats.dropped
+    );
+    // Whatever shared event 5's batch went with it: the events that were stored are the ones
+    // of other batches, each batch a run of consecutive ids, so they are all before or all
+    // after the dropped ones.
+    let dropped_run = (1..=10)
+        .filter(|id| !stored.contains(id))
+        .collect::<Vec<_>>();
+    assert!(
+        dropped_run.windows(2).all(|pair| pair[1] == pair[0] + 1),
+        "a batch is dropped whole, not in parts: {dropped_run:?}"
+    );
+
+    refuser.execute_batch("DROP TRIGGER refuse_five").unwrap();
+    let later = sample_stream(11, 3);
+    for event in &later {
+        log.observe(event);
+    }
+    log.flush().await.unwrap();
+    let stored = stored_ids(&refuser);
+    assert!(
+        [11, 12, 13].iter().all(|id| stored.contains(id)),
+        "the writer went on after the refused batch: {stored:?}"
+    );
+    assert_eq!(log.stats().await.unwrap().dropped, stats.dropped);
+}
+
+fn stored_ids(connection: &Connection) -> Vec<i64> {
+    let mut statement = connection
+        .prepare("SELECT event_id FROM events ORDER BY event_id")
+        .unwrap();
+    statement
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stored_payload_is_the_event_as_the_event_stream_shows_it() {
     let directory = tempfile::tempdir().unwrap();
     let path = log_path(&directory);
