@@ -51,7 +51,7 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 const GATHER: Duration = Duration::from_millis(20);
 
 /// How often the writer looks at its queue while a batch is open and events keep coming.
-const WRITE_TICK: Duration = Duration::from_millis(1);
+const WRITE_TICK: Duration = Duration::from_millis(2);
 
 /// The most events written in one transaction: bounds how long one commit holds the lock.
 const MAX_BATCH: usize = 4_096;
