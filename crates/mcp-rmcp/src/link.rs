@@ -792,6 +792,13 @@ mod tests {
             .expect("the link is open")
     }
 
+    /// The reader is back on `home`, and a call from there is answered.
+    async fn assert_went_home(link: &Arc<StdioLink>, server: &mut ScriptedServer, home: RuntimeId) {
+        assert_eq!(link.reader_runtime(), Some(home), "the reader went home");
+        let answer = call(link, server, "home again", "").await;
+        assert_eq!(answer["result"]["text"], "home again");
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn direct_answers_reach_their_callers_and_everything_else_reaches_rmcp_in_order() {
         let Opened {
@@ -898,13 +905,7 @@ mod tests {
             is_response_to(&message, 7),
             "the message cut by the move arrived whole: {message:?}"
         );
-        assert_eq!(
-            link_there.reader_runtime(),
-            Some(home),
-            "the reader went home"
-        );
-        let answer = call(&link_there, &mut server, "home again", "").await;
-        assert_eq!(answer["result"]["text"], "home again");
+        assert_went_home(&link_there, &mut server, home).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -960,13 +961,7 @@ mod tests {
             runtime_tasks.iter().all(|tasks| *tasks == 0),
             "the reader ran as a task of the set, not of the runtime: {runtime_tasks:?}"
         );
-        assert_eq!(
-            link_there.reader_runtime(),
-            Some(home),
-            "the reader went home"
-        );
-        let answer = call(&link_there, &mut server, "home again", "").await;
-        assert_eq!(answer["result"]["text"], "home again");
+        assert_went_home(&link_there, &mut server, home).await;
         // rmcp's side of the link still receives what is not a direct answer.
         server.print("{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{}}\n");
         let message = next_for_rmcp(&mut transport).await;
