@@ -48,6 +48,10 @@
 //!   fails when one grows more than 20% over the figures committed in `bench/cpu-baseline.txt`
 //!   (see `floor.rs`).
 //!
+//! - `bare-responder`, `bare-relay`, `actix-responder`, `actix-relay`: the processes that `cpu`
+//!   and `floor` measure as the floor of the machine and of the gateway's HTTP stack (see
+//!   `bare.rs`); each serves until killed and prints its address on stderr.
+//!
 //! - `soak [SECONDS] [RUNNING] [REGISTERED]`: REGISTERED (default 1,000) fixture servers, RUNNING
 //!   (default 200) of them started, and SECONDS (default 600) of mixed traffic (REST reads, tool
 //!   calls through `/mcp`, WebSocket subscribers, injected crashes and stop/starts); RSS, fds and
