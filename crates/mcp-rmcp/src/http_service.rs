@@ -612,15 +612,18 @@ mod tests {
     }
 
     /// A front end with nothing behind it. A tool call records how many tasks the runtime it
-    /// runs on has alive (in `calls`), then fails as a call of an unknown tool.
-    struct NoFrontend(
-        tokio::sync::watch::Sender<u64>,
-        std::sync::Mutex<Vec<usize>>,
-    );
+    /// runs on has alive (in `alive_at_calls`), then fails as a call of an unknown tool.
+    struct NoFrontend {
+        changes: tokio::sync::watch::Sender<u64>,
+        alive_at_calls: std::sync::Mutex<Vec<usize>>,
+    }
 
     impl NoFrontend {
         fn new() -> Self {
-            Self(tokio::sync::watch::channel(0).0, Default::default())
+            Self {
+                changes: tokio::sync::watch::channel(0).0,
+                alive_at_calls: std::sync::Mutex::default(),
+            }
         }
     }
 
@@ -639,11 +642,11 @@ mod tests {
             let alive = tokio::runtime::Handle::current()
                 .metrics()
                 .num_alive_tasks();
-            self.1.lock().unwrap().push(alive);
+            self.alive_at_calls.lock().unwrap().push(alive);
             Err(mcpgw_core::FrontendError::unknown("tool", name))
         }
         fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
-            self.0.subscribe()
+            self.changes.subscribe()
         }
         async fn prompts(&self, _caller: &mcpgw_core::Caller) -> Vec<serde_json::Value> {
             Vec::new()
@@ -833,7 +836,7 @@ mod tests {
             assert_eq!(status, http::StatusCode::ACCEPTED, "{text}");
             // One call first, so that the session's own tasks have started.
             post(&handler, in_session, session_call).await;
-            warm_up.1.lock().unwrap().pop();
+            warm_up.alive_at_calls.lock().unwrap().pop();
             call_twice(&handler, in_session, session_call, &mut answers).await;
             answers
         });
@@ -844,7 +847,7 @@ mod tests {
         }
         // The runtime also runs the handler's own background tasks, alike for each pair of
         // calls; the call's task is one more of them only when it is not the set's.
-        let alive = frontend.1.lock().unwrap().clone();
+        let alive = frontend.alive_at_calls.lock().unwrap().clone();
         assert_eq!(alive.len(), 4);
         for pair in alive.chunks(2) {
             assert_eq!(
