@@ -150,6 +150,33 @@ fn an_invalid_config_file_stops_the_start_with_line_and_key() {
     let stderr = text(&output.stderr);
     assert!(stderr.contains("broken.yaml:5"), "{stderr}");
     assert!(stderr.contains("idle_ttl_s"), "{stderr}");
+    // The databases are opened while the file is read; the refused start removes the data
+    // directory it created...
+    assert!(
+        !dir.path().join("data").exists(),
+        "the refused start left its data directory"
+    );
+
+    // ...and leaves alone one that was there, with what it held.
+    std::fs::create_dir(dir.path().join("kept")).unwrap();
+    std::fs::write(dir.path().join("kept/instance_id"), "earlier\n").unwrap();
+    let output = run(
+        &[
+            "--http",
+            "--port",
+            "0",
+            "--config",
+            "broken.yaml",
+            "--data-dir",
+            "kept",
+        ],
+        dir.path(),
+    );
+    assert!(!output.status.success());
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("kept/instance_id")).unwrap(),
+        "earlier\n"
+    );
 }
 
 #[test]

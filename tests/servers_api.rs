@@ -655,3 +655,45 @@ fn a_wrong_json_type_anywhere_in_a_body_answers_422_naming_the_field() {
         assert!(message.starts_with(field), "{path} {body}: {message}");
     }
 }
+
+/// A start registers every configured server; the log sums them up in one line (a thousand
+/// servers would otherwise mean a thousand lines at every start, most of the start-up's work),
+/// while a server created over the API is logged on its own as before.
+#[test]
+fn configured_registrations_are_summed_up_in_the_log_and_a_created_server_is_logged() {
+    let gw = gateway()
+        .config(&config_with(&[
+            fixture_server_yaml("first", &[]),
+            fixture_server_yaml("second", &[]),
+        ]))
+        .start();
+    let created =
+        json!({"mcp_server_id": "third", "mode": "subprocess", "command": fixture_command(&[])});
+    assert_eq!(gw.post("/api/mcp_servers", &created).status, 201);
+    let logged_registrations = || {
+        gw.stderr()
+            .lines()
+            .filter(|line| line.contains("event_type=\"McpServerRegistered\""))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while logged_registrations().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let registrations = logged_registrations();
+    assert_eq!(registrations.len(), 1, "{registrations:?}");
+    assert!(
+        registrations[0].contains("\"mcp_server_id\":\"third\"")
+            && registrations[0].contains("\"origin\":\"api\""),
+        "{registrations:?}"
+    );
+    let stderr = gw.stderr();
+    assert!(
+        stderr.contains("mcp servers registered configured=2"),
+        "{stderr}"
+    );
+    // All three are registered all the same.
+    let list = gw.get("/api/mcp_servers").json();
+    assert_eq!(list["mcp_servers"].as_array().unwrap().len(), 3);
+}

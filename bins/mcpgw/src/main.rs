@@ -31,8 +31,12 @@ fn main() -> ExitCode {
 
 fn serve(cli: &Cli) -> Result<ExitCode, StartError> {
     let environment = mcpgw_server::process_environment();
+    // The data directory's databases are opened while the configuration file is read and
+    // checked: neither needs the other, and each takes milliseconds. Should the file be
+    // refused, a data directory this start created is removed again.
+    let opening = mcpgw_server::OpeningDataDir::start(&cli.data_dir)?;
     let builder = GatewayBuilder::for_config_file(cli.config.as_deref(), environment.clone())?
-        .data_dir(&cli.data_dir);
+        .opening_data_dir(opening);
     let listen = Listen::new(&cli.host, cli.port, cli.unsafe_no_auth);
     let runtime = mcpgw_server::core_runtime(&environment)?;
     if cli.http {

@@ -121,13 +121,20 @@ impl EventBus {
         let event_id = self.next_id.fetch_add(1, Ordering::Relaxed);
         // Events are logged as JSON so that log shippers can forward them as they are. Tool
         // invocations and granted requests are as frequent as requests and logged at debug
-        // level: serialize only when it is on. Refusals stay at info.
+        // level: serialize only when it is on. Refusals stay at info. So do the registrations
+        // of the configuration's servers: one per server at every start (a thousand lines for
+        // a thousand servers, most of the start-up's work), summed up by the start's
+        // "mcp servers registered" line and named by a reload's `ConfigurationReloaded`.
         let frequent = matches!(
             event,
             DomainEvent::ToolInvocationCompleted { .. }
                 | DomainEvent::ToolInvocationFailed { .. }
                 | DomainEvent::AuthenticationSucceeded { .. }
                 | DomainEvent::AuthorizationGranted { .. }
+                | DomainEvent::McpServerRegistered {
+                    origin: "config",
+                    ..
+                }
         );
         if frequent {
             if tracing::enabled!(tracing::Level::DEBUG) {

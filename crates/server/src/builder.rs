@@ -21,15 +21,12 @@ use mcpgw_gateway::{
 use mcpgw_runner_docker::{DockerRunner, DockerRunnerSettings};
 use mcpgw_store_sqlite::{SqliteEventLog, SqliteStore};
 
+use crate::data_dir::{OpeningDataDir, STORE_FILE};
 use crate::running::{Parts, RunningGateway};
 use crate::{StartError, docker, settings};
 
 /// How long a stopping server gets between SIGTERM and SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(3);
-
-/// The file names under the data directory.
-const STORE_FILE: &str = "mcpgw.db";
-const EVENT_LOG_FILE: &str = "events.db";
 
 /// Puts a gateway together: the default adapters (SQLite under the data directory, local
 /// processes, containers, remote servers, rmcp, OIDC, OPA, token buckets), each replaceable
@@ -74,6 +71,7 @@ pub struct GatewayBuilder {
     token_verifier: Option<Arc<dyn TokenVerifier>>,
     policy_decider: Option<Arc<dyn PolicyDecider>>,
     observers: Vec<Arc<dyn mcpgw_core::EventObserver>>,
+    opening: Option<OpeningDataDir>,
 }
 
 impl std::fmt::Debug for GatewayBuilder {
@@ -110,6 +108,7 @@ impl GatewayBuilder {
             token_verifier: None,
             policy_decider: None,
             observers: Vec::new(),
+            opening: None,
         }
     }
 
@@ -171,6 +170,15 @@ impl GatewayBuilder {
     /// its instance id; made when missing.
     pub fn data_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.data_dir = dir.into();
+        self.opening = None;
+        self
+    }
+
+    /// Stores data under the directory `opening` opens (as [`GatewayBuilder::data_dir`]), and
+    /// uses the databases it has been opening meanwhile for the ports not replaced.
+    pub fn opening_data_dir(mut self, opening: OpeningDataDir) -> Self {
+        self.data_dir = opening.dir().to_owned();
+        self.opening = Some(opening);
         self
     }
 
@@ -316,17 +324,29 @@ impl GatewayBuilder {
         let parse_options = self.parse_options();
         let config = self.config;
         let data_dir = self.data_dir;
-        std::fs::create_dir_all(&data_dir).map_err(|error| {
-            StartError::new(format!(
-                "cannot create the data directory {}: {error}",
-                data_dir.display()
-            ))
-        })?;
-        // The SQLite store is opened the first time a port nobody replaced needs it.
+        // Both databases are opened on threads of their own (each waits on the disk for
+        // milliseconds), unless the bundled server started them before it read the
+        // configuration; a file whose ports are all replaced is not opened at all.
+        let needs_store = self.auth_store.is_none()
+            || self.server_repository.is_none()
+            || self.group_repository.is_none()
+            || self.tool_list_store.is_none()
+            || (config.discovery.is_some() && self.discovery_store.is_none());
+        let mut opening = match self.opening {
+            Some(opening) => opening,
+            None => {
+                OpeningDataDir::start_with(data_dir.clone(), needs_store, self.event_log.is_none())?
+            }
+        };
         let sqlite = LazyStore {
             path: store_path(&data_dir),
             opened: std::cell::OnceCell::new(),
         };
+        if let Some(store) = opening.take_store() {
+            let store = store?;
+            sqlite.opened.get_or_init(|| store);
+        }
+        let opened_event_log = opening.take_event_log();
 
         let clock: Arc<dyn Clock> = self
             .clock
@@ -334,17 +354,16 @@ impl GatewayBuilder {
         // Every event is kept in the persistent log (its own file, so that its writes never
         // wait on the store's), and ids continue after the last one it holds.
         let (event_log, sqlite_event_log): (Arc<dyn EventLog>, Option<Arc<SqliteEventLog>>) =
-            match self.event_log {
-                Some(log) => (log, None),
-                None => {
-                    let path = data_dir.join(EVENT_LOG_FILE);
-                    let log = Arc::new(SqliteEventLog::open(&path).map_err(|error| {
-                        StartError::new(format!(
-                            "cannot open the event log {}: {error}",
-                            path.display()
-                        ))
-                    })?);
+            match (self.event_log, opened_event_log) {
+                (Some(log), _) => (log, None),
+                (None, Some(opened)) => {
+                    let log = Arc::new(opened?);
                     (log.clone(), Some(log))
+                }
+                (None, None) => {
+                    return Err(StartError::new(
+                        "the event log was neither given nor opened",
+                    ));
                 }
             };
         let last_event_id = event_log

@@ -22,6 +22,7 @@
 
 mod builder;
 mod config_file;
+mod data_dir;
 mod docker;
 pub mod keys;
 mod running;
@@ -29,6 +30,7 @@ mod settings;
 
 pub use builder::{GatewayBuilder, default_discovery_sources};
 pub use config_file::{default_config_path, load_config_file};
+pub use data_dir::OpeningDataDir;
 pub use docker::instance_id;
 pub use running::{RunningGateway, wait_for_shutdown_signal};
 pub use settings::{Listen, thread_count};

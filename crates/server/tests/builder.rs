@@ -10,7 +10,7 @@ use actix_web::http::StatusCode;
 use actix_web::test as actix_test;
 use mcpgw_core::{ServerRepository, ServerSpec};
 use mcpgw_server::gateway::Environment;
-use mcpgw_server::{GatewayBuilder, RunningGateway};
+use mcpgw_server::{GatewayBuilder, OpeningDataDir, RunningGateway};
 use mcpgw_testkit::auth_store::InMemoryAuthStore;
 use mcpgw_testkit::discovery_fakes::InMemoryDiscoveryStore;
 use mcpgw_testkit::event_log::InMemoryEventLog;
@@ -95,6 +95,70 @@ async fn with_every_store_replaced_the_gateway_keeps_its_servers_there_and_makes
         .collect();
     assert_eq!(listed, ["kept"]);
     again.shutdown().await;
+}
+
+#[actix_web::test]
+async fn databases_opened_ahead_serve_the_gateway_and_keep_its_state() {
+    let parent = tempfile::tempdir().unwrap();
+    let data_dir = parent.path().join("not-yet");
+    let build = || {
+        GatewayBuilder::new(Default::default())
+            .environment(environment(&[]))
+            .opening_data_dir(OpeningDataDir::start(&data_dir).unwrap())
+            .build()
+    };
+    let running = build().await.unwrap();
+    let status = create_server(
+        &running,
+        serde_json::json!({"mcp_server_id": "durable", "mode": "subprocess", "command": ["true"]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let log = running.gateway().event_log().unwrap().clone();
+    log.flush().await.unwrap();
+    let last_event = log.last_event_id().await.unwrap();
+    assert!(last_event >= 1, "the registration was not logged");
+    running.shutdown().await;
+    for file in ["mcpgw.db", "events.db", "instance_id"] {
+        assert!(data_dir.join(file).is_file(), "{file} is missing");
+    }
+    // The next start opens the same files ahead, and finds the server and its events there.
+    let again = build().await.unwrap();
+    let id = mcpgw_core::ServerId::parse("durable").unwrap();
+    assert!(again.gateway().servers().snapshot(&id).is_ok());
+    let log = again.gateway().event_log().unwrap();
+    assert!(log.last_event_id().await.unwrap() >= last_event);
+    again.shutdown().await;
+}
+
+#[test]
+fn an_opening_given_up_removes_the_directory_it_created_and_nothing_it_found() {
+    let parent = tempfile::tempdir().unwrap();
+    // A directory this start created (a first start whose configuration was refused) goes.
+    let created = parent.path().join("first-start");
+    let opening = OpeningDataDir::start(&created).unwrap();
+    assert!(created.is_dir());
+    drop(opening);
+    assert!(
+        !created.exists(),
+        "the directory this start created is left"
+    );
+
+    // One that existed stays, with what it held.
+    let found = parent.path().join("earlier");
+    std::fs::create_dir(&found).unwrap();
+    std::fs::write(found.join("keep.txt"), "earlier data").unwrap();
+    drop(OpeningDataDir::start(&found).unwrap());
+    assert_eq!(
+        std::fs::read_to_string(found.join("keep.txt")).unwrap(),
+        "earlier data"
+    );
+
+    // A path that cannot be a directory is an error that names it.
+    let file = parent.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let error = OpeningDataDir::start(&file).unwrap_err().to_string();
+    assert!(error.contains("a-file"), "{error}");
 }
 
 #[actix_web::test]

@@ -1,0 +1,149 @@
+//! Opening the default databases of a data directory while the start does other work.
+//!
+//! A start opens two SQLite files under its data directory: the store (`mcpgw.db`) and the
+//! event log (`events.db`). Each takes milliseconds (a new one is created and migrated with
+//! several `fsync`s), and neither needs the configuration, so both are opened on threads of
+//! their own: with each other, and, when the bundled server starts, while the configuration file
+//! is read and checked.
+
+use std::path::{Path, PathBuf};
+use std::thread::JoinHandle;
+
+use mcpgw_store_sqlite::{SqliteEventLog, SqliteStore, StoreError};
+
+use crate::StartError;
+
+/// The store's file under the data directory.
+pub(crate) const STORE_FILE: &str = "mcpgw.db";
+/// The event log's file under the data directory.
+pub(crate) const EVENT_LOG_FILE: &str = "events.db";
+
+/// The default databases of a data directory, being opened on threads of their own. Hand it to
+/// [`crate::GatewayBuilder::opening_data_dir`]; dropped before that (a start that failed on
+/// its configuration), it waits for the threads, closes what they opened, and removes the data
+/// directory if it created it, so that a failed first start leaves nothing behind.
+pub struct OpeningDataDir {
+    dir: PathBuf,
+    created_dir: bool,
+    store: Option<JoinHandle<Result<SqliteStore, StoreError>>>,
+    event_log: Option<JoinHandle<Result<SqliteEventLog, StoreError>>>,
+    handed_over: bool,
+}
+
+impl std::fmt::Debug for OpeningDataDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpeningDataDir")
+            .field("dir", &self.dir)
+            .field("created_dir", &self.created_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpeningDataDir {
+    /// Creates `dir` when it is missing and starts opening both databases in it.
+    pub fn start(dir: impl Into<PathBuf>) -> Result<Self, StartError> {
+        Self::start_with(dir.into(), true, true)
+    }
+
+    /// Creates `dir` when it is missing and starts opening the store when `store` says so,
+    /// the event log when `event_log` says so (a builder whose ports replace them needs
+    /// neither file).
+    pub(crate) fn start_with(
+        dir: PathBuf,
+        store: bool,
+        event_log: bool,
+    ) -> Result<Self, StartError> {
+        let created_dir = !dir.exists();
+        std::fs::create_dir_all(&dir).map_err(|error| {
+            StartError::new(format!(
+                "cannot create the data directory {}: {error}",
+                dir.display()
+            ))
+        })?;
+        let mut opening = Self {
+            dir,
+            created_dir,
+            store: None,
+            event_log: None,
+            handed_over: false,
+        };
+        if store {
+            let path = opening.dir.join(STORE_FILE);
+            opening.store = Some(spawn_opener("mcpgw-open-store", move || {
+                SqliteStore::open(&path)
+            })?);
+        }
+        if event_log {
+            let path = opening.dir.join(EVENT_LOG_FILE);
+            opening.event_log = Some(spawn_opener("mcpgw-open-events", move || {
+                SqliteEventLog::open(&path)
+            })?);
+        }
+        Ok(opening)
+    }
+
+    /// The data directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Waits for the store; `None` when it was not asked for. From here on the directory is
+    /// the gateway's, whatever happens next.
+    pub(crate) fn take_store(&mut self) -> Option<Result<SqliteStore, StartError>> {
+        self.handed_over = true;
+        let path = self.dir.join(STORE_FILE);
+        self.store
+            .take()
+            .map(|opening| joined(opening, "the store", &path))
+    }
+
+    /// Waits for the event log; `None` when it was not asked for.
+    pub(crate) fn take_event_log(&mut self) -> Option<Result<SqliteEventLog, StartError>> {
+        self.handed_over = true;
+        let path = self.dir.join(EVENT_LOG_FILE);
+        self.event_log
+            .take()
+            .map(|opening| joined(opening, "the event log", &path))
+    }
+}
+
+impl Drop for OpeningDataDir {
+    fn drop(&mut self) {
+        if self.handed_over {
+            return;
+        }
+        // The databases are closed before their directory goes.
+        if let Some(opening) = self.store.take() {
+            drop(opening.join());
+        }
+        if let Some(opening) = self.event_log.take() {
+            drop(opening.join());
+        }
+        if self.created_dir
+            && let Err(error) = std::fs::remove_dir_all(&self.dir)
+        {
+            tracing::warn!(dir = %self.dir.display(), %error, "the data directory this start created could not be removed");
+        }
+    }
+}
+
+fn spawn_opener<T: Send + 'static>(
+    name: &str,
+    open: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<JoinHandle<Result<T, StoreError>>, StartError> {
+    std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(open)
+        .map_err(|error| StartError::new(format!("cannot start a thread at startup: {error}")))
+}
+
+fn joined<T>(
+    opening: JoinHandle<Result<T, StoreError>>,
+    what: &str,
+    path: &Path,
+) -> Result<T, StartError> {
+    opening
+        .join()
+        .map_err(|_| StartError::new(format!("the thread that opened {what} panicked")))?
+        .map_err(|error| StartError::new(format!("cannot open {what} {}: {error}", path.display())))
+}
