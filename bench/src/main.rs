@@ -287,6 +287,27 @@ fn rss_kib(pid: u32) -> anyhow::Result<u64> {
         .parse()?)
 }
 
+/// The resident memory of `pid` in its two parts, in KiB: anonymous (heap, stacks, the pages
+/// the process wrote) and file-backed (mostly the binary's code). The second depends on how the
+/// binary's pages sit in the page cache as much as on the code that ran: a binary just written
+/// (built, or copied) is cached in large folios, and a fault maps more of it than after it was
+/// read back from disk.
+fn rss_parts_kib(pid: u32) -> anyhow::Result<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let field = |name: &str| -> anyhow::Result<u64> {
+        let line = status
+            .lines()
+            .find(|line| line.starts_with(name))
+            .with_context(|| format!("no {name}"))?;
+        Ok(line
+            .split_whitespace()
+            .nth(1)
+            .with_context(|| format!("bad {name}"))?
+            .parse()?)
+    };
+    Ok((field("RssAnon:")?, field("RssFile:")?))
+}
+
 /// The time from exec to `/health/ready` answering 200, for each of `starts` fresh starts of
 /// the gateway on `config` (each with a data directory of its own under `work`).
 fn exec_to_ready(
@@ -364,7 +385,13 @@ fn control_plane() -> anyhow::Result<()> {
     }
     std::thread::sleep(Duration::from_millis(500));
     let idle_rss = rss_kib(gateway.child.id())?;
-    println!("RSS idle after start: {:.1} MiB", idle_rss as f64 / 1024.0);
+    let (anonymous, file_backed) = rss_parts_kib(gateway.child.id())?;
+    println!(
+        "RSS idle after start: {:.1} MiB (anonymous {:.1} MiB, file-backed {:.1} MiB)",
+        idle_rss as f64 / 1024.0,
+        anonymous as f64 / 1024.0,
+        file_backed as f64 / 1024.0
+    );
 
     for concurrency in [1usize, 16] {
         let requests_per_client = if concurrency == 1 { 3000 } else { 600 };
