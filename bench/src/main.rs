@@ -275,16 +275,7 @@ fn upstream_config(work: &Path, upstream: Upstream) -> anyhow::Result<PathBuf> {
 }
 
 fn rss_kib(pid: u32) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let line = status
-        .lines()
-        .find(|line| line.starts_with("VmRSS:"))
-        .context("no VmRSS")?;
-    Ok(line
-        .split_whitespace()
-        .nth(1)
-        .context("bad VmRSS")?
-        .parse()?)
+    status_kib(pid, &["VmRSS:"]).map(|values| values[0])
 }
 
 /// The resident memory of `pid` in its two parts, in KiB: anonymous (heap, stacks, the pages
@@ -293,19 +284,26 @@ fn rss_kib(pid: u32) -> anyhow::Result<u64> {
 /// (built, or copied) is cached in large folios, and a fault maps more of it than after it was
 /// read back from disk.
 fn rss_parts_kib(pid: u32) -> anyhow::Result<(u64, u64)> {
+    status_kib(pid, &["RssAnon:", "RssFile:"]).map(|values| (values[0], values[1]))
+}
+
+/// The values of the `names` lines of `/proc/PID/status`, in KiB, in the order asked.
+fn status_kib(pid: u32, names: &[&str]) -> anyhow::Result<Vec<u64>> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let field = |name: &str| -> anyhow::Result<u64> {
-        let line = status
-            .lines()
-            .find(|line| line.starts_with(name))
-            .with_context(|| format!("no {name}"))?;
-        Ok(line
-            .split_whitespace()
-            .nth(1)
-            .with_context(|| format!("bad {name}"))?
-            .parse()?)
-    };
-    Ok((field("RssAnon:")?, field("RssFile:")?))
+    names
+        .iter()
+        .map(|name| {
+            let line = status
+                .lines()
+                .find(|line| line.starts_with(name))
+                .with_context(|| format!("no {name}"))?;
+            Ok(line
+                .split_whitespace()
+                .nth(1)
+                .with_context(|| format!("bad {name}"))?
+                .parse()?)
+        })
+        .collect()
 }
 
 /// The time from exec to `/health/ready` answering 200, for each of `starts` fresh starts of

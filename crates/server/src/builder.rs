@@ -19,9 +19,9 @@ use mcpgw_gateway::{
     ToolCatalog, ToolListKeeper,
 };
 use mcpgw_runner_docker::{DockerRunner, DockerRunnerSettings};
-use mcpgw_store_sqlite::{SqliteEventLog, SqliteStore};
+use mcpgw_store_sqlite::SqliteEventLog;
 
-use crate::data_dir::{OpeningDataDir, STORE_FILE};
+use crate::data_dir::OpeningDataDir;
 use crate::running::{Parts, RunningGateway};
 use crate::{StartError, docker, settings};
 
@@ -324,46 +324,30 @@ impl GatewayBuilder {
         let parse_options = self.parse_options();
         let config = self.config;
         let data_dir = self.data_dir;
-        // Both databases are opened on threads of their own (each waits on the disk for
-        // milliseconds), unless the bundled server started them before it read the
-        // configuration; a file whose ports are all replaced is not opened at all.
-        let needs_store = self.auth_store.is_none()
-            || self.server_repository.is_none()
-            || self.group_repository.is_none()
-            || self.tool_list_store.is_none()
-            || (config.discovery.is_some() && self.discovery_store.is_none());
+        // The event log is opened on a thread of its own while the store opens here (each
+        // waits on the disk for milliseconds), unless the bundled server started both before it
+        // read the configuration. A file whose ports are all replaced is not opened at all.
         let mut opening = match self.opening {
             Some(opening) => opening,
-            None => {
-                OpeningDataDir::start_with(data_dir.clone(), needs_store, self.event_log.is_none())?
-            }
+            None => OpeningDataDir::start_with(data_dir.clone(), false, self.event_log.is_none())?,
         };
-        let sqlite = LazyStore {
-            path: store_path(&data_dir),
-            opened: std::cell::OnceCell::new(),
-        };
-        if let Some(store) = opening.take_store() {
-            let store = store?;
-            sqlite.opened.get_or_init(|| store);
-        }
-        let opened_event_log = opening.take_event_log();
+        opening.hand_over();
 
         let clock: Arc<dyn Clock> = self
             .clock
             .unwrap_or_else(|| Arc::new(TokioClock::default()));
+        let auth_store: Arc<dyn AuthStore> = match self.auth_store {
+            Some(store) => store,
+            None => Arc::new(opening.store()?),
+        };
         // Every event is kept in the persistent log (its own file, so that its writes never
         // wait on the store's), and ids continue after the last one it holds.
         let (event_log, sqlite_event_log): (Arc<dyn EventLog>, Option<Arc<SqliteEventLog>>) =
-            match (self.event_log, opened_event_log) {
-                (Some(log), _) => (log, None),
-                (None, Some(opened)) => {
-                    let log = Arc::new(opened?);
+            match self.event_log {
+                Some(log) => (log, None),
+                None => {
+                    let log = Arc::new(opening.event_log()?);
                     (log.clone(), Some(log))
-                }
-                (None, None) => {
-                    return Err(StartError::new(
-                        "the event log was neither given nor opened",
-                    ));
                 }
             };
         let last_event_id = event_log
@@ -374,10 +358,6 @@ impl GatewayBuilder {
             Arc::new(EventBus::new(EventBus::DEFAULT_CAPACITY).continuing_after(last_event_id));
         events.add_observer(event_log.clone());
 
-        let auth_store: Arc<dyn AuthStore> = match self.auth_store {
-            Some(store) => store,
-            None => Arc::new(sqlite.get()?),
-        };
         let auth = Arc::new(build_auth(
             &config,
             auth_store.clone(),
@@ -405,7 +385,7 @@ impl GatewayBuilder {
             });
         let server_repository: Arc<dyn ServerRepository> = match self.server_repository {
             Some(repository) => repository,
-            None => Arc::new(sqlite.get()?),
+            None => Arc::new(opening.store()?),
         };
         let manager = ServerManager::new(
             Arc::new(launcher),
@@ -429,7 +409,7 @@ impl GatewayBuilder {
 
         let group_repository: Arc<dyn GroupRepository> = match self.group_repository {
             Some(repository) => repository,
-            None => Arc::new(sqlite.get()?),
+            None => Arc::new(opening.store()?),
         };
         let groups = Arc::new(
             GroupService::new(manager.clone(), events.clone() as Arc<dyn EventSink>)
@@ -448,7 +428,9 @@ impl GatewayBuilder {
         events.add_observer(catalog.observer());
         let tool_list_store: Arc<dyn ToolListStore> = match self.tool_list_store {
             Some(store) => store,
-            None => Arc::new(mcpgw_store_sqlite::SqliteToolListStore::new(sqlite.get()?)),
+            None => Arc::new(mcpgw_store_sqlite::SqliteToolListStore::new(
+                opening.store()?,
+            )),
         };
         let tool_lists = ToolListKeeper::new(manager.clone(), tool_list_store);
         events.add_observer(tool_lists.observer());
@@ -495,7 +477,9 @@ impl GatewayBuilder {
                 let sources = Arc::clone(&sources);
                 let discovery_store: Arc<dyn DiscoveryStore> = match self.discovery_store {
                     Some(store) => store,
-                    None => Arc::new(mcpgw_store_sqlite::SqliteDiscoveryStore::new(sqlite.get()?)),
+                    None => Arc::new(mcpgw_store_sqlite::SqliteDiscoveryStore::new(
+                        opening.store()?,
+                    )),
                 };
                 Some(Arc::new(
                     DiscoveryService::new(
@@ -665,30 +649,4 @@ fn required(value: &Option<String>, key: &str, section: &str) -> Result<String, 
     value
         .clone()
         .ok_or_else(|| StartError::new(format!("{key} is required when {section}.enabled is true")))
-}
-
-/// The SQLite store under the data directory, opened on first use.
-struct LazyStore {
-    path: PathBuf,
-    opened: std::cell::OnceCell<SqliteStore>,
-}
-
-impl LazyStore {
-    fn get(&self) -> Result<SqliteStore, StartError> {
-        if let Some(store) = self.opened.get() {
-            return Ok(store.clone());
-        }
-        let store = SqliteStore::open(&self.path).map_err(|error| {
-            StartError::new(format!(
-                "cannot open the store {}: {error}",
-                self.path.display()
-            ))
-        })?;
-        Ok(self.opened.get_or_init(|| store).clone())
-    }
-}
-
-/// The default store's file under `data_dir`.
-pub(crate) fn store_path(data_dir: &std::path::Path) -> PathBuf {
-    data_dir.join(STORE_FILE)
 }

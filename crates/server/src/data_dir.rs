@@ -14,18 +14,20 @@ use mcpgw_store_sqlite::{SqliteEventLog, SqliteStore, StoreError};
 use crate::StartError;
 
 /// The store's file under the data directory.
-pub(crate) const STORE_FILE: &str = "mcpgw.db";
+const STORE_FILE: &str = "mcpgw.db";
 /// The event log's file under the data directory.
 pub(crate) const EVENT_LOG_FILE: &str = "events.db";
 
 /// The default databases of a data directory, being opened on threads of their own. Hand it to
-/// [`crate::GatewayBuilder::opening_data_dir`]; dropped before that (a start that failed on
-/// its configuration), it waits for the threads, closes what they opened, and removes the data
-/// directory if it created it, so that a failed first start leaves nothing behind.
+/// [`crate::GatewayBuilder::opening_data_dir`]; dropped before a build took it (a start that
+/// failed on its configuration), it waits for the threads, closes what they opened, and removes
+/// the data directory if it created it, so that a failed first start leaves nothing behind.
 pub struct OpeningDataDir {
     dir: PathBuf,
     created_dir: bool,
     store: Option<JoinHandle<Result<SqliteStore, StoreError>>>,
+    /// The store once opened: every port that is not replaced shares it.
+    opened_store: Option<SqliteStore>,
     event_log: Option<JoinHandle<Result<SqliteEventLog, StoreError>>>,
     handed_over: bool,
 }
@@ -46,8 +48,8 @@ impl OpeningDataDir {
     }
 
     /// Creates `dir` when it is missing and starts opening the store when `store` says so,
-    /// the event log when `event_log` says so (a builder whose ports replace them needs
-    /// neither file).
+    /// the event log when `event_log` says so. What is not started ahead is opened on the
+    /// caller's thread when it is first asked for.
     pub(crate) fn start_with(
         dir: PathBuf,
         store: bool,
@@ -64,11 +66,12 @@ impl OpeningDataDir {
             dir,
             created_dir,
             store: None,
+            opened_store: None,
             event_log: None,
             handed_over: false,
         };
         if store {
-            let path = opening.dir.join(STORE_FILE);
+            let path = store_path(&opening.dir);
             opening.store = Some(spawn_opener("mcpgw-open-store", move || {
                 SqliteStore::open(&path)
             })?);
@@ -87,23 +90,36 @@ impl OpeningDataDir {
         &self.dir
     }
 
-    /// Waits for the store; `None` when it was not asked for. From here on the directory is
-    /// the gateway's, whatever happens next.
-    pub(crate) fn take_store(&mut self) -> Option<Result<SqliteStore, StartError>> {
+    /// From here on the directory is the gateway's, whatever happens next: dropping this no
+    /// longer removes it.
+    pub(crate) fn hand_over(&mut self) {
         self.handed_over = true;
-        let path = self.dir.join(STORE_FILE);
-        self.store
-            .take()
-            .map(|opening| joined(opening, "the store", &path))
     }
 
-    /// Waits for the event log; `None` when it was not asked for.
-    pub(crate) fn take_event_log(&mut self) -> Option<Result<SqliteEventLog, StartError>> {
-        self.handed_over = true;
+    /// The store: waited for when it is being opened, else opened now; opened once.
+    pub(crate) fn store(&mut self) -> Result<SqliteStore, StartError> {
+        if let Some(store) = &self.opened_store {
+            return Ok(store.clone());
+        }
+        let path = store_path(&self.dir);
+        let store = match self.store.take() {
+            Some(opening) => joined(opening, "the store", &path)?,
+            None => {
+                SqliteStore::open(&path).map_err(|error| open_error("the store", &path, error))?
+            }
+        };
+        self.opened_store = Some(store.clone());
+        Ok(store)
+    }
+
+    /// The event log: waited for when it is being opened, else opened now.
+    pub(crate) fn event_log(&mut self) -> Result<SqliteEventLog, StartError> {
         let path = self.dir.join(EVENT_LOG_FILE);
-        self.event_log
-            .take()
-            .map(|opening| joined(opening, "the event log", &path))
+        match self.event_log.take() {
+            Some(opening) => joined(opening, "the event log", &path),
+            None => SqliteEventLog::open(&path)
+                .map_err(|error| open_error("the event log", &path, error)),
+        }
     }
 }
 
@@ -116,6 +132,7 @@ impl Drop for OpeningDataDir {
         if let Some(opening) = self.store.take() {
             drop(opening.join());
         }
+        self.opened_store = None;
         if let Some(opening) = self.event_log.take() {
             drop(opening.join());
         }
@@ -125,6 +142,11 @@ impl Drop for OpeningDataDir {
             tracing::warn!(dir = %self.dir.display(), %error, "the data directory this start created could not be removed");
         }
     }
+}
+
+/// The default store's file under `data_dir`.
+pub(crate) fn store_path(data_dir: &Path) -> PathBuf {
+    data_dir.join(STORE_FILE)
 }
 
 fn spawn_opener<T: Send + 'static>(
@@ -145,5 +167,9 @@ fn joined<T>(
     opening
         .join()
         .map_err(|_| StartError::new(format!("the thread that opened {what} panicked")))?
-        .map_err(|error| StartError::new(format!("cannot open {what} {}: {error}", path.display())))
+        .map_err(|error| open_error(what, path, error))
+}
+
+fn open_error(what: &str, path: &Path, error: StoreError) -> StartError {
+    StartError::new(format!("cannot open {what} {}: {error}", path.display()))
 }

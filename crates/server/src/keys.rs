@@ -37,7 +37,7 @@ pub fn create_key(
             data_dir.display()
         ))
     })?;
-    let store = SqliteStore::open(&crate::builder::store_path(data_dir))
+    let store = SqliteStore::open(&crate::data_dir::store_path(data_dir))
         .map_err(|error| StartError::new(format!("cannot open the gateway's store: {error}")))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
