@@ -955,3 +955,332 @@ fn no_key_or_secret_appears_in_logs_events_errors_or_metrics() {
         "the refusal is an event"
     );
 }
+
+/// One stateless (2026-07-28) JSON-RPC request to `/mcp`, with a bearer token when given and
+/// extra headers; the reply's body is the JSON-RPC answer (read out of an event stream if it
+/// came as one).
+fn mcp_with_token(
+    gw: &RunningGateway,
+    token: Option<&str>,
+    method: &str,
+    mut params: Value,
+    headers: &[(&str, &str)],
+) -> Reply {
+    const PROTOCOL: &str = "2026-07-28";
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": PROTOCOL,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "mcpgw-e2e", "version": "0"},
+    });
+    let agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .new_agent();
+    let mut request = ureq::http::Request::builder()
+        .method("POST")
+        .uri(gw.url("/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", PROTOCOL)
+        .header("mcp-method", method)
+        .header("x-forwarded-for", "10.9.8.1");
+    if let Some(name) = params["name"].as_str() {
+        request = request.header("mcp-name", name.to_owned());
+    }
+    if let Some(token) = token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let mut response = agent
+        .run(request.body(body.to_string()).unwrap())
+        .expect("the gateway answers");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let text = response.body_mut().read_to_string().unwrap_or_default();
+    let body = serde_json::from_str(&text).unwrap_or_else(|_| {
+        text.lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+            .find(|message| message.get("id").is_some())
+            .unwrap_or(Value::String(text.clone()))
+    });
+    Reply {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn tool_names_of(reply: &Reply) -> Vec<String> {
+    reply.body["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("tools/list answered {}", reply.body))
+        .iter()
+        .filter_map(|tool| tool["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn an_oauth_client_finds_the_metadata_and_only_tokens_minted_for_this_gateway_pass() {
+    let mut jwk = jsonwebtoken::jwk::Jwk::from_encoding_key(
+        &jsonwebtoken::EncodingKey::from_rsa_der(RSA_A),
+        jsonwebtoken::Algorithm::RS256,
+    )
+    .unwrap();
+    jwk.common.key_id = Some("a".to_owned());
+    let issuer = Issuer::start(json!({"keys": [jwk]}));
+    let section = format!(
+        "  oauth:\n    issuers:\n      - issuer: \"{}\"\n  role_assignments:\n    - {{principal: \"user:alice\", role: admin}}\n",
+        issuer.url
+    );
+    let fixture = support::fixture_binary().display().to_string();
+    let gw = gateway()
+        .config(&format!(
+            "{}  other:\n    mode: subprocess\n    command: [\"{fixture}\"]\n",
+            config(&section)
+        ))
+        .env("MCP_LOG", "debug,rmcp=info")
+        .start();
+    let resource = gw.url("/mcp");
+    let metadata_url = gw.url("/.well-known/oauth-protected-resource/mcp");
+
+    // 1. The metadata names this gateway's endpoint and its issuer, readable from any page.
+    for path in [
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+    ] {
+        let reply = call(&gw, "GET", path, None, "10.9.8.2", None);
+        assert_eq!(reply.status, 200, "{path}: {}", reply.body);
+        assert_eq!(reply.body["resource"], resource.as_str(), "{path}");
+        assert_eq!(reply.body["authorization_servers"], json!([issuer.url]));
+        assert_eq!(
+            reply.body["scopes_supported"],
+            json!(["mcp:tools", "mcp:admin"])
+        );
+        assert_eq!(reply.body["bearer_methods_supported"], json!(["header"]));
+        assert_eq!(reply.headers["access-control-allow-origin"], "*", "{path}");
+    }
+
+    // 2. `/mcp` without a token points at the metadata and the scope to ask for.
+    let reply = mcp_with_token(&gw, None, "tools/list", json!({}), &[]);
+    assert_eq!(reply.status, 401, "{}", reply.body);
+    let challenge = reply.headers["www-authenticate"].to_str().unwrap();
+    assert!(
+        challenge.contains(&format!(
+            "Bearer realm=\"mcpgw\", resource_metadata=\"{metadata_url}\""
+        )),
+        "{challenge}"
+    );
+    assert!(challenge.contains("scope=\"mcp:tools\""), "{challenge}");
+
+    let now = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+    )
+    .unwrap();
+    let minted = |audience: &str, scope: &str| {
+        token(
+            RSA_A,
+            "a",
+            &json!({"iss": issuer.url, "aud": audience, "sub": "alice", "scope": scope,
+                    "iat": now, "exp": now + 600}),
+        )
+    };
+
+    // 3. A token for this resource with `mcp:tools` lists and calls every tool...
+    let tools = minted(&resource, "openid mcp:tools");
+    let reply = mcp_with_token(&gw, Some(&tools), "tools/list", json!({}), &[]);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let names = tool_names_of(&reply);
+    assert!(
+        names.iter().any(|name| name.starts_with("demo__")),
+        "{names:?}"
+    );
+    assert!(
+        names.iter().any(|name| name.starts_with("other__")),
+        "{names:?}"
+    );
+    let called = mcp_with_token(
+        &gw,
+        Some(&tools),
+        "tools/call",
+        json!({"name": "demo__echo", "arguments": {"text": "hi"}}),
+        &[],
+    );
+    assert_eq!(called.status, 200, "{}", called.body);
+    assert!(
+        called.body["result"]["content"].is_array(),
+        "{}",
+        called.body
+    );
+    // ...but an admin's token held to `mcp:tools` cannot manage the gateway: 403 naming the
+    // scope that would.
+    let reply = bearer(&gw, "GET", "/api/mcp_servers", &tools);
+    assert_refused(&reply, 403, "AccessDeniedError", "Access denied");
+    let challenge = reply.headers["www-authenticate"].to_str().unwrap();
+    assert!(
+        challenge.contains("error=\"insufficient_scope\"")
+            && challenge.contains("scope=\"mcp:admin\""),
+        "{challenge}"
+    );
+    assert_eq!(
+        bearer(
+            &gw,
+            "GET",
+            "/api/mcp_servers",
+            &minted(&resource, "mcp:admin")
+        )
+        .status,
+        200
+    );
+
+    // 4. `mcp:tools:demo` shows and calls demo's tools only.
+    let demo_only = minted(&resource, "mcp:tools:demo");
+    let names = tool_names_of(&mcp_with_token(
+        &gw,
+        Some(&demo_only),
+        "tools/list",
+        json!({}),
+        &[],
+    ));
+    assert!(
+        !names.is_empty() && names.iter().all(|name| name.starts_with("demo__")),
+        "{names:?}"
+    );
+    let refused = mcp_with_token(
+        &gw,
+        Some(&demo_only),
+        "tools/call",
+        json!({"name": "other__echo", "arguments": {"text": "hi"}}),
+        &[],
+    );
+    assert_eq!(refused.body["error"]["code"], -32602, "{}", refused.body);
+
+    // 5. Bad input: a token whose scopes cover no tool use gets 403 insufficient_scope at /mcp.
+    let reply = mcp_with_token(
+        &gw,
+        Some(&minted(&resource, "openid profile")),
+        "tools/list",
+        json!({}),
+        &[],
+    );
+    assert_eq!(reply.status, 403, "{}", reply.body);
+    let challenge = reply.headers["www-authenticate"].to_str().unwrap();
+    assert!(
+        challenge.contains("error=\"insufficient_scope\"")
+            && challenge.contains("scope=\"mcp:tools\"")
+            && challenge.contains(&metadata_url),
+        "{challenge}"
+    );
+
+    // 6. Bad input: a token from the same issuer minted for another resource, and one for
+    // another host that a forged X-Forwarded-Host names: both 401, refused as for another
+    // audience.
+    let elsewhere = minted("https://other-mcp.example.com/mcp", "mcp:tools");
+    let reply = mcp_with_token(&gw, Some(&elsewhere), "tools/list", json!({}), &[]);
+    assert_eq!(reply.status, 401, "{}", reply.body);
+    assert!(
+        reply.headers["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .contains("resource_metadata="),
+        "every 401 of /mcp carries the challenge"
+    );
+    let reply = mcp_with_token(
+        &gw,
+        Some(&elsewhere),
+        "tools/list",
+        json!({}),
+        &[
+            ("x-forwarded-host", "other-mcp.example.com"),
+            ("x-forwarded-proto", "https"),
+        ],
+    );
+    assert_eq!(reply.status, 401, "{}", reply.body);
+    let log = gw.stderr();
+    assert!(
+        log.contains("AuthenticationFailed") && log.contains("the token is for another audience"),
+        "the refusal is an event that says why"
+    );
+    for secret in [&tools, &demo_only, &elsewhere] {
+        assert!(!log.contains(secret.as_str()), "the log holds a token");
+    }
+}
+
+#[test]
+fn a_configured_resource_is_the_audience_whatever_host_the_request_names() {
+    let mut jwk = jsonwebtoken::jwk::Jwk::from_encoding_key(
+        &jsonwebtoken::EncodingKey::from_rsa_der(RSA_A),
+        jsonwebtoken::Algorithm::RS256,
+    )
+    .unwrap();
+    jwk.common.key_id = Some("a".to_owned());
+    let issuer = Issuer::start(json!({"keys": [jwk]}));
+    let section = format!(
+        "  oauth:\n    resource: https://mcp.example.com/mcp\n    issuers:\n      - issuer: \"{}\"\n        scopes: {{\"mcp:ops\": operator}}\n  role_assignments:\n    - {{principal: \"user:alice\", role: admin}}\n",
+        issuer.url
+    );
+    let gw = gateway().config(&config(&section)).start();
+    let reply = call(
+        &gw,
+        "GET",
+        "/.well-known/oauth-protected-resource/mcp",
+        None,
+        "10.9.9.1",
+        None,
+    );
+    assert_eq!(reply.body["resource"], "https://mcp.example.com/mcp");
+    assert_eq!(
+        reply.body["scopes_supported"],
+        json!(["mcp:tools", "mcp:admin", "mcp:ops"])
+    );
+    let reply = mcp_with_token(&gw, None, "tools/list", json!({}), &[]);
+    let challenge = reply.headers["www-authenticate"].to_str().unwrap();
+    assert!(
+        challenge.contains(
+            "resource_metadata=\"https://mcp.example.com/.well-known/oauth-protected-resource/mcp\""
+        ),
+        "{challenge}"
+    );
+
+    let now = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+    )
+    .unwrap();
+    let minted = |audience: &str, scope: &str| {
+        token(
+            RSA_A,
+            "a",
+            &json!({"iss": issuer.url, "aud": audience, "sub": "alice", "scope": scope,
+                    "iat": now, "exp": now + 600}),
+        )
+    };
+    let configured = minted("https://mcp.example.com/mcp", "mcp:tools");
+    assert_eq!(
+        mcp_with_token(&gw, Some(&configured), "tools/list", json!({}), &[]).status,
+        200
+    );
+    // Bad input: a token for the address the request was sent to, which is not the resource.
+    let local = minted(&gw.url("/mcp"), "mcp:tools");
+    assert_eq!(
+        mcp_with_token(&gw, Some(&local), "tools/list", json!({}), &[]).status,
+        401
+    );
+    // A configured scope stands for its role: `mcp:ops` may stop a server, not read keys.
+    let ops = minted("https://mcp.example.com/mcp", "mcp:ops");
+    assert_eq!(
+        bearer(&gw, "POST", "/api/mcp_servers/demo/stop", &ops).status,
+        200
+    );
+    let reply = bearer(&gw, "GET", "/api/auth/keys", &ops);
+    assert_eq!(reply.status, 403, "{}", reply.body);
+}

@@ -17,6 +17,7 @@ use crate::ports::{DeciderError, TokenRejection, VerifiedClaims};
 use crate::principal::{Principal, PrincipalKind, PrincipalPattern};
 use crate::role::{BuiltInRole, Role, RoleBook, RoleName};
 use crate::scope::{Scope, TenantId};
+use crate::token_scope::ScopeLimit;
 
 /// Who is asking, as authentication established it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +30,10 @@ pub struct Identity {
     pub tenant: Option<TenantId>,
     /// The role the API key used carries, held globally for this request only.
     pub key_role: Option<RoleName>,
+    /// The scopes of the OAuth access token used, when its issuer narrows by scope: a ceiling
+    /// on what the roles grant. `None`: the roles alone decide (API keys, anonymous callers,
+    /// tokens of an issuer that does not narrow).
+    pub scope_limit: Option<ScopeLimit>,
 }
 
 impl Identity {
@@ -39,6 +44,7 @@ impl Identity {
             groups: Vec::new(),
             tenant: None,
             key_role: None,
+            scope_limit: None,
         }
     }
 
@@ -82,6 +88,7 @@ impl Identity {
             groups,
             tenant,
             key_role: None,
+            scope_limit: claims.scopes.clone(),
         })
     }
 
@@ -127,6 +134,15 @@ pub enum DenyReason {
     NotInAllowList {
         principal: Principal,
         policy: PolicyAddress,
+    },
+    /// The roles grant it, but none of the access token's scopes covers it.
+    OutsideTokenScope {
+        principal: Principal,
+        permission: Permission,
+        /// The scopes the token carried (space-separated; `(no scope)` when none).
+        scopes: String,
+        /// The scope that would cover it.
+        needed: &'static str,
     },
     /// The external policy engine denied, or gave no answer (which denies).
     ExternalPolicy {
@@ -177,6 +193,16 @@ impl fmt::Display for DenyReason {
                 f,
                 "the allow_list of tool access policy {policy} names neither {principal} nor \
                  its groups"
+            ),
+            DenyReason::OutsideTokenScope {
+                principal,
+                permission,
+                scopes,
+                needed,
+            } => write!(
+                f,
+                "{principal} holds {permission}, but its access token's scopes ({scopes}) do \
+                 not cover it; `{needed}` would"
             ),
             DenyReason::ExternalPolicy {
                 principal,
@@ -312,17 +338,46 @@ impl Authorizer {
             Err(reason) => return Decision::Deny { reason },
         };
         if let Some(path) = path
-            && let Err(reason) = self.admits(identity, path)
+            && let Err(reason) = self.admits_by_policy(identity, path)
         {
+            return Decision::Deny { reason };
+        }
+        if let Err(reason) = self.within_token_scope(identity, permission, path) {
             return Decision::Deny { reason };
         }
         Decision::Allow { granted_by_role }
     }
 
-    /// Whether every policy on `path` admits `identity`, roles aside: what filters a tool list
-    /// once the caller is known to hold `tool:list`. Policies apply to every principal, holders
-    /// of `admin` included.
+    /// Whether the access token's scopes (if it is held to them) cover `permission` on `path`.
+    fn within_token_scope(
+        &self,
+        identity: &Identity,
+        permission: Permission,
+        path: Option<&AccessPath>,
+    ) -> Result<(), DenyReason> {
+        match &identity.scope_limit {
+            Some(limit) if !limit.covers(permission, path, &self.roles) => {
+                Err(DenyReason::OutsideTokenScope {
+                    principal: identity.principal.clone(),
+                    permission,
+                    scopes: limit.to_string(),
+                    needed: ScopeLimit::needed_for(permission),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether every policy on `path` admits `identity`, roles aside, and the access token's
+    /// scopes (if it is held to them) cover listing what the path leads to: what filters a tool
+    /// list once the caller is known to hold `tool:list`. Policies apply to every principal,
+    /// holders of `admin` included.
     pub fn admits(&self, identity: &Identity, path: &AccessPath) -> Result<(), DenyReason> {
+        self.admits_by_policy(identity, path)?;
+        self.within_token_scope(identity, Permission::ToolList, Some(path))
+    }
+
+    fn admits_by_policy(&self, identity: &Identity, path: &AccessPath) -> Result<(), DenyReason> {
         for address in path.addresses() {
             if let Some(policy) = self.policies.get(address) {
                 policy.admits(&identity.principal, &identity.groups)?;

@@ -90,6 +90,7 @@ mod principal;
 mod rate_limit;
 mod role;
 mod scope;
+mod token_scope;
 
 #[cfg(test)]
 mod tests;
@@ -125,3 +126,6 @@ pub use role::{
     RoleName,
 };
 pub use scope::{Scope, TENANT_ID_MAX_BYTES, TenantId};
+pub use token_scope::{
+    ADMIN_SCOPE, ScopeGrant, ScopeLimit, ScopeMap, TOOLS_SCOPE, TOOLS_SCOPE_PREFIX,
+};

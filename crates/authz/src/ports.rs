@@ -20,6 +20,7 @@ use crate::policy::{PolicyAddress, ToolAccessPolicy};
 use crate::principal::Principal;
 use crate::role::{Role, RoleName};
 use crate::scope::TenantId;
+use crate::token_scope::ScopeLimit;
 
 /// The auth store failed (I/O, corruption, a lost connection). The message is for the log:
 /// clients get a generic 500, so it may name files and tables, but never a key or a hash.
@@ -103,6 +104,9 @@ pub struct VerifiedClaims {
     pub tenant: Option<String>,
     /// The `exp` claim.
     pub expires_at: Timestamp,
+    /// The token's scopes as its issuer's scope map reads them, when that issuer narrows by
+    /// scope; `None` when it does not (its tokens are judged by roles alone).
+    pub scopes: Option<ScopeLimit>,
 }
 
 /// Why a bearer token was refused. Clients always see `No valid credentials provided`; this
@@ -175,16 +179,31 @@ impl From<TokenError> for AuthError {
 ///
 /// Contract: `verify` checks the signature against the issuer's key set (refreshing it once
 /// on an unknown `kid`), the algorithm (never `none`), `iss`, `aud`, `exp` and `nbf` against
-/// `now` with a small leeway, and extracts the configured claims. A token it refuses is
-/// `TokenError::Rejected` with the reason; `TokenError::Unavailable` only when it could not
-/// reach a verdict. It must answer within a bounded time.
+/// `now` with a small leeway, and extracts the configured claims. `resource` is the canonical
+/// URI of the resource the token was presented to (the gateway's MCP endpoint, RFC 8707): an
+/// issuer whose audience is not configured accepts only tokens whose `aud` names it. A token it
+/// refuses is `TokenError::Rejected` with the reason; `TokenError::Unavailable` only when it
+/// could not reach a verdict. It must answer within a bounded time.
 #[async_trait]
 pub trait TokenVerifier: Send + Sync {
     async fn verify(
         &self,
         bearer_token: &str,
+        resource: &str,
         now: Timestamp,
     ) -> Result<VerifiedClaims, TokenError>;
+
+    /// The authorization servers whose tokens it accepts, for the protected resource
+    /// metadata's `authorization_servers` (RFC 9728).
+    fn authorization_servers(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// The scopes its issuers' tokens can carry that the gateway reads, for
+    /// `scopes_supported`; empty when none of its issuers narrows by scope.
+    fn scopes_supported(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// What an external policy engine is asked: `{"input": {principal, action, resource,

@@ -836,6 +836,7 @@ fn identities_come_from_keys_and_token_claims() {
         subject: subject.to_owned(),
         groups: strings(groups),
         tenant: tenant_claim.map(str::to_owned),
+        scopes: None,
         expires_at: now,
     };
     let identity = Identity::from_claims(&claims(
@@ -956,5 +957,88 @@ fn every_error_kind_maps_to_its_documented_kind() {
         .to_string(),
         "`user:alice` does not hold role `viewer` in scope `global`; GET \
          /api/auth/principals/roles?principal=user:alice lists its roles"
+    );
+}
+
+#[test]
+fn a_tokens_scopes_narrow_what_its_roles_allow_and_never_widen_it() {
+    let authorizer = Authorizer::new(
+        RoleBook::default(),
+        [
+            assign("user:alice", "admin", "global"),
+            assign("user:victor", "viewer", "global"),
+        ],
+        [],
+    );
+    let map = ScopeMap::new();
+    let scoped = |who: &str, scopes: &[&str]| Identity {
+        scope_limit: Some(map.limit(scopes)),
+        ..Identity::new(principal(who))
+    };
+    let math_add = AccessPath::server_tool(&server("math"), "add").unwrap();
+    let web_fetch = AccessPath::server_tool(&server("web"), "fetch").unwrap();
+
+    // An admin whose token carries `mcp:tools` may call tools and nothing else.
+    let alice_tools = scoped("user:alice", &["openid", "mcp:tools"]);
+    assert!(
+        authorizer
+            .decide(&alice_tools, permission("tool:invoke"), Some(&math_add))
+            .is_allowed()
+    );
+    match authorizer.decide(&alice_tools, permission("mcp_server:create"), None) {
+        Decision::Deny {
+            reason: DenyReason::OutsideTokenScope { scopes, needed, .. },
+        } => {
+            assert_eq!(scopes, "openid mcp:tools");
+            assert_eq!(needed, "mcp:admin");
+        }
+        other => panic!("a tools-only token must not create servers: {other:?}"),
+    }
+
+    // `mcp:tools:math` opens math's tools, in calls and in listings, and no other server's.
+    let alice_math = scoped("user:alice", &["mcp:tools:math"]);
+    assert!(
+        authorizer
+            .decide(&alice_math, permission("tool:invoke"), Some(&math_add))
+            .is_allowed()
+    );
+    assert!(
+        !authorizer
+            .decide(&alice_math, permission("tool:invoke"), Some(&web_fetch))
+            .is_allowed()
+    );
+    assert!(authorizer.admits(&alice_math, &math_add).is_ok());
+    assert!(matches!(
+        authorizer.admits(&alice_math, &web_fetch),
+        Err(DenyReason::OutsideTokenScope { .. })
+    ));
+
+    // A viewer's `mcp:admin` token is still a viewer: scopes never grant.
+    let victor_admin = scoped("user:victor", &["mcp:admin"]);
+    assert!(
+        authorizer
+            .decide(&victor_admin, permission("tool:list"), None)
+            .is_allowed()
+    );
+    assert!(matches!(
+        authorizer.decide(&victor_admin, permission("tool:invoke"), Some(&math_add)),
+        Decision::Deny {
+            reason: DenyReason::NotGranted { .. }
+        }
+    ));
+
+    // A token without any scope the gateway reads is held to nothing.
+    let alice_none = scoped("user:alice", &["openid", "profile"]);
+    assert!(
+        !authorizer
+            .decide(&alice_none, permission("tool:list"), None)
+            .is_allowed()
+    );
+    // And a token of an issuer that does not narrow is judged by the roles alone.
+    let alice_unscoped = Identity::new(principal("user:alice"));
+    assert!(
+        authorizer
+            .decide(&alice_unscoped, permission("auth:manage"), None)
+            .is_allowed()
     );
 }

@@ -66,8 +66,8 @@ pub use sanitize::{
 pub use schema::{
     ApiKeyConfig, AuthConfig, ConfigReloadConfig, ContainerRuntime, DiscoveryConfig, DiscoveryMode,
     DiscoverySourceConfig, EventLogConfig, GatewayConfig, GroupMemberDefinition, GroupStrategy,
-    McpEndpointConfig, OidcConfig, OpaConfig, RateLimitConfig, RoleAssignmentConfig,
-    ServerDefinition, ServerMode, ToolNaming,
+    IssuerConfig, McpEndpointConfig, OAuthConfig, OidcConfig, OpaConfig, RateLimitConfig,
+    RoleAssignmentConfig, ServerDefinition, ServerMode, ToolNaming,
 };
 pub use text_diff::unified_diff;
 pub use validate::{HEALTH_CHECK_INTERVAL_S, IDLE_TTL_S, MAX_CONSECUTIVE_FAILURES};

@@ -432,7 +432,8 @@ impl DiscoveryMode {
 }
 
 /// The `auth` section: `enabled`, `allow_anonymous`, `api_key`, `oidc`, `opa` and
-/// `role_assignments`, plus `trusted_proxies`.
+/// `role_assignments`, plus `trusted_proxies` and `oauth` (the gateway as an OAuth 2.1
+/// resource server for MCP clients).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
@@ -442,6 +443,8 @@ pub struct AuthConfig {
     pub api_key: ApiKeyConfig,
     #[serde(deserialize_with = "de::null_as_default")]
     pub oidc: OidcConfig,
+    #[serde(deserialize_with = "de::null_as_default")]
+    pub oauth: OAuthConfig,
     #[serde(deserialize_with = "de::null_as_default")]
     pub opa: OpaConfig,
     #[serde(deserialize_with = "de::null_as_default")]
@@ -496,6 +499,69 @@ impl Default for OidcConfig {
             tenant_claim: "tenant_id".to_owned(),
         }
     }
+}
+
+/// `auth.oauth`: what MCP clients that follow the MCP authorization flow need. The gateway
+/// publishes its protected resource metadata (RFC 9728) naming `resource` and the issuers, and
+/// accepts access tokens of those issuers that were minted for `resource` (RFC 8707), held to
+/// their scopes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OAuthConfig {
+    /// The canonical URI of the gateway's MCP endpoint as clients reach it
+    /// (`https://mcp.example.com/mcp`). Absent: the URL each request was addressed to (its
+    /// `Host` and `/mcp`), which is right unless a proxy rewrites the host or the scheme.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+    /// The authorization servers whose access tokens are accepted.
+    #[serde(deserialize_with = "de::null_as_default")]
+    pub issuers: Vec<IssuerConfig>,
+}
+
+/// One trusted authorization server of `auth.oauth.issuers`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IssuerConfig {
+    /// The issuer identifier, compared exactly with a token's `iss`; also the base of metadata
+    /// discovery.
+    pub issuer: String,
+    /// The audience its tokens must name; absent: `auth.oauth.resource` (or the URL the
+    /// request was addressed to).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audience: Option<String>,
+    /// Discovered from the issuer's metadata when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jwks_uri: Option<String>,
+    #[serde(default = "default_subject_claim")]
+    pub subject_claim: String,
+    #[serde(default = "default_groups_claim")]
+    pub groups_claim: String,
+    #[serde(default = "default_tenant_claim")]
+    pub tenant_claim: String,
+    /// The claim that lists the granted scopes: `scope` (a space-separated string) by default;
+    /// `scp` (an array) for issuers that use it.
+    #[serde(default = "default_scope_claim")]
+    pub scope_claim: String,
+    /// Scopes of this issuer that stand for a role (`mcp:ops: operator`), besides the
+    /// built-in `mcp:tools`, `mcp:tools:<id>` and `mcp:admin`.
+    #[serde(default, deserialize_with = "de::null_as_default")]
+    pub scopes: BTreeMap<String, String>,
+}
+
+fn default_subject_claim() -> String {
+    "sub".to_owned()
+}
+
+fn default_groups_claim() -> String {
+    "groups".to_owned()
+}
+
+fn default_tenant_claim() -> String {
+    "tenant_id".to_owned()
+}
+
+fn default_scope_claim() -> String {
+    "scope".to_owned()
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -1809,3 +1809,111 @@ fn hosts_and_origins_that_are_not_ones_are_named_with_their_line() {
         errors[6].message
     );
 }
+
+#[test]
+fn oauth_issuers_parse_with_their_defaults_and_scopes() {
+    let config = parse_ok(&yaml(
+        r#"
+        auth:
+          enabled: true
+          oauth:
+            resource: https://mcp.example.com/mcp
+            issuers:
+              - issuer: https://idp.example.com/realms/mcp
+                scopes: {"mcp:ops": operator}
+              - issuer: https://login.example.net/tenant/v2.0
+                audience: api://mcpgw
+                scope_claim: scp
+                subject_claim: oid
+        "#,
+    ));
+    let oauth = &config.auth.oauth;
+    assert_eq!(
+        oauth.resource.as_deref(),
+        Some("https://mcp.example.com/mcp")
+    );
+    assert_eq!(oauth.issuers.len(), 2);
+    let first = &oauth.issuers[0];
+    assert_eq!(first.audience, None);
+    assert_eq!(
+        (
+            first.subject_claim.as_str(),
+            first.groups_claim.as_str(),
+            first.tenant_claim.as_str(),
+            first.scope_claim.as_str()
+        ),
+        ("sub", "groups", "tenant_id", "scope")
+    );
+    assert_eq!(
+        first.scopes.get("mcp:ops").map(String::as_str),
+        Some("operator")
+    );
+    let second = &oauth.issuers[1];
+    assert_eq!(second.audience.as_deref(), Some("api://mcpgw"));
+    assert_eq!(
+        (second.scope_claim.as_str(), second.subject_claim.as_str()),
+        ("scp", "oid")
+    );
+    // Absent, the section is empty: no issuer, the resource from each request.
+    assert_eq!(
+        parse_ok("auth: {enabled: true}\n").auth.oauth,
+        OAuthConfig::default()
+    );
+}
+
+#[test]
+fn bad_oauth_settings_are_named_at_their_keys() {
+    // Bad input: a resource with a fragment, an issuer that is no URL, the same issuer twice
+    // (once with a trailing slash), a jwks_uri without host, an empty claim, a scope with a
+    // blank in it and a scope that names no role.
+    let errors = parse_errors(&yaml(
+        r#"
+        auth:
+          oauth:
+            resource: "https://mcp.example.com/mcp#top"
+            issuers:
+              - issuer: idp.example.com
+              - issuer: https://idp.example.com/
+                jwks_uri: "https://"
+                scope_claim: ""
+              - issuer: https://idp.example.com
+                scopes: {"mcp ops": operator, "mcp:x": ""}
+        "#,
+    ));
+    let at: Vec<(&str, &str)> = errors
+        .iter()
+        .map(|error| (error.path.as_str(), error.message.as_str()))
+        .collect();
+    let has = |path: &str, words: &str| {
+        at.iter()
+            .any(|(at_path, message)| *at_path == path && message.contains(words))
+    };
+    assert!(has("auth.oauth.resource", "fragment"), "{at:#?}");
+    assert!(
+        has("auth.oauth.issuers[0].issuer", "not an http"),
+        "{at:#?}"
+    );
+    assert!(
+        has("auth.oauth.issuers[2].issuer", "listed twice"),
+        "{at:#?}"
+    );
+    assert!(has("auth.oauth.issuers[1].jwks_uri", "no host"), "{at:#?}");
+    assert!(
+        has("auth.oauth.issuers[1].scope_claim", "must not be empty"),
+        "{at:#?}"
+    );
+    assert!(
+        has("auth.oauth.issuers[2].scopes.mcp ops", "not a scope"),
+        "{at:#?}"
+    );
+    assert!(
+        has("auth.oauth.issuers[2].scopes.mcp:x", "names no role"),
+        "{at:#?}"
+    );
+    assert_eq!(errors.len(), 7, "{at:#?}");
+    // A misspelt key is refused with the nearest one suggested.
+    let error = only_error(
+        "auth:\n  oauth:\n    issuers:\n      - issuer: https://i\n        scope_clam: scp\n",
+    );
+    assert!(error.message.contains("scope_claim"), "{error}");
+}

@@ -10,8 +10,8 @@ use mcpgw_core::{LaunchMode, ServerId};
 use crate::error::ConfigErrorKind;
 use crate::path::KeyPath;
 use crate::schema::{
-    AuthConfig, DiscoveryConfig, EventLogConfig, GatewayConfig, RateLimitConfig, ServerDefinition,
-    ServerMode,
+    AuthConfig, DiscoveryConfig, EventLogConfig, GatewayConfig, OAuthConfig, RateLimitConfig,
+    ServerDefinition, ServerMode,
 };
 use crate::suggest::{nearest, quoted_list};
 
@@ -903,6 +903,8 @@ fn validate_auth(auth: &AuthConfig, path: &KeyPath, findings: &mut Findings) {
         );
     }
 
+    validate_oauth(&auth.oauth, &path.key("oauth"), findings);
+
     let oidc = &auth.oidc;
     let oidc_path = path.key("oidc");
     if oidc.enabled {
@@ -1074,6 +1076,107 @@ fn validate_event_log(event_log: &EventLogConfig, path: &KeyPath, findings: &mut
 
 /// An absolute http(s) URL with a host. Deliberately small: the adapters parse URLs for real,
 /// this only catches what is clearly not one, before anything starts.
+/// `auth.oauth`: the resource and every issuer must be usable URLs, the issuers distinct, the
+/// claims named, and each configured scope must name a role.
+fn validate_oauth(oauth: &OAuthConfig, path: &KeyPath, findings: &mut Findings) {
+    if let Some(resource) = &oauth.resource {
+        let problem = check_http_url(resource).err().or_else(|| {
+            resource
+                .contains('#')
+                .then(|| format!("`{resource}` has a fragment; a resource URI must not (RFC 8707)"))
+        });
+        if let Some(problem) = problem {
+            findings.error(ConfigErrorKind::InvalidValue, path.key("resource"), problem);
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for (index, issuer) in oauth.issuers.iter().enumerate() {
+        let issuer_path = path.key("issuers").index(index);
+        match check_http_url(&issuer.issuer) {
+            Err(problem) => {
+                findings.error(
+                    ConfigErrorKind::InvalidValue,
+                    issuer_path.key("issuer"),
+                    problem,
+                );
+            }
+            Ok(()) if !issuer.issuer.to_ascii_lowercase().starts_with("https://") => findings
+                .warning(
+                    issuer_path.key("issuer"),
+                    "the issuer is not HTTPS, so its keys can be tampered with on the way; use \
+                     https:// outside tests",
+                ),
+            Ok(()) => {}
+        }
+        if !seen.insert(issuer.issuer.trim_end_matches('/')) {
+            findings.error(
+                ConfigErrorKind::DuplicateKey,
+                issuer_path.key("issuer"),
+                format!(
+                    "issuer `{}` is listed twice; list each authorization server once",
+                    issuer.issuer
+                ),
+            );
+        }
+        for (key, value) in [
+            ("audience", &issuer.audience),
+            ("jwks_uri", &issuer.jwks_uri),
+        ] {
+            if let Some(value) = value
+                && let Err(problem) = check_http_url(value).or_else(|problem| {
+                    // An audience may be any string an issuer puts in `aud`; only a blank
+                    // one is refused.
+                    if key == "audience" && !value.trim().is_empty() {
+                        Ok(())
+                    } else {
+                        Err(problem)
+                    }
+                })
+            {
+                findings.error(ConfigErrorKind::InvalidValue, issuer_path.key(key), problem);
+            }
+        }
+        for (key, claim) in [
+            ("subject_claim", &issuer.subject_claim),
+            ("groups_claim", &issuer.groups_claim),
+            ("tenant_claim", &issuer.tenant_claim),
+            ("scope_claim", &issuer.scope_claim),
+        ] {
+            if claim.trim().is_empty() {
+                findings.error(
+                    ConfigErrorKind::InvalidValue,
+                    issuer_path.key(key),
+                    "must not be empty; leave it out for the default",
+                );
+            }
+        }
+        for (scope, role) in &issuer.scopes {
+            let problem = if scope.is_empty()
+                || scope
+                    .chars()
+                    .any(|c| c.is_whitespace() || c.is_control() || c == '"' || c == '\\')
+            {
+                Some(format!(
+                    "`{scope}` is not a scope: a scope is one word without blanks or quotes"
+                ))
+            } else if role.trim().is_empty() {
+                Some(format!(
+                    "scope `{scope}` names no role; write the role it stands for"
+                ))
+            } else {
+                None
+            };
+            if let Some(problem) = problem {
+                findings.error(
+                    ConfigErrorKind::InvalidValue,
+                    issuer_path.key("scopes").key(scope),
+                    problem,
+                );
+            }
+        }
+    }
+}
+
 pub(crate) fn check_http_url(value: &str) -> Result<(), String> {
     let lowered = value.to_ascii_lowercase();
     let Some(scheme_length) = ["https://", "http://"]

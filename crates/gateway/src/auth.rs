@@ -110,6 +110,9 @@ pub struct AuthSettings {
     /// `auth.role_assignments`: merged into every snapshot, never stored, not revocable.
     pub static_assignments: Vec<RoleAssignment>,
     pub lockout: LockoutPolicy,
+    /// The canonical URI of the MCP endpoint (`auth.oauth.resource`); `None`: the URL each
+    /// request was addressed to. The HTTP adapter fills [`Credentials::resource`] from it.
+    pub resource: Option<String>,
 }
 
 impl Default for AuthSettings {
@@ -122,6 +125,7 @@ impl Default for AuthSettings {
             api_key_header: DEFAULT_API_KEY_HEADER.to_owned(),
             static_assignments: Vec::new(),
             lockout: LockoutPolicy::default(),
+            resource: None,
         }
     }
 }
@@ -153,6 +157,13 @@ impl AuthSettings {
             },
             static_assignments,
             lockout: LockoutPolicy::default(),
+            resource: config
+                .oauth
+                .resource
+                .as_deref()
+                .map(str::trim)
+                .filter(|resource| !resource.is_empty())
+                .map(str::to_owned),
         })
     }
 }
@@ -164,21 +175,33 @@ pub struct Credentials {
     pub api_key: Option<String>,
     /// The token of an `Authorization: Bearer <token>` header, without the scheme.
     pub bearer: Option<String>,
+    /// The canonical URI of the resource the request was addressed to (the gateway's MCP
+    /// endpoint): a bearer token must have been minted for it, unless its issuer's audience is
+    /// configured. `None`: the configured [`AuthSettings::resource`], else no token whose
+    /// audience is not configured can pass.
+    pub resource: Option<String>,
 }
 
 impl Credentials {
     pub fn api_key(key: impl Into<String>) -> Self {
         Self {
             api_key: Some(key.into()),
-            bearer: None,
+            ..Self::default()
         }
     }
 
     pub fn bearer(token: impl Into<String>) -> Self {
         Self {
-            api_key: None,
             bearer: Some(token.into()),
+            ..Self::default()
         }
+    }
+
+    /// The same credentials, presented to `resource`.
+    #[must_use]
+    pub fn presented_to(mut self, resource: impl Into<String>) -> Self {
+        self.resource = Some(resource.into());
+        self
     }
 
     /// Whether no credential (or only blank ones) was presented.
@@ -194,6 +217,7 @@ impl std::fmt::Debug for Credentials {
         f.debug_struct("Credentials")
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("bearer", &self.bearer.as_ref().map(|_| "<redacted>"))
+            .field("resource", &self.resource)
             .finish()
     }
 }
@@ -581,6 +605,23 @@ impl AuthService {
         self.verifier.is_some()
     }
 
+    /// The authorization servers whose tokens are accepted, for the protected resource
+    /// metadata; empty without a token verifier.
+    pub fn authorization_servers(&self) -> Vec<String> {
+        self.verifier
+            .as_ref()
+            .map(|verifier| verifier.authorization_servers())
+            .unwrap_or_default()
+    }
+
+    /// The scopes the token verifier's issuers are read with, for `scopes_supported`.
+    pub fn scopes_supported(&self) -> Vec<String> {
+        self.verifier
+            .as_ref()
+            .map(|verifier| verifier.scopes_supported())
+            .unwrap_or_default()
+    }
+
     pub fn is_enabled(&self) -> bool {
         self.settings.enabled
     }
@@ -688,7 +729,17 @@ impl AuthService {
             .filter(|value| !value.is_empty());
         let (kind, outcome) = match (api_key, bearer) {
             (Some(key), _) => (CredentialKind::ApiKey, self.authenticate_key(key).await),
-            (None, Some(token)) => (CredentialKind::Bearer, self.authenticate_token(token).await),
+            (None, Some(token)) => {
+                let resource = credentials
+                    .resource
+                    .as_deref()
+                    .or(self.settings.resource.as_deref())
+                    .unwrap_or_default();
+                (
+                    CredentialKind::Bearer,
+                    self.authenticate_token(token, resource).await,
+                )
+            }
             (None, None) if self.settings.allow_anonymous => {
                 (CredentialKind::None, Ok(Identity::anonymous()))
             }
@@ -734,11 +785,11 @@ impl AuthService {
         Ok(Identity::for_api_key(&record))
     }
 
-    async fn authenticate_token(&self, token: &str) -> Result<Identity, AuthError> {
+    async fn authenticate_token(&self, token: &str, resource: &str) -> Result<Identity, AuthError> {
         let Some(verifier) = &self.verifier else {
             return Err(AuthError::NoCredentials);
         };
-        let claims = verifier.verify(token, self.clock.wall()).await?;
+        let claims = verifier.verify(token, resource, self.clock.wall()).await?;
         Identity::from_claims(&claims)
     }
 

@@ -22,10 +22,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use mcpgw_authz::{
     AccessPath, Identity, Permission, Principal, RateLimitCaller, RateLimitKey, RateLimitScope,
-    RateLimiter, RoleName, TenantId,
+    RateLimiter, RoleName, ScopeLimit, TenantId,
 };
 use mcpgw_core::{
-    CallContext, Caller, FrontendError, FrontendErrorKind, McpFrontend, Tool, ToolCallOutcome,
+    CallContext, Caller, CallerScopes, FrontendError, FrontendErrorKind, McpFrontend, Tool,
+    ToolCallOutcome,
 };
 use serde_json::{Map, Value};
 use tokio::sync::watch;
@@ -177,6 +178,10 @@ pub fn identity_of(caller: &Caller) -> Option<Identity> {
         .key_role
         .as_deref()
         .and_then(|role| RoleName::parse(role).ok());
+    identity.scope_limit = caller
+        .token_scopes
+        .as_ref()
+        .map(|carried| ScopeLimit::from_carried(carried.scopes.clone(), &carried.covers));
     Some(identity)
 }
 
@@ -188,6 +193,10 @@ pub fn caller_of(identity: &Identity) -> Caller {
         tenant: identity.tenant.as_ref().map(ToString::to_string),
         key_role: identity.key_role.as_ref().map(ToString::to_string),
         address: None,
+        token_scopes: identity.scope_limit.as_ref().map(|limit| CallerScopes {
+            scopes: limit.scopes().to_vec(),
+            covers: limit.covers_names(),
+        }),
     }
 }
 

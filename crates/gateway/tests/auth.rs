@@ -64,7 +64,12 @@ impl FakeVerifier {
 
 #[async_trait]
 impl TokenVerifier for FakeVerifier {
-    async fn verify(&self, token: &str, _now: Timestamp) -> Result<VerifiedClaims, TokenError> {
+    async fn verify(
+        &self,
+        token: &str,
+        _resource: &str,
+        _now: Timestamp,
+    ) -> Result<VerifiedClaims, TokenError> {
         self.answers
             .lock()
             .unwrap()
@@ -308,6 +313,7 @@ fn claims(subject: &str, groups: &[&str], tenant: Option<&str>) -> VerifiedClaim
         groups: groups.iter().map(|group| (*group).to_owned()).collect(),
         tenant: tenant.map(str::to_owned),
         expires_at: Timestamp::from_unix_micros(i64::MAX),
+        scopes: None,
     }
 }
 
@@ -661,6 +667,7 @@ async fn credentials_never_show_their_secret_in_debug_output() {
     let credentials = Credentials {
         api_key: Some("mcp_supersecret".to_owned()),
         bearer: Some("eyJtoken".to_owned()),
+        resource: Some("http://127.0.0.1:8000/mcp".to_owned()),
     };
     let shown = format!("{credentials:?}");
     assert!(

@@ -25,10 +25,11 @@ use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::middleware::Next;
 use actix_web::{HttpMessage as _, HttpResponse, ResponseError as _, web};
-use mcpgw_gateway::authz::{AuthError, Identity, Permission};
+use mcpgw_gateway::authz::{AuthError, Decision, DenyReason, Identity, Permission};
 use mcpgw_gateway::{AuthService, AuthServiceError, Credentials, caller_of};
 
 use crate::error::{ApiError, ErrorEnvelope, names};
+use crate::oauth;
 use crate::state::ApiState;
 use crate::{EVENTS_WS_PATH, MCP_PATH, OPENAPI_PATH};
 
@@ -176,28 +177,39 @@ pub async fn authenticate(
             .map(ServiceResponse::map_into_left_body);
     };
 
-    let credentials = credentials_of(&request, &auth);
+    let credentials = credentials_of(&request, &auth, &state);
     let client = state.client_address(request.request());
     let identity = match auth.authenticate(credentials, client).await {
         Ok(identity) => identity,
         Err(error) => {
-            let response = refusal(&auth, &error);
+            let response = refusal(&auth, &error, request.request(), &state);
             return Ok(request.into_response(response).map_into_right_body());
         }
     };
     match needed {
-        Requirement::Authenticated => {}
+        Requirement::Authenticated => {
+            // An access token held to scopes that cover no tool use cannot do anything at
+            // `/mcp`: the client is told which scope to ask for instead.
+            if request.path() == MCP_PATH
+                && identity
+                    .scope_limit
+                    .as_ref()
+                    .is_some_and(|limit| !limit.covers_any_tool_use(auth.authorizer().roles()))
+                && let Decision::Deny { reason } =
+                    auth.authorize(&identity, Permission::ToolList, None).await
+            {
+                let response = denied_for(&reason, request.request(), &state);
+                return Ok(request.into_response(response).map_into_right_body());
+            }
+        }
         Requirement::Unmapped => {
             let response = unmapped(&request);
             return Ok(request.into_response(response).map_into_right_body());
         }
         Requirement::Permission(permission) => {
-            if !auth
-                .authorize(&identity, permission, None)
-                .await
-                .is_allowed()
-            {
-                return Ok(request.into_response(denied()).map_into_right_body());
+            if let Decision::Deny { reason } = auth.authorize(&identity, permission, None).await {
+                let response = denied_for(&reason, request.request(), &state);
+                return Ok(request.into_response(response).map_into_right_body());
             }
         }
     }
@@ -237,7 +249,7 @@ fn unmapped(request: &ServiceRequest) -> HttpResponse {
     denied()
 }
 
-fn credentials_of(request: &ServiceRequest, auth: &AuthService) -> Credentials {
+fn credentials_of(request: &ServiceRequest, auth: &AuthService, state: &ApiState) -> Credentials {
     let header_value = |name: &str| {
         request
             .headers()
@@ -259,7 +271,15 @@ fn credentials_of(request: &ServiceRequest, auth: &AuthService) -> Credentials {
             .eq_ignore_ascii_case("bearer")
             .then(|| token.trim().to_owned())
     });
-    Credentials { api_key, bearer }
+    // The audience a token must name, worked out only when there is a token to check.
+    let resource = bearer
+        .as_ref()
+        .map(|_| oauth::resource_of(request.request(), state, auth));
+    Credentials {
+        api_key,
+        bearer,
+        resource,
+    }
 }
 
 fn respond(
@@ -284,7 +304,30 @@ fn denied() -> HttpResponse {
     builder.json(body)
 }
 
-fn refusal(auth: &AuthService, error: &AuthServiceError) -> HttpResponse {
+/// 403 for a denial; one for want of an access token's scope also says which scope would do
+/// (`WWW-Authenticate: Bearer error="insufficient_scope"`), so a client can ask for it.
+fn denied_for(
+    reason: &DenyReason,
+    request: &actix_web::HttpRequest,
+    state: &ApiState,
+) -> HttpResponse {
+    let mut response = denied();
+    if let DenyReason::OutsideTokenScope { needed, .. } = reason
+        && let Some(challenge) = oauth::insufficient_scope_challenge(request, state, needed)
+    {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, challenge);
+    }
+    response
+}
+
+fn refusal(
+    auth: &AuthService,
+    error: &AuthServiceError,
+    request: &actix_web::HttpRequest,
+    state: &ApiState,
+) -> HttpResponse {
     if let AuthServiceError::LockedOut { retry_after_secs } = error {
         let (mut builder, body) = respond(
             StatusCode::TOO_MANY_REQUESTS,
@@ -331,7 +374,10 @@ fn refusal(auth: &AuthService, error: &AuthServiceError) -> HttpResponse {
             ));
         }
         if auth.accepts_bearer_tokens() {
-            challenges.push("Bearer realm=\"mcpgw\"".to_owned());
+            challenges.push(
+                oauth::bearer_challenge(request, state)
+                    .unwrap_or_else(|| "Bearer realm=\"mcpgw\"".to_owned()),
+            );
         }
         if challenges.is_empty() {
             challenges.push("ApiKey realm=\"mcpgw\"".to_owned());

@@ -81,6 +81,7 @@ mod groups;
 mod guard;
 mod limits;
 mod mcp_endpoint;
+mod oauth;
 mod openapi;
 mod probes;
 mod rate_limit;
@@ -102,6 +103,10 @@ pub use error::{
 };
 pub use guard::{AllowedHosts, McpOrigins};
 pub use mcp_endpoint::{MCP_ALLOWED_METHODS, MCP_PATH, McpHttpHandler, McpResponseBody};
+pub use oauth::{
+    MCP_PROTECTED_RESOURCE_METADATA_PATH, PROTECTED_RESOURCE_METADATA_PATH,
+    ProtectedResourceMetadata,
+};
 pub use openapi::{ApiDoc, DOCS_PATH, OPENAPI_PATH, openapi_document, openapi_document_with_modes};
 pub use rate_limit::{RATE_LIMIT_LIMIT_HEADER, RATE_LIMIT_REMAINING_HEADER};
 pub use servers::{DEFAULT_HISTORY_LIMIT, DEFAULT_LOG_LINES, MAX_HISTORY_LIMIT, MAX_LOG_LINES};
@@ -312,6 +317,22 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: ApiState) {
             mounter
                 .resource(web::resource("/metrics"), "GET")
                 .route(web::get().to(telemetry::metrics_text)),
+        )
+        .service(
+            mounter
+                .resource(
+                    web::resource(oauth::MCP_PROTECTED_RESOURCE_METADATA_PATH),
+                    "GET",
+                )
+                .route(web::get().to(oauth::protected_resource_metadata)),
+        )
+        .service(
+            mounter
+                .resource(
+                    web::resource(oauth::PROTECTED_RESOURCE_METADATA_PATH),
+                    "GET",
+                )
+                .route(web::get().to(oauth::protected_resource_metadata_root)),
         )
         .configure(|cfg| auth_api::mount(cfg, &mounter))
         .configure(|cfg| discovery::mount(cfg, &mounter))

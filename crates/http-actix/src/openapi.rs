@@ -99,6 +99,8 @@ pub const DOCS_PATH: &str = "/docs";
         probes::startup,
         probes::ready,
         telemetry::metrics_text,
+        crate::oauth::protected_resource_metadata,
+        crate::oauth::protected_resource_metadata_root,
         openapi_json,
         docs_page,
     ),

@@ -28,6 +28,20 @@ pub struct Caller {
     /// The client's network address (behind trusted proxies, the forwarded one): what an
     /// anonymous caller is told apart by, for rate limits.
     pub address: Option<std::net::IpAddr>,
+    /// The scopes of the OAuth access token the caller presented, when its issuer holds
+    /// tokens to their scopes; `None` when the caller's roles alone decide.
+    pub token_scopes: Option<CallerScopes>,
+}
+
+/// What an access token's scopes let its holder do, carried with the caller so that every
+/// decision made for it applies them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CallerScopes {
+    /// The scopes the token carried, as it carried them (for messages).
+    pub scopes: Vec<String>,
+    /// What they cover, in the authorization layer's own words (`mcp:tools`,
+    /// `mcp:tools:<id>`, `mcp:admin`, `role:<name>`).
+    pub covers: Vec<String>,
 }
 
 impl Caller {

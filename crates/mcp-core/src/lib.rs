@@ -82,8 +82,8 @@ pub use events::{
     DomainEvent, EVENT_TYPES, EventObserver, EventSink, NullEventSink, PublishedEvent,
 };
 pub use frontend::{
-    Caller, FrontendError, FrontendErrorKind, ListChanges, McpFrontend, ResourceSubscription,
-    empty_completion,
+    Caller, CallerScopes, FrontendError, FrontendErrorKind, ListChanges, McpFrontend,
+    ResourceSubscription, empty_completion,
 };
 pub use health::{BackoffPolicy, FailureTracker};
 pub use history::{HistoryPage, InMemoryInvocationHistory, InvocationHistory, InvocationRecord};

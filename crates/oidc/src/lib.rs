@@ -34,7 +34,7 @@
 //! // {"alg":"none"} . {"sub":"alice"} . no signature
 //! let unsigned = "eyJhbGciOiJub25lIn0.eyJzdWIiOiJhbGljZSJ9.";
 //! let now = Timestamp::from_unix_micros(1_700_000_000_000_000);
-//! match verifier.verify(unsigned, now).await {
+//! match verifier.verify(unsigned, "https://mcp.example.com/mcp", now).await {
 //!     Err(TokenError::Rejected(TokenRejection::UnsupportedAlgorithm(alg))) => assert_eq!(alg, "none"),
 //!     other => panic!("an unsigned token must be refused, not {other:?}"),
 //! }
@@ -51,7 +51,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
-use mcpgw_authz::{TokenError, TokenRejection, TokenVerifier, VerifiedClaims};
+use mcpgw_authz::{ScopeMap, TokenError, TokenRejection, TokenVerifier, VerifiedClaims};
 use mcpgw_core::Timestamp;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -67,8 +67,9 @@ const MAX_DOCUMENT_BYTES: usize = 1024 * 1024;
 pub struct OidcSettings {
     /// The expected `iss`, compared exactly; also the base of discovery.
     pub issuer: String,
-    /// The expected `aud`: a token whose audience does not include it is refused.
-    pub audience: String,
+    /// The expected `aud`: a token whose audience does not include it is refused. `None`: the
+    /// resource the token is presented to (RFC 8707 audience binding).
+    pub audience: Option<String>,
     /// Where the key set lives; `None` discovers it from the issuer's metadata.
     pub jwks_uri: Option<String>,
     /// The claim that names the subject (`sub`); the principal is `user:<subject>`.
@@ -78,6 +79,12 @@ pub struct OidcSettings {
     pub groups_claim: String,
     /// The claim that names the tenant (`tenant_id`); absent means no tenant.
     pub tenant_claim: String,
+    /// How the token's scopes read, when this issuer's tokens are held to their scopes; `None`
+    /// judges them by the holder's roles alone.
+    pub scopes: Option<ScopeMap>,
+    /// The claim that lists the granted scopes: a space-separated string (`scope`) or an array
+    /// of strings (`scp`). Read only when `scopes` is set; absent means no scope.
+    pub scope_claim: String,
     /// Allowed clock skew for `exp` and `nbf`.
     pub leeway: Duration,
     /// The shortest time between two fetches of the key set caused by unknown key ids (or by
@@ -92,15 +99,29 @@ pub struct OidcSettings {
 
 impl OidcSettings {
     /// Settings with the defaults: claims `sub`, `groups`, `tenant_id`; 30 s leeway; a refresh
-    /// at most every 10 s; keys kept up to one hour; 5 s per request to the issuer.
+    /// at most every 10 s; keys kept up to one hour; 5 s per request to the issuer. Tokens are
+    /// judged by their holder's roles alone (no scopes read).
     pub fn new(issuer: impl Into<String>, audience: impl Into<String>) -> Self {
         Self {
+            audience: Some(audience.into()),
+            scopes: None,
+            ..Self::for_resource(issuer)
+        }
+    }
+
+    /// Settings for an authorization server of MCP clients: tokens must be minted for the
+    /// resource they are presented to, and are held to their scopes (`scope` claim, the
+    /// built-in scopes); the other defaults as [`OidcSettings::new`].
+    pub fn for_resource(issuer: impl Into<String>) -> Self {
+        Self {
             issuer: issuer.into(),
-            audience: audience.into(),
+            audience: None,
             jwks_uri: None,
             subject_claim: "sub".to_owned(),
             groups_claim: "groups".to_owned(),
             tenant_claim: "tenant_id".to_owned(),
+            scopes: Some(ScopeMap::new()),
+            scope_claim: "scope".to_owned(),
             leeway: Duration::from_secs(30),
             jwks_refresh_interval: Duration::from_secs(10),
             jwks_max_age: Duration::from_secs(3600),
@@ -199,13 +220,18 @@ impl OidcVerifier {
                 settings.issuer
             )));
         }
-        if settings.audience.trim().is_empty() {
+        if settings
+            .audience
+            .as_deref()
+            .is_some_and(|audience| audience.trim().is_empty())
+        {
             return Err(OidcSetupError("audience: must not be empty".to_owned()));
         }
         for (field, claim) in [
             ("subject_claim", &settings.subject_claim),
             ("groups_claim", &settings.groups_claim),
             ("tenant_claim", &settings.tenant_claim),
+            ("scope_claim", &settings.scope_claim),
         ] {
             if claim.trim().is_empty() {
                 return Err(OidcSetupError(format!("{field}: must not be empty")));
@@ -457,12 +483,34 @@ impl OidcVerifier {
             Some(Value::String(tenant)) => Some(tenant.clone()),
             Some(_) => return Err(TokenRejection::MissingClaim(tenant_claim.clone())),
         };
+        let scopes = match &self.settings.scopes {
+            None => None,
+            Some(map) => Some(map.limit(&scopes_of(claims, &self.settings.scope_claim)?)),
+        };
         Ok(VerifiedClaims {
             subject,
             groups,
             tenant,
             expires_at: Timestamp::from_unix_micros(exp.saturating_mul(1_000_000)),
+            scopes,
         })
+    }
+}
+
+/// The granted scopes: a space-separated string or an array of strings; none when absent.
+fn scopes_of<'a>(
+    claims: &'a Map<String, Value>,
+    scope_claim: &str,
+) -> Result<Vec<&'a str>, TokenRejection> {
+    match claim(claims, scope_claim) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::String(scopes)) => Ok(scopes.split_ascii_whitespace().collect()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(Value::as_str)
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| TokenRejection::MissingClaim(scope_claim.to_owned())),
+        Some(_) => Err(TokenRejection::MissingClaim(scope_claim.to_owned())),
     }
 }
 
@@ -596,15 +644,17 @@ impl TokenVerifier for OidcVerifier {
     async fn verify(
         &self,
         bearer_token: &str,
+        resource: &str,
         now: Timestamp,
     ) -> Result<VerifiedClaims, TokenError> {
         let token = bearer_token.trim();
         let (algorithm, kid) = read_header(token).map_err(TokenError::Rejected)?;
         let key = self.key_for(kid.as_deref(), algorithm, now).await?;
 
+        let audience = self.settings.audience.as_deref().unwrap_or(resource);
         let mut validation = Validation::new(key.algorithm);
         validation.set_issuer(&[&self.settings.issuer]);
-        validation.set_audience(&[&self.settings.audience]);
+        validation.set_audience(&[audience]);
         validation.set_required_spec_claims(&["exp", "iss", "aud"]);
         // `exp` and `nbf` are judged against the caller's clock in `check_claims`.
         validation.validate_exp = false;
@@ -614,5 +664,110 @@ impl TokenVerifier for OidcVerifier {
             .map_err(|error| TokenError::Rejected(rejection_of(&error)))?;
         self.check_claims(&data.claims, now)
             .map_err(TokenError::Rejected)
+    }
+
+    fn authorization_servers(&self) -> Vec<String> {
+        vec![self.settings.issuer.clone()]
+    }
+
+    fn scopes_supported(&self) -> Vec<String> {
+        self.settings
+            .scopes
+            .as_ref()
+            .map(ScopeMap::names)
+            .unwrap_or_default()
+    }
+}
+
+/// Several trusted issuers at once, each with its own settings: a token goes to the verifier of
+/// the issuer its (not yet trusted) `iss` claim names, which then checks everything, `iss`
+/// included. A token naming none of them is refused as from another issuer, without any
+/// request to an issuer.
+#[derive(Debug)]
+pub struct IssuerSet {
+    verifiers: Vec<OidcVerifier>,
+}
+
+impl IssuerSet {
+    /// The verifiers of the issuers, in the order `authorization_servers` lists them. Two of
+    /// the same issuer are refused.
+    pub fn new(verifiers: Vec<OidcVerifier>) -> Result<Self, OidcSetupError> {
+        for (index, verifier) in verifiers.iter().enumerate() {
+            let issuer = verifier.settings.issuer.as_str();
+            if verifiers[..index]
+                .iter()
+                .any(|earlier| earlier.settings.issuer == issuer)
+            {
+                return Err(OidcSetupError(format!("issuer `{issuer}` is listed twice")));
+            }
+        }
+        Ok(Self { verifiers })
+    }
+
+    pub fn verifiers(&self) -> &[OidcVerifier] {
+        &self.verifiers
+    }
+
+    fn verifier_for(&self, token: &str) -> Option<&OidcVerifier> {
+        if let [only] = self.verifiers.as_slice() {
+            return Some(only);
+        }
+        let issuer = unverified_issuer(token)?;
+        self.verifiers
+            .iter()
+            .find(|verifier| verifier.settings.issuer == issuer)
+    }
+}
+
+/// The `iss` of a token's payload, read without any check: only to choose whose keys check it.
+fn unverified_issuer(token: &str) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Issuer {
+        iss: String,
+    }
+    let payload = token.split('.').nth(1)?;
+    let bytes = URL_SAFE_NO_PAD.decode(payload).ok()?;
+    serde_json::from_slice::<Issuer>(&bytes)
+        .ok()
+        .map(|claims| claims.iss)
+}
+
+#[async_trait]
+impl TokenVerifier for IssuerSet {
+    async fn verify(
+        &self,
+        bearer_token: &str,
+        resource: &str,
+        now: Timestamp,
+    ) -> Result<VerifiedClaims, TokenError> {
+        let token = bearer_token.trim();
+        match self.verifier_for(token) {
+            Some(verifier) => verifier.verify(token, resource, now).await,
+            None => {
+                // The header is judged first, as a single verifier does: an unsigned token is
+                // refused as such, whatever it claims to come from.
+                read_header(token).map_err(TokenError::Rejected)?;
+                Err(TokenError::Rejected(TokenRejection::WrongIssuer))
+            }
+        }
+    }
+
+    fn authorization_servers(&self) -> Vec<String> {
+        self.verifiers
+            .iter()
+            .map(|verifier| verifier.settings.issuer.clone())
+            .collect()
+    }
+
+    fn scopes_supported(&self) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        for verifier in &self.verifiers {
+            for name in verifier.scopes_supported() {
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+        }
+        names
     }
 }

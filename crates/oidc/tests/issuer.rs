@@ -12,7 +12,7 @@ use jsonwebtoken::jwk::{Jwk, JwkSet};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use mcpgw_authz::{Identity, TokenError, TokenRejection, TokenVerifier};
 use mcpgw_core::Timestamp;
-use mcpgw_oidc::{OidcSettings, OidcVerifier};
+use mcpgw_oidc::{IssuerSet, OidcSettings, OidcVerifier};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -21,6 +21,9 @@ const RSA_A: &[u8] = include_bytes!("keys/rsa-a.der");
 const RSA_B: &[u8] = include_bytes!("keys/rsa-b.der");
 const EC_P256: &[u8] = include_bytes!("keys/ec-p256.der");
 const AUDIENCE: &str = "mcp-gateway";
+/// The resource the tests present tokens to; the verifiers here expect `AUDIENCE` instead,
+/// unless a test says otherwise.
+const RESOURCE: &str = "http://gateway.test/mcp";
 /// The tests' clock: 2026-11-21T00:00:00Z.
 const NOW_SECONDS: i64 = 1_795_219_200;
 
@@ -207,7 +210,10 @@ async fn an_rs256_token_verifies_with_subject_groups_and_tenant() {
     let verifier = issuer.verifier();
     let token = sign(Algorithm::RS256, "rsa-a", &rsa_a(), &issuer.claims());
 
-    let claims = verifier.verify(&token, now()).await.expect("verifies");
+    let claims = verifier
+        .verify(&token, RESOURCE, now())
+        .await
+        .expect("verifies");
     assert_eq!(claims.subject, "alice");
     assert_eq!(claims.groups, vec!["ops".to_owned(), "dev".to_owned()]);
     assert_eq!(claims.tenant.as_deref(), Some("acme"));
@@ -224,7 +230,10 @@ async fn an_es256_token_verifies() {
     let verifier = issuer.verifier();
     let token = sign(Algorithm::ES256, "ec-1", &ec(), &issuer.claims());
 
-    let claims = verifier.verify(&token, now()).await.expect("verifies");
+    let claims = verifier
+        .verify(&token, RESOURCE, now())
+        .await
+        .expect("verifies");
     assert_eq!(claims.subject, "alice");
 }
 
@@ -242,7 +251,10 @@ async fn custom_claim_names_are_read() {
     claims["org"] = json!("globex");
     let token = sign(Algorithm::ES256, "ec-1", &ec(), &claims);
 
-    let verified = verifier.verify(&token, now()).await.expect("verifies");
+    let verified = verifier
+        .verify(&token, RESOURCE, now())
+        .await
+        .expect("verifies");
     assert_eq!(verified.subject, "bob@example.com");
     assert_eq!(verified.groups, vec!["auditors".to_owned()]);
     assert_eq!(verified.tenant.as_deref(), Some("globex"));
@@ -257,7 +269,10 @@ async fn absent_groups_and_tenant_are_empty_but_a_missing_subject_is_refused() {
     object.remove("groups");
     object.remove("tenant_id");
     let token = sign(Algorithm::RS256, "rsa-a", &rsa_a(), &claims);
-    let verified = verifier.verify(&token, now()).await.expect("verifies");
+    let verified = verifier
+        .verify(&token, RESOURCE, now())
+        .await
+        .expect("verifies");
     assert!(verified.groups.is_empty());
     assert_eq!(verified.tenant, None);
 
@@ -265,14 +280,14 @@ async fn absent_groups_and_tenant_are_empty_but_a_missing_subject_is_refused() {
     claims.as_object_mut().expect("object").remove("sub");
     let token = sign(Algorithm::RS256, "rsa-a", &rsa_a(), &claims);
     assert_eq!(
-        rejection(verifier.verify(&token, now()).await),
+        rejection(verifier.verify(&token, RESOURCE, now()).await),
         TokenRejection::MissingClaim("sub".to_owned())
     );
     let mut claims = issuer.claims();
     claims["groups"] = json!([1, 2]);
     let token = sign(Algorithm::RS256, "rsa-a", &rsa_a(), &claims);
     assert_eq!(
-        rejection(verifier.verify(&token, now()).await),
+        rejection(verifier.verify(&token, RESOURCE, now()).await),
         TokenRejection::MissingClaim("groups".to_owned())
     );
 }
@@ -284,7 +299,7 @@ async fn a_token_signed_by_another_key_has_a_bad_signature() {
     // Bad input: names the issuer's key `rsa-a` but is signed with the unrelated `rsa-b`.
     let token = sign(Algorithm::RS256, "rsa-a", &rsa_b(), &issuer.claims());
     assert_eq!(
-        rejection(verifier.verify(&token, now()).await),
+        rejection(verifier.verify(&token, RESOURCE, now()).await),
         TokenRejection::BadSignature
     );
 
@@ -300,7 +315,7 @@ async fn a_token_signed_by_another_key_has_a_bad_signature() {
         parts[2]
     );
     assert_eq!(
-        rejection(verifier.verify(&forged, now()).await),
+        rejection(verifier.verify(&forged, RESOURCE, now()).await),
         TokenRejection::BadSignature
     );
 }
@@ -313,7 +328,7 @@ async fn wrong_issuer_and_wrong_audience_are_refused() {
     claims["iss"] = json!("https://evil.example");
     let token = sign(Algorithm::RS256, "rsa-a", &rsa_a(), &claims);
     assert_eq!(
-        rejection(verifier.verify(&token, now()).await),
+        rejection(verifier.verify(&token, RESOURCE, now()).await),
         TokenRejection::WrongIssuer
     );
 
@@ -321,7 +336,7 @@ async fn wrong_issuer_and_wrong_audience_are_refused() {
     claims["aud"] = json!(["another-service"]);
     let token = sign(Algorithm::ES256, "ec-1", &ec(), &claims);
     assert_eq!(
-        rejection(verifier.verify(&token, now()).await),
+        rejection(verifier.verify(&token, RESOURCE, now()).await),
         TokenRejection::WrongAudience
     );
 
@@ -329,7 +344,7 @@ async fn wrong_issuer_and_wrong_audience_are_refused() {
     claims.as_object_mut().expect("object").remove("aud");
     let token = sign(Algorithm::ES256, "ec-1", &ec(), &claims);
     assert_eq!(
-        rejection(verifier.verify(&token, now()).await),
+        rejection(verifier.verify(&token, RESOURCE, now()).await),
         TokenRejection::MissingClaim("aud".to_owned())
     );
 }
@@ -342,14 +357,14 @@ async fn expiry_and_not_before_are_checked_with_the_leeway() {
     claims["exp"] = json!(NOW_SECONDS - 60);
     let token = sign(Algorithm::RS256, "rsa-a", &rsa_a(), &claims);
     assert_eq!(
-        rejection(verifier.verify(&token, now()).await),
+        rejection(verifier.verify(&token, RESOURCE, now()).await),
         TokenRejection::Expired
     );
     // Within the 30 s leeway it still passes.
     claims["exp"] = json!(NOW_SECONDS - 10);
     let token = sign(Algorithm::RS256, "rsa-a", &rsa_a(), &claims);
     verifier
-        .verify(&token, now())
+        .verify(&token, RESOURCE, now())
         .await
         .expect("inside the leeway");
 
@@ -357,13 +372,13 @@ async fn expiry_and_not_before_are_checked_with_the_leeway() {
     claims["nbf"] = json!(NOW_SECONDS + 120);
     let token = sign(Algorithm::RS256, "rsa-a", &rsa_a(), &claims);
     assert_eq!(
-        rejection(verifier.verify(&token, now()).await),
+        rejection(verifier.verify(&token, RESOURCE, now()).await),
         TokenRejection::NotYetValid
     );
     claims["nbf"] = json!(NOW_SECONDS + 10);
     let token = sign(Algorithm::RS256, "rsa-a", &rsa_a(), &claims);
     verifier
-        .verify(&token, now())
+        .verify(&token, RESOURCE, now())
         .await
         .expect("inside the leeway");
 
@@ -371,7 +386,7 @@ async fn expiry_and_not_before_are_checked_with_the_leeway() {
     claims.as_object_mut().expect("object").remove("exp");
     let token = sign(Algorithm::RS256, "rsa-a", &rsa_a(), &claims);
     assert_eq!(
-        rejection(verifier.verify(&token, now()).await),
+        rejection(verifier.verify(&token, RESOURCE, now()).await),
         TokenRejection::MissingClaim("exp".to_owned())
     );
 }
@@ -385,7 +400,7 @@ async fn alg_none_and_hmac_are_refused_without_asking_the_issuer() {
     // Bad input: an unsigned token.
     let none = format!("{}.{payload}.", b64(br#"{"alg":"none","typ":"JWT"}"#));
     assert_eq!(
-        rejection(verifier.verify(&none, now()).await),
+        rejection(verifier.verify(&none, RESOURCE, now()).await),
         TokenRejection::UnsupportedAlgorithm("none".to_owned())
     );
 
@@ -400,7 +415,7 @@ async fn alg_none_and_hmac_are_refused_without_asking_the_issuer() {
     )
     .expect("sign hs256");
     assert_eq!(
-        rejection(verifier.verify(&hs, now()).await),
+        rejection(verifier.verify(&hs, RESOURCE, now()).await),
         TokenRejection::UnsupportedAlgorithm("HS256".to_owned())
     );
     assert_eq!(issuer.hits("/keys"), 0);
@@ -408,7 +423,7 @@ async fn alg_none_and_hmac_are_refused_without_asking_the_issuer() {
     // Bad input: not a JWT at all.
     for garbage in ["", "abc", "a.b", "a.b.c.d", "!!!.e30.sig"] {
         assert_eq!(
-            rejection(verifier.verify(garbage, now()).await),
+            rejection(verifier.verify(garbage, RESOURCE, now()).await),
             TokenRejection::Malformed,
             "{garbage:?}"
         );
@@ -420,14 +435,17 @@ async fn an_unknown_kid_refreshes_once_and_then_is_refused_without_hammering_the
     let issuer = Issuer::start_default().await;
     let verifier = issuer.verifier();
     let good = sign(Algorithm::RS256, "rsa-a", &rsa_a(), &issuer.claims());
-    verifier.verify(&good, now()).await.expect("verifies");
+    verifier
+        .verify(&good, RESOURCE, now())
+        .await
+        .expect("verifies");
     assert_eq!(issuer.hits("/keys"), 1);
 
     // Bad input: a kid the issuer never published, signed by some other key.
     let unknown = sign(Algorithm::RS256, "made-up", &rsa_b(), &issuer.claims());
     let later = at(NOW_SECONDS + 20);
     assert_eq!(
-        rejection(verifier.verify(&unknown, later).await),
+        rejection(verifier.verify(&unknown, RESOURCE, later).await),
         TokenRejection::UnknownKey
     );
     assert_eq!(
@@ -445,14 +463,18 @@ async fn an_unknown_kid_refreshes_once_and_then_is_refused_without_hammering_the
             &issuer.claims(),
         );
         assert_eq!(
-            rejection(verifier.verify(&token, at(NOW_SECONDS + 21)).await),
+            rejection(
+                verifier
+                    .verify(&token, RESOURCE, at(NOW_SECONDS + 21))
+                    .await
+            ),
             TokenRejection::UnknownKey
         );
     }
     assert_eq!(issuer.hits("/keys"), 2);
     // Known keys keep verifying from the cache meanwhile.
     verifier
-        .verify(&good, at(NOW_SECONDS + 22))
+        .verify(&good, RESOURCE, at(NOW_SECONDS + 22))
         .await
         .expect("cached");
     assert_eq!(issuer.hits("/keys"), 2);
@@ -463,20 +485,23 @@ async fn a_rotated_key_is_fetched_on_demand() {
     let issuer = Issuer::start_default().await;
     let verifier = issuer.verifier();
     let old = sign(Algorithm::RS256, "rsa-a", &rsa_a(), &issuer.claims());
-    verifier.verify(&old, now()).await.expect("verifies");
+    verifier
+        .verify(&old, RESOURCE, now())
+        .await
+        .expect("verifies");
 
     // The issuer rotates: `rsa-b` replaces `rsa-a`.
     issuer.set_keys(vec![public_jwk(&rsa_b(), Algorithm::RS256, "rsa-b")]);
     let new = sign(Algorithm::RS256, "rsa-b", &rsa_b(), &issuer.claims());
     let claims = verifier
-        .verify(&new, at(NOW_SECONDS + 60))
+        .verify(&new, RESOURCE, at(NOW_SECONDS + 60))
         .await
         .expect("the new key is fetched");
     assert_eq!(claims.subject, "alice");
     assert_eq!(issuer.hits("/keys"), 2);
     // The retired key is gone from the cache too.
     assert_eq!(
-        rejection(verifier.verify(&old, at(NOW_SECONDS + 61)).await),
+        rejection(verifier.verify(&old, RESOURCE, at(NOW_SECONDS + 61)).await),
         TokenRejection::UnknownKey
     );
 }
@@ -490,13 +515,18 @@ async fn the_jwks_uri_is_discovered_from_the_issuer_when_unset() {
     assert_eq!(issuer.hits("/.well-known/openid-configuration"), 0);
 
     let token = sign(Algorithm::ES256, "ec-1", &ec(), &issuer.claims());
-    verifier.verify(&token, now()).await.expect("verifies");
+    verifier
+        .verify(&token, RESOURCE, now())
+        .await
+        .expect("verifies");
     assert_eq!(issuer.hits("/.well-known/openid-configuration"), 1);
     assert_eq!(issuer.hits("/keys"), 1);
 
     // The discovered address is remembered: a refresh asks only for the keys.
     let unknown = sign(Algorithm::ES256, "ec-2", &ec(), &issuer.claims());
-    let _ = verifier.verify(&unknown, at(NOW_SECONDS + 60)).await;
+    let _ = verifier
+        .verify(&unknown, RESOURCE, at(NOW_SECONDS + 60))
+        .await;
     assert_eq!(issuer.hits("/.well-known/openid-configuration"), 1);
     assert_eq!(issuer.hits("/keys"), 2);
 }
@@ -515,7 +545,7 @@ async fn an_unreachable_issuer_is_unavailable_not_a_rejection() {
     let token = sign(Algorithm::RS256, "rsa-a", &rsa_a(), &claims);
 
     let started = std::time::Instant::now();
-    match verifier.verify(&token, now()).await {
+    match verifier.verify(&token, RESOURCE, now()).await {
         Err(TokenError::Unavailable(message)) => {
             assert!(
                 message.contains(&address.to_string()),
@@ -537,7 +567,7 @@ async fn a_discovery_document_naming_another_issuer_is_not_trusted() {
     let verifier = OidcVerifier::new(settings).expect("settings");
     let token = sign(Algorithm::RS256, "rsa-a", &rsa_a(), &issuer.claims());
     assert!(matches!(
-        verifier.verify(&token, now()).await,
+        verifier.verify(&token, RESOURCE, now()).await,
         Err(TokenError::Unavailable(_))
     ));
 }
@@ -562,14 +592,17 @@ async fn an_old_key_set_is_fetched_again_and_kept_while_the_issuer_fails() {
     claims["exp"] = json!(NOW_SECONDS + 10 * max_age);
     let token = sign(Algorithm::RS256, "rsa-a", &rsa_a(), &claims);
 
-    verifier.verify(&token, now()).await.expect("verifies");
     verifier
-        .verify(&token, at(NOW_SECONDS + max_age - 1))
+        .verify(&token, RESOURCE, now())
+        .await
+        .expect("verifies");
+    verifier
+        .verify(&token, RESOURCE, at(NOW_SECONDS + max_age - 1))
         .await
         .expect("cached");
     assert_eq!(issuer.hits("/keys"), 1);
     verifier
-        .verify(&token, at(NOW_SECONDS + max_age))
+        .verify(&token, RESOURCE, at(NOW_SECONDS + max_age))
         .await
         .expect("fetched again");
     assert_eq!(issuer.hits("/keys"), 2, "an old key set is fetched again");
@@ -577,7 +610,7 @@ async fn an_old_key_set_is_fetched_again_and_kept_while_the_issuer_fails() {
     // The issuer fails: the known key keeps verifying from the old set.
     issuer.set_failing(true);
     verifier
-        .verify(&token, at(NOW_SECONDS + 2 * max_age))
+        .verify(&token, RESOURCE, at(NOW_SECONDS + 2 * max_age))
         .await
         .expect("the old key still verifies");
     assert_eq!(issuer.hits("/keys"), 3);
@@ -586,14 +619,14 @@ async fn an_old_key_set_is_fetched_again_and_kept_while_the_issuer_fails() {
     let fresh = issuer.verifier();
     for _ in 0..5 {
         assert!(matches!(
-            fresh.verify(&token, now()).await,
+            fresh.verify(&token, RESOURCE, now()).await,
             Err(TokenError::Unavailable(_))
         ));
     }
     assert_eq!(issuer.hits("/keys"), 4, "one attempt per refresh interval");
     issuer.set_failing(false);
     fresh
-        .verify(&token, at(NOW_SECONDS + 60))
+        .verify(&token, RESOURCE, at(NOW_SECONDS + 60))
         .await
         .expect("recovers after the interval");
 }
@@ -653,4 +686,194 @@ mod contract {
         let issuer = Issuer::start_default().await;
         (issuer.verifier(), issuer)
     });
+}
+
+/// A verifier for an authorization server of MCP clients: the audience is the resource the
+/// token is presented to, and the scopes are read.
+fn resource_verifier(issuer: &Issuer) -> OidcVerifier {
+    let mut settings = OidcSettings::for_resource(issuer.base.clone());
+    settings.jwks_uri = Some(format!("{}/keys", issuer.base));
+    OidcVerifier::new(settings).expect("settings")
+}
+
+#[tokio::test]
+async fn without_a_configured_audience_the_token_must_name_the_resource_it_is_presented_to() {
+    let issuer = Issuer::start_default().await;
+    let verifier = resource_verifier(&issuer);
+    let mut claims = issuer.claims();
+    claims["aud"] = json!(RESOURCE);
+    claims["scope"] = json!("openid mcp:tools");
+    let token = sign(Algorithm::RS256, "rsa-a", &rsa_a(), &claims);
+    let verified = verifier
+        .verify(&token, RESOURCE, now())
+        .await
+        .expect("a token minted for this resource verifies");
+    let scopes = verified.scopes.expect("the issuer narrows by scope");
+    assert_eq!(scopes.scopes(), ["openid", "mcp:tools"]);
+
+    // The same token presented to another resource is for another audience (RFC 8707): a
+    // token minted for one MCP server cannot be replayed at another that trusts the issuer.
+    assert_eq!(
+        rejection(
+            verifier
+                .verify(&token, "http://other.test/mcp", now())
+                .await
+        ),
+        TokenRejection::WrongAudience
+    );
+    // Bad input: a token whose audience is the issuer's generic one.
+    let generic = sign(Algorithm::RS256, "rsa-a", &rsa_a(), &issuer.claims());
+    assert_eq!(
+        rejection(verifier.verify(&generic, RESOURCE, now()).await),
+        TokenRejection::WrongAudience
+    );
+}
+
+#[tokio::test]
+async fn scopes_are_read_from_a_string_or_an_array_and_a_wrong_type_is_refused() {
+    let issuer = Issuer::start_default().await;
+    let mut settings = OidcSettings::for_resource(issuer.base.clone());
+    settings.jwks_uri = Some(format!("{}/keys", issuer.base));
+    settings.scope_claim = "scp".to_owned();
+    let verifier = OidcVerifier::new(settings).expect("settings");
+    let with_scopes = |scopes: Value| {
+        let mut claims = issuer.claims();
+        claims["aud"] = json!(RESOURCE);
+        claims["scp"] = scopes;
+        sign(Algorithm::ES256, "ec-1", &ec(), &claims)
+    };
+    let from_array = verifier
+        .verify(
+            &with_scopes(json!(["mcp:tools:math", "mcp:admin"])),
+            RESOURCE,
+            now(),
+        )
+        .await
+        .expect("verifies");
+    assert_eq!(
+        from_array.scopes.expect("scopes").scopes(),
+        ["mcp:tools:math", "mcp:admin"]
+    );
+    // No scope claim at all: held to no scope, not free of scopes.
+    let mut claims = issuer.claims();
+    claims["aud"] = json!(RESOURCE);
+    let none = verifier
+        .verify(
+            &sign(Algorithm::ES256, "ec-1", &ec(), &claims),
+            RESOURCE,
+            now(),
+        )
+        .await
+        .expect("verifies");
+    assert!(none.scopes.expect("held to scopes").scopes().is_empty());
+    // Bad input: a number, and an array holding a number.
+    for bad in [json!(7), json!(["mcp:tools", 7])] {
+        assert_eq!(
+            rejection(
+                verifier
+                    .verify(&with_scopes(bad.clone()), RESOURCE, now())
+                    .await
+            ),
+            TokenRejection::MissingClaim("scp".to_owned()),
+            "{bad}"
+        );
+    }
+    // The legacy settings never read scopes.
+    let legacy = issuer.verifier();
+    let mut claims = issuer.claims();
+    claims["scope"] = json!("openid");
+    let verified = legacy
+        .verify(
+            &sign(Algorithm::RS256, "rsa-a", &rsa_a(), &claims),
+            RESOURCE,
+            now(),
+        )
+        .await
+        .expect("verifies");
+    assert_eq!(verified.scopes, None);
+    assert!(legacy.scopes_supported().is_empty());
+    assert_eq!(verifier.scopes_supported(), ["mcp:tools", "mcp:admin"]);
+}
+
+#[tokio::test]
+async fn several_issuers_each_verify_their_own_tokens_and_a_stranger_is_refused_unasked() {
+    let first = Issuer::start_default().await;
+    let second = Issuer::start(vec![public_jwk(&rsa_b(), Algorithm::RS256, "rsa-b")]).await;
+    let mut second_settings = OidcSettings::for_resource(second.base.clone());
+    second_settings.jwks_uri = Some(format!("{}/keys", second.base));
+    second_settings.audience = Some("api://mcpgw".to_owned());
+    second_settings.subject_claim = "oid".to_owned();
+    let set = IssuerSet::new(vec![
+        resource_verifier(&first),
+        OidcVerifier::new(second_settings).expect("settings"),
+    ])
+    .expect("two issuers");
+    assert_eq!(
+        set.authorization_servers(),
+        [first.base.clone(), second.base.clone()]
+    );
+
+    let mut claims = first.claims();
+    claims["aud"] = json!(RESOURCE);
+    claims["scope"] = json!("mcp:tools");
+    let from_first = sign(Algorithm::RS256, "rsa-a", &rsa_a(), &claims);
+    assert_eq!(
+        set.verify(&from_first, RESOURCE, now())
+            .await
+            .expect("the first issuer's token")
+            .subject,
+        "alice"
+    );
+    let mut claims = second.claims();
+    claims["aud"] = json!("api://mcpgw");
+    claims["oid"] = json!("3f2a-77");
+    let from_second = sign(Algorithm::RS256, "rsa-b", &rsa_b(), &claims);
+    assert_eq!(
+        set.verify(&from_second, RESOURCE, now())
+            .await
+            .expect("the second issuer's token, with its own audience and subject claim")
+            .subject,
+        "3f2a-77"
+    );
+    assert_eq!(first.hits("/keys"), 1);
+    assert_eq!(second.hits("/keys"), 1);
+
+    // A token naming the first issuer but signed with the second one's key: refused by the
+    // first issuer's keys.
+    let mut claims = first.claims();
+    claims["aud"] = json!(RESOURCE);
+    let crossed = sign(Algorithm::RS256, "rsa-b", &rsa_b(), &claims);
+    assert_eq!(
+        rejection(set.verify(&crossed, RESOURCE, now()).await),
+        TokenRejection::UnknownKey
+    );
+    // Bad input: an issuer nobody trusts, and no `iss` at all. Neither issuer is asked.
+    let before = (first.hits("/keys"), second.hits("/keys"));
+    let mut claims = first.claims();
+    claims["iss"] = json!("https://stranger.example");
+    let stranger = sign(Algorithm::RS256, "rsa-a", &rsa_a(), &claims);
+    assert_eq!(
+        rejection(set.verify(&stranger, RESOURCE, now()).await),
+        TokenRejection::WrongIssuer
+    );
+    claims.as_object_mut().expect("object").remove("iss");
+    let anonymous = sign(Algorithm::RS256, "rsa-a", &rsa_a(), &claims);
+    assert_eq!(
+        rejection(set.verify(&anonymous, RESOURCE, now()).await),
+        TokenRejection::WrongIssuer
+    );
+    // An unsigned token is refused as such, whoever it names.
+    let unsigned = format!(
+        "{}.{}.",
+        b64(br#"{"alg":"none"}"#),
+        b64(br#"{"iss":"https://stranger.example","sub":"x"}"#)
+    );
+    assert_eq!(
+        rejection(set.verify(&unsigned, RESOURCE, now()).await),
+        TokenRejection::UnsupportedAlgorithm("none".to_owned())
+    );
+    assert_eq!((first.hits("/keys"), second.hits("/keys")), before);
+    // The same issuer twice is a setup error.
+    let twice = IssuerSet::new(vec![resource_verifier(&first), resource_verifier(&first)]);
+    assert!(twice.unwrap_err().to_string().contains("listed twice"));
 }

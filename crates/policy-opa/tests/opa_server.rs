@@ -137,6 +137,7 @@ fn input() -> PolicyInput {
         groups: vec!["ops".to_owned()],
         tenant: Some("acme".to_owned()),
         expires_at: Timestamp::from_unix_micros(0),
+        scopes: None,
     };
     let identity = Identity::from_claims(&claims).expect("identity");
     let mut input = PolicyInput::new(

@@ -586,6 +586,58 @@ fn default_launcher(runner: Arc<DockerRunner>) -> CompositeLauncher {
         .with_mode("remote", remote)
 }
 
+/// The bearer-token verifier of the `auth` section: one verifier per trusted issuer
+/// (`auth.oauth.issuers`, then `auth.oidc` when enabled), or none.
+fn token_verifier(
+    section: &mcpgw_config::AuthConfig,
+) -> Result<Option<Arc<dyn TokenVerifier>>, StartError> {
+    let mut verifiers = Vec::new();
+    for (index, issuer) in section.oauth.issuers.iter().enumerate() {
+        let mut settings = mcpgw_oidc::OidcSettings::for_resource(issuer.issuer.clone());
+        settings.audience.clone_from(&issuer.audience);
+        settings.jwks_uri.clone_from(&issuer.jwks_uri);
+        settings.subject_claim.clone_from(&issuer.subject_claim);
+        settings.groups_claim.clone_from(&issuer.groups_claim);
+        settings.tenant_claim.clone_from(&issuer.tenant_claim);
+        settings.scope_claim.clone_from(&issuer.scope_claim);
+        let mut scopes = mcpgw_gateway::authz::ScopeMap::new();
+        for (scope, role) in &issuer.scopes {
+            let role = mcpgw_gateway::authz::RoleName::parse(role).map_err(|error| {
+                StartError::new(format!(
+                    "auth.oauth.issuers[{index}].scopes.{scope}: {error}"
+                ))
+            })?;
+            scopes = scopes.with_role(scope.clone(), role);
+        }
+        settings.scopes = Some(scopes);
+        let verifier = mcpgw_oidc::OidcVerifier::new(settings)
+            .map_err(|error| StartError::new(format!("auth.oauth.issuers[{index}]: {error}")))?;
+        verifiers.push(verifier);
+    }
+    if section.oidc.enabled {
+        let issuer = required(&section.oidc.issuer, "auth.oidc.issuer", "auth.oidc")?;
+        let audience = required(&section.oidc.audience, "auth.oidc.audience", "auth.oidc")?;
+        let mut oidc = mcpgw_oidc::OidcSettings::new(issuer, audience);
+        oidc.jwks_uri.clone_from(&section.oidc.jwks_uri);
+        oidc.subject_claim.clone_from(&section.oidc.subject_claim);
+        oidc.groups_claim.clone_from(&section.oidc.groups_claim);
+        oidc.tenant_claim.clone_from(&section.oidc.tenant_claim);
+        let verifier = mcpgw_oidc::OidcVerifier::new(oidc)
+            .map_err(|error| StartError::new(format!("auth.oidc: {error}")))?;
+        verifiers.push(verifier);
+    }
+    Ok(match verifiers.len() {
+        0 => None,
+        1 => verifiers
+            .pop()
+            .map(|verifier| Arc::new(verifier) as Arc<dyn TokenVerifier>),
+        _ => Some(Arc::new(
+            mcpgw_oidc::IssuerSet::new(verifiers)
+                .map_err(|error| StartError::new(format!("auth: {error}")))?,
+        )),
+    })
+}
+
 /// Authentication and authorization as the `auth` section says: API keys and the rest in
 /// `store`, bearer tokens from an OIDC issuer, an OPA policy engine; a verifier or decider
 /// handed to the builder wins over the section's.
@@ -609,18 +661,7 @@ fn build_auth(
     );
     let verifier = match verifier {
         Some(verifier) => Some(verifier),
-        None if section.enabled && section.oidc.enabled => {
-            let issuer = required(&section.oidc.issuer, "auth.oidc.issuer", "auth.oidc")?;
-            let audience = required(&section.oidc.audience, "auth.oidc.audience", "auth.oidc")?;
-            let mut oidc = mcpgw_oidc::OidcSettings::new(issuer, audience);
-            oidc.jwks_uri.clone_from(&section.oidc.jwks_uri);
-            oidc.subject_claim.clone_from(&section.oidc.subject_claim);
-            oidc.groups_claim.clone_from(&section.oidc.groups_claim);
-            oidc.tenant_claim.clone_from(&section.oidc.tenant_claim);
-            let verifier = mcpgw_oidc::OidcVerifier::new(oidc)
-                .map_err(|error| StartError::new(format!("auth.oidc: {error}")))?;
-            Some(Arc::new(verifier) as Arc<dyn TokenVerifier>)
-        }
+        None if section.enabled => token_verifier(section)?,
         None => None,
     };
     if let Some(verifier) = verifier {

@@ -159,6 +159,10 @@ macro_rules! __token_verifier_contract_case {
 
 // ----- helpers ------------------------------------------------------------------------------
 
+/// The resource tokens are presented to; the verifiers under test expect their issuer's own
+/// audience instead.
+const RESOURCE: &str = "http://gateway.test/mcp";
+
 fn at(seconds: i64) -> Timestamp {
     Timestamp::from_unix_micros(seconds * 1_000_000)
 }
@@ -199,7 +203,7 @@ async fn verify(
     token: &str,
     now: Timestamp,
 ) -> Result<VerifiedClaims, TokenError> {
-    match tokio::time::timeout(VERIFY_BOUND, verifier.verify(token, now)).await {
+    match tokio::time::timeout(VERIFY_BOUND, verifier.verify(token, RESOURCE, now)).await {
         Ok(result) => result,
         Err(_) => panic!("no answer within {VERIFY_BOUND:?}"),
     }
@@ -274,6 +278,7 @@ pub async fn a_token_from_a_trusted_key_yields_its_claims(
                 groups: vec!["ops".to_owned(), "dev".to_owned()],
                 tenant: Some("acme".to_owned()),
                 expires_at: at(NOW + 3600),
+                scopes: None,
             },
             "{key:?}"
         );

@@ -85,6 +85,8 @@ const MOUNTED_ROUTES: &[(&str, &str)] = &[
     ("GET", "/health/startup"),
     ("GET", "/health/ready"),
     ("GET", "/metrics"),
+    ("GET", "/.well-known/oauth-protected-resource"),
+    ("GET", "/.well-known/oauth-protected-resource/mcp"),
 ];
 
 #[actix_web::test]
@@ -388,6 +390,16 @@ async fn the_openapi_document_is_3_1_and_lists_exactly_the_mounted_routes() {
             let response = test::call_service(&app, request.to_request()).await;
             let message = assert_envelope(response, 404, "NotFoundError").await;
             assert!(message.contains("auth is not enabled"), "{method} {uri}");
+            continue;
+        }
+        // Nor a trusted authorization server: no protected resource metadata to publish.
+        if path.starts_with("/.well-known/oauth-protected-resource") {
+            let response = test::call_service(&app, request.to_request()).await;
+            let message = assert_envelope(response, 404, "NotFoundError").await;
+            assert!(
+                message.contains("trusts no authorization server"),
+                "{method} {uri}"
+            );
             continue;
         }
         // Nor discovery: every discovery route answers its 404 (tests/api/discovery.rs calls
