@@ -123,7 +123,9 @@ install_node_peers() {
   for entry in \
     @modelcontextprotocol/server-everything/dist/index.js \
     @modelcontextprotocol/conformance/dist/index.js \
-    @modelcontextprotocol/inspector/clients/launcher/build/index.js; do
+    @modelcontextprotocol/inspector/clients/launcher/build/index.js \
+    oidc-provider/lib/index.js \
+    jose/dist/webapi/index.js; do
     [ -f "$node_dir/node_modules/$entry" ] || fail "npm finished but $node_dir/node_modules/$entry is missing"
   done
   hash_of "$node_dir/package.json" "$node_dir/package-lock.json" >"$node_stamp"

@@ -874,11 +874,23 @@ fn no_key_or_secret_appears_in_logs_events_errors_or_metrics() {
     let data_path = data.path().to_owned();
     let admin = cli_key(data.path(), "user:root", Some("admin"));
     let fixture = support::fixture_binary().display().to_string();
+    // An issuer whose tokens count, for a planted accepted token and a planted refused one.
+    let mut jwk = jsonwebtoken::jwk::Jwk::from_encoding_key(
+        &jsonwebtoken::EncodingKey::from_rsa_der(RSA_A),
+        jsonwebtoken::Algorithm::RS256,
+    )
+    .unwrap();
+    jwk.common.key_id = Some("a".to_owned());
+    let issuer = Issuer::start(json!({"keys": [jwk]}));
     let gw = gateway()
         .config(&format!(
-            "auth:\n  enabled: true\n  trusted_proxies: [\"127.0.0.1\"]\nmcp_servers:\n  \
+            "auth:\n  enabled: true\n  trusted_proxies: [\"127.0.0.1\"]\n  oauth:\n    \
+             resource: \"http://planted.test/mcp\"\n    issuers:\n      - issuer: \"{}\"\n  \
+             role_assignments:\n    - {{principal: \"user:tokenholder\", role: admin}}\n\
+             mcp_servers:\n  \
              vault:\n    mode: subprocess\n    command: [\"{fixture}\"]\n    env: {{PLANTED: \
-             \"{PLANTED_ENV}\"}}\n"
+             \"{PLANTED_ENV}\"}}\n",
+            issuer.url
         ))
         // The gateway's own debug logs; rmcp at debug logs whole MCP messages (tool data).
         .env("MCP_LOG", "debug,rmcp=info")
@@ -922,6 +934,40 @@ fn no_key_or_secret_appears_in_logs_events_errors_or_metrics() {
         "the planted refused key is refused: {}",
         answers[3]
     );
+    let now = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+    )
+    .unwrap();
+    let planted_token = |audience: &str| {
+        token(
+            RSA_A,
+            "a",
+            &json!({"iss": issuer.url, "aud": audience, "sub": "tokenholder",
+                    "scope": "mcp:admin", "iat": now, "exp": now + 600}),
+        )
+    };
+    let accepted_token = planted_token("http://planted.test/mcp");
+    // Bad input: the same holder's token minted for another resource.
+    let refused_token = planted_token("http://elsewhere.test/mcp");
+    for (what, bearer_token, status) in [
+        ("accepted", &accepted_token, 200),
+        ("refused", &refused_token, 401),
+    ] {
+        let reply = bearer(&gw, "GET", "/api/mcp_servers/vault", bearer_token);
+        assert_eq!(reply.status, status, "{what}: {}", reply.body);
+        answers.push(format!(
+            "GET /api/mcp_servers/vault with a {what} token -> {} {}",
+            reply.status, reply.body
+        ));
+        let reply = mcp_with_token(&gw, Some(bearer_token), "tools/list", json!({}), &[]);
+        answers.push(format!(
+            "tools/list with a {what} token -> {} {:?} {}",
+            reply.status, reply.headers, reply.body
+        ));
+    }
     let metrics = call(&gw, "GET", "/metrics", None, "10.9.7.3", None);
     answers.push(format!("GET /metrics -> {}", metrics.body));
 
@@ -938,7 +984,16 @@ fn no_key_or_secret_appears_in_logs_events_errors_or_metrics() {
     let event_log = String::from_utf8_lossy(&event_log).into_owned();
     let log = gw.stderr();
 
-    for secret in [admin.as_str(), made_key.as_str(), REFUSED_KEY, PLANTED_ENV] {
+    for secret in [
+        admin.as_str(),
+        made_key.as_str(),
+        REFUSED_KEY,
+        PLANTED_ENV,
+        accepted_token.as_str(),
+        refused_token.as_str(),
+        // A token's signature alone is as good as a token to a log reader who has the rest.
+        accepted_token.rsplit('.').next().unwrap(),
+    ] {
         for (place, text) in [("the log", &log), ("the event log", &event_log)] {
             assert!(!text.contains(secret), "{place} holds a planted secret");
         }
@@ -1283,4 +1338,251 @@ fn a_configured_resource_is_the_audience_whatever_host_the_request_names() {
     );
     let reply = bearer(&gw, "GET", "/api/auth/keys", &ops);
     assert_eq!(reply.status, 403, "{}", reply.body);
+}
+
+/// A token of the authorization server's static client (client credentials), for refusal
+/// cases that a signed-in user cannot produce: another audience, no scope, a short life.
+fn client_credentials_token(issuer: &str, resource: &str, scope: &str) -> String {
+    let agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .new_agent();
+    let mut response = agent
+        .post(&format!("{issuer}/token"))
+        .send_form([
+            ("grant_type", "client_credentials"),
+            ("client_id", "tester"),
+            ("client_secret", "tester-secret"),
+            ("resource", resource),
+            ("scope", scope),
+        ])
+        .expect("the authorization server answers");
+    let text = response.body_mut().read_to_string().unwrap();
+    let answer: Value = serde_json::from_str(&text).unwrap();
+    answer["access_token"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no token for {resource} {scope:?}: {text}"))
+        .to_owned()
+}
+
+/// What `oauth_client.py --expect-status STATUS --bearer TOKEN` saw at `/mcp`.
+fn probe_with_token(gw: &RunningGateway, token: &str, status: u16) -> Value {
+    run_python_client(
+        "oauth_client.py",
+        &[
+            "--url".to_owned(),
+            gw.url("/mcp"),
+            "--expect-status".to_owned(),
+            status.to_string(),
+            "--bearer".to_owned(),
+            token.to_owned(),
+        ],
+    )
+}
+
+#[test]
+fn the_official_sdk_signs_in_through_a_real_authorization_server_and_bad_tokens_are_refused() {
+    let work = tempfile::tempdir().unwrap();
+    let provider_port = support::peers::free_port();
+    let issuer_url = format!("http://127.0.0.1:{provider_port}");
+    // A second issuer that nobody serves: its tokens cannot be checked (503, not 401).
+    let unreachable = format!("http://127.0.0.1:{}", support::peers::free_port());
+    let section = format!(
+        "  oauth:\n    issuers:\n      - issuer: \"{issuer_url}\"\n        clock_skew_s: 0\n      - issuer: \"{unreachable}\"\n  role_assignments:\n    - {{principal: \"group:ops\", role: developer}}\n    - {{principal: \"user:tester\", role: admin}}\n"
+    );
+    let gw = gateway()
+        .config(&config(&section))
+        .env("MCP_LOG", "debug,rmcp=info")
+        .start();
+    let resource = gw.url("/mcp");
+    // The same gateway under its other loopback name: a resource whose tokens live 1 s.
+    let short_lived = resource.replace("127.0.0.1", "localhost");
+    let provider = support::peers::start_authorization_server(
+        &json!({
+            "port": provider_port,
+            "accounts": {"alice": {"groups": ["ops"]}, "bob": {"groups": []}},
+            "resources": [
+                {"uri": resource, "scopes": "mcp:tools mcp:admin"},
+                {"uri": short_lived, "scopes": "mcp:tools", "access_token_ttl_s": 3},
+                {"uri": "http://other-mcp.test/mcp", "scopes": "mcp:tools"}
+            ],
+            "clients": [{
+                "client_id": "tester", "client_secret": "tester-secret",
+                "grant_types": ["client_credentials"], "redirect_uris": [],
+                "response_types": [], "token_endpoint_auth_method": "client_secret_post"
+            }]
+        }),
+        work.path(),
+    );
+    assert_eq!(provider.url, issuer_url);
+
+    // The whole flow, driven by the official SDK's OAuth client: 401 -> metadata ->
+    // authorization server metadata -> registration -> authorization code + PKCE -> token ->
+    // the same request again, then a tool call.
+    let run = run_python_client(
+        "oauth_client.py",
+        &[
+            "--url".to_owned(),
+            resource.clone(),
+            "--login".to_owned(),
+            "alice".to_owned(),
+            "--call".to_owned(),
+            "demo__echo".to_owned(),
+            "--arguments".to_owned(),
+            r#"{"text": "signed in"}"#.to_owned(),
+        ],
+    );
+    let tools: Vec<&str> = run["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(tools.contains(&"demo__echo"), "{run}");
+    assert!(
+        run["call"].to_string().contains("signed in"),
+        "the call went through: {}",
+        run["call"]
+    );
+    let claims = &run["token"]["claims"];
+    assert_eq!(claims["aud"], resource.as_str(), "{claims}");
+    assert_eq!(claims["iss"], issuer_url.as_str(), "{claims}");
+    assert_eq!(claims["sub"], "alice", "{claims}");
+    assert!(
+        claims["scope"]
+            .as_str()
+            .unwrap()
+            .split(' ')
+            .any(|scope| scope == "mcp:tools"),
+        "{claims}"
+    );
+    let flow: Vec<(String, String, u64)> = run["flow"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|step| {
+            (
+                step[0].as_str().unwrap().to_owned(),
+                step[1].as_str().unwrap().to_owned(),
+                step[2].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    let position = |what: &str, predicate: &dyn Fn(&(String, String, u64)) -> bool| {
+        flow.iter()
+            .position(predicate)
+            .unwrap_or_else(|| panic!("the flow lacks {what}: {flow:#?}"))
+    };
+    let refused = position("a 401 from /mcp", &|(method, url, status)| {
+        method == "POST" && url == &resource && *status == 401
+    });
+    let metadata = position("the protected resource metadata", &|(_, url, status)| {
+        url.ends_with("/.well-known/oauth-protected-resource/mcp") && *status == 200
+    });
+    let registered = position("a registration", &|(method, url, status)| {
+        method == "POST" && url.starts_with(&issuer_url) && url.ends_with("/reg") && *status == 201
+    });
+    let token = position("a token", &|(method, url, status)| {
+        method == "POST" && url == &format!("{issuer_url}/token") && *status == 200
+    });
+    let admitted = position("/mcp admitting the token", &|(method, url, status)| {
+        method == "POST" && url == &resource && *status == 200
+    });
+    assert!(
+        refused < metadata && metadata < registered && registered < token && token < admitted,
+        "{flow:#?}"
+    );
+
+    // Bad input, each refused with its reason:
+    // a token of the same authorization server for another MCP server;
+    let elsewhere = client_credentials_token(&issuer_url, "http://other-mcp.test/mcp", "mcp:tools");
+    let answer = probe_with_token(&gw, &elsewhere, 401);
+    assert!(
+        answer["www_authenticate"]
+            .as_str()
+            .unwrap()
+            .contains("resource_metadata="),
+        "{answer}"
+    );
+    // a token for this gateway whose scopes cover no tool use (step-up needed);
+    let unscoped = client_credentials_token(&issuer_url, &resource, "");
+    let answer = probe_with_token(&gw, &unscoped, 403);
+    let challenge = answer["www_authenticate"].as_str().unwrap();
+    assert!(
+        challenge.contains("error=\"insufficient_scope\"")
+            && challenge.contains("scope=\"mcp:tools\""),
+        "{answer}"
+    );
+    // the same client with the right scope passes (it is an admin by assignment);
+    let scoped = client_credentials_token(&issuer_url, &resource, "mcp:tools");
+    probe_with_token(&gw, &scoped, 200);
+    // an expired token (the issuer allows no clock skew here), first accepted while valid (and
+    // so kept in the cache of verified tokens, which must not answer for it once it expired);
+    let brief = client_credentials_token(&issuer_url, &short_lived, "mcp:tools");
+    let brief_url = short_lived.clone();
+    let probe_brief = |status: u16| {
+        run_python_client(
+            "oauth_client.py",
+            &[
+                "--url".to_owned(),
+                brief_url.clone(),
+                "--expect-status".to_owned(),
+                status.to_string(),
+                "--bearer".to_owned(),
+                brief.clone(),
+            ],
+        )
+    };
+    probe_brief(200);
+    let expires = {
+        use base64::Engine as _;
+        let payload = brief.split('.').nth(1).unwrap();
+        let claims: Value = serde_json::from_slice(
+            &base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(payload)
+                .unwrap(),
+        )
+        .unwrap();
+        std::time::UNIX_EPOCH + Duration::from_secs(claims["exp"].as_u64().unwrap())
+    };
+    if let Ok(left) = expires.duration_since(std::time::SystemTime::now()) {
+        std::thread::sleep(left + Duration::from_millis(1100));
+    }
+    probe_brief(401);
+    // a token naming an issuer that cannot be reached: 503, the token is not blamed.
+    let stranded = {
+        use base64::Engine as _;
+        let encode = |value: &Value| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(value.to_string())
+        };
+        format!(
+            "{}.{}.c2lnbmF0dXJl",
+            encode(&json!({"alg": "RS256", "kid": "k", "typ": "JWT"})),
+            encode(
+                &json!({"iss": unreachable, "aud": resource, "sub": "x", "exp": 4_102_444_800_u64})
+            )
+        )
+    };
+    let answer = probe_with_token(&gw, &stranded, 503);
+    assert_eq!(
+        answer["body"]["error"], "ServiceUnavailableError",
+        "{answer}"
+    );
+
+    // The reasons are events; no token appears in the gateway's log.
+    std::thread::sleep(Duration::from_millis(200));
+    let log = gw.stderr();
+    assert!(
+        log.contains("the token is for another audience"),
+        "wrong audience"
+    );
+    assert!(log.contains("the token has expired"), "expired");
+    assert!(log.contains("do not cover it"), "insufficient scope");
+    for secret in [&elsewhere, &unscoped, &scoped, &brief] {
+        assert!(
+            !log.contains(secret.as_str()),
+            "the gateway's log holds a token"
+        );
+    }
+    drop(provider);
 }

@@ -490,6 +490,70 @@ pub fn conformance_problems(run: &Value, expected_failures: &[&str]) -> Vec<Stri
     problems
 }
 
+// --- The OAuth authorization server -------------------------------------------------------------
+
+/// Starts `tests/node/oidc_provider.mjs` (oidc-provider, a certified OpenID provider) with
+/// `config` (its format is in the script's header) written under `dir`; the peer's `url` is the
+/// issuer it printed, `http://127.0.0.1:PORT`. Killed with its process group on drop.
+pub fn start_authorization_server(config: &Value, dir: &Path) -> RunningPeer {
+    use std::os::unix::process::CommandExt;
+    let script = installed(
+        repository_root().join("tests/node/oidc_provider.mjs"),
+        "tests/node/oidc_provider.mjs",
+    );
+    node_package_file("oidc-provider/lib/index.js");
+    let config_path = dir.join("authorization-server.json");
+    std::fs::write(&config_path, config.to_string()).unwrap();
+    let mut command = Command::new(node());
+    command
+        .arg(script)
+        .arg(&config_path)
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command
+        .spawn()
+        .unwrap_or_else(|error| panic!("cannot start the authorization server: {error}"));
+    let kept = Arc::new(Mutex::new(Vec::new()));
+    let keeping = Arc::clone(&kept);
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            keeping.lock().unwrap().push(line);
+        }
+    });
+    let stdout = child.stdout.take().unwrap();
+    let (sender, receiver) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut first = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut first);
+        let _ = sender.send(first);
+    });
+    let mut peer = RunningPeer {
+        child,
+        url: String::new(),
+        description: "the authorization server (oidc_provider.mjs)".to_owned(),
+        stderr: kept,
+    };
+    let line = receiver
+        .recv_timeout(PEER_START_DEADLINE)
+        .unwrap_or_default();
+    let issuer = serde_json::from_str::<Value>(line.trim())
+        .ok()
+        .and_then(|ready| ready["issuer"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| {
+            panic!(
+                "the authorization server did not report its issuer within {PEER_START_DEADLINE:?} \
+                 (stdout: {line:?}); stderr:\n{}",
+                peer.stderr_text()
+            )
+        });
+    peer.url = issuer;
+    peer
+}
+
 // --- Processes --------------------------------------------------------------------------------
 
 /// A free TCP port on 127.0.0.1 at the time of the call, for a peer that cannot bind port 0.

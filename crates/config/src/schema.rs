@@ -542,6 +542,9 @@ pub struct IssuerConfig {
     /// `scp` (an array) for issuers that use it.
     #[serde(default = "default_scope_claim")]
     pub scope_claim: String,
+    /// Seconds of clock difference allowed when judging `exp` and `nbf` (0..=300).
+    #[serde(default = "default_clock_skew_s")]
+    pub clock_skew_s: u64,
     /// Scopes of this issuer that stand for a role (`mcp:ops: operator`), besides the
     /// built-in `mcp:tools`, `mcp:tools:<id>` and `mcp:admin`.
     #[serde(default, deserialize_with = "de::null_as_default")]
@@ -558,6 +561,10 @@ fn default_groups_claim() -> String {
 
 fn default_tenant_claim() -> String {
     "tenant_id".to_owned()
+}
+
+fn default_clock_skew_s() -> u64 {
+    30
 }
 
 fn default_scope_claim() -> String {

@@ -1844,6 +1844,7 @@ fn oauth_issuers_parse_with_their_defaults_and_scopes() {
         ),
         ("sub", "groups", "tenant_id", "scope")
     );
+    assert_eq!(first.clock_skew_s, 30);
     assert_eq!(
         first.scopes.get("mcp:ops").map(String::as_str),
         Some("operator")
@@ -1878,6 +1879,7 @@ fn bad_oauth_settings_are_named_at_their_keys() {
                 scope_claim: ""
               - issuer: https://idp.example.com
                 scopes: {"mcp ops": operator, "mcp:x": ""}
+                clock_skew_s: 301
         "#,
     ));
     let at: Vec<(&str, &str)> = errors
@@ -1910,7 +1912,11 @@ fn bad_oauth_settings_are_named_at_their_keys() {
         has("auth.oauth.issuers[2].scopes.mcp:x", "names no role"),
         "{at:#?}"
     );
-    assert_eq!(errors.len(), 7, "{at:#?}");
+    assert!(
+        has("auth.oauth.issuers[2].clock_skew_s", "0..=300"),
+        "{at:#?}"
+    );
+    assert_eq!(errors.len(), 8, "{at:#?}");
     // A misspelt key is refused with the nearest one suggested.
     let error = only_error(
         "auth:\n  oauth:\n    issuers:\n      - issuer: https://i\n        scope_clam: scp\n",

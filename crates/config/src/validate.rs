@@ -1150,6 +1150,16 @@ fn validate_oauth(oauth: &OAuthConfig, path: &KeyPath, findings: &mut Findings) 
                 );
             }
         }
+        if issuer.clock_skew_s > 300 {
+            findings.error(
+                ConfigErrorKind::InvalidValue,
+                issuer_path.key("clock_skew_s"),
+                format!(
+                    "{} is out of range: clock_skew_s is 0..=300 seconds",
+                    issuer.clock_skew_s
+                ),
+            );
+        }
         for (scope, role) in &issuer.scopes {
             let problem = if scope.is_empty()
                 || scope

@@ -54,6 +54,8 @@ use mcpgw_config::AuthConfig;
 use mcpgw_core::{Clock, DomainEvent, ErrorKind, EventSink, MonoTime, Timestamp};
 use serde::Serialize;
 
+use crate::token_cache::VerifiedTokens;
+
 /// The header that carries an API key unless configured otherwise.
 pub const DEFAULT_API_KEY_HEADER: &str = "X-API-Key";
 
@@ -546,6 +548,8 @@ pub struct AuthService {
     secrets: Arc<dyn SecretSource>,
     verifier: Option<Arc<dyn TokenVerifier>>,
     decider: Option<Arc<dyn PolicyDecider>>,
+    /// Tokens the verifier accepted recently (see the `token_cache` module).
+    verified_tokens: VerifiedTokens,
     snapshot: RwLock<Arc<Authorizer>>,
     lockout: Mutex<Lockout>,
     /// Serializes admin changes, so that snapshots are swapped in the order of the writes.
@@ -576,6 +580,7 @@ impl AuthService {
             secrets,
             verifier: None,
             decider: None,
+            verified_tokens: VerifiedTokens::new(),
             snapshot: RwLock::new(Arc::new(snapshot)),
             lockout: Mutex::new(lockout),
             admin: tokio::sync::Mutex::new(()),
@@ -789,7 +794,16 @@ impl AuthService {
         let Some(verifier) = &self.verifier else {
             return Err(AuthError::NoCredentials);
         };
-        let claims = verifier.verify(token, resource, self.clock.wall()).await?;
+        let now = self.clock.wall();
+        let digest = VerifiedTokens::digest(resource, token);
+        let claims = match self.verified_tokens.get(&digest, now) {
+            Some(claims) => claims,
+            None => {
+                let claims = verifier.verify(token, resource, now).await?;
+                self.verified_tokens.insert(digest, claims.clone(), now);
+                claims
+            }
+        };
         Identity::from_claims(&claims)
     }
 

@@ -67,6 +67,7 @@ mod launcher;
 pub mod metrics;
 mod runtime;
 mod stats;
+mod token_cache;
 mod tool_lists;
 
 pub use self::metrics::EventMetrics;

@@ -47,10 +47,12 @@ impl SecretSource for ScriptedSecrets {
     }
 }
 
-/// Answers each token from a table; an unknown token is a bad signature.
+/// Answers each token from a table; an unknown token is a bad signature. Counts the tokens it
+/// was asked about, with the resource they were presented to.
 #[derive(Default)]
 struct FakeVerifier {
     answers: Mutex<HashMap<String, Result<VerifiedClaims, TokenError>>>,
+    asked: Mutex<Vec<(String, String)>>,
 }
 
 impl FakeVerifier {
@@ -67,9 +69,13 @@ impl TokenVerifier for FakeVerifier {
     async fn verify(
         &self,
         token: &str,
-        _resource: &str,
+        resource: &str,
         _now: Timestamp,
     ) -> Result<VerifiedClaims, TokenError> {
+        self.asked
+            .lock()
+            .unwrap()
+            .push((token.to_owned(), resource.to_owned()));
         self.answers
             .lock()
             .unwrap()
@@ -1497,4 +1503,62 @@ async fn a_failed_write_leaves_the_snapshot_as_it_was() {
             .await
             .is_allowed()
     );
+}
+
+#[tokio::test]
+async fn a_token_is_verified_once_a_minute_per_resource_and_a_refused_one_every_time() {
+    let verifier = Arc::new(FakeVerifier::default());
+    let mut soon = claims("alice", &[], None);
+    let h = harness_with(enabled(), |auth| auth.with_token_verifier(verifier.clone())).await;
+    let now = mcpgw_core::Clock::wall(h.clock.as_ref()).unix_micros();
+    soon.expires_at = Timestamp::from_unix_micros(now + 150_000_000);
+    verifier.answer("good", Ok(soon));
+    let asked = || verifier.asked.lock().unwrap().len();
+    let present = |token: &str, resource: &str| Credentials::bearer(token).presented_to(resource);
+
+    for _ in 0..3 {
+        let identity = h
+            .auth
+            .authenticate(present("good", "http://gw/mcp"), None)
+            .await
+            .unwrap();
+        assert_eq!(identity.principal.to_string(), "user:alice");
+    }
+    assert_eq!(asked(), 1, "the same token is verified once");
+    // The resource the token is presented to is part of what was verified.
+    h.auth
+        .authenticate(present("good", "http://other/mcp"), None)
+        .await
+        .unwrap();
+    assert_eq!(verifier.asked.lock().unwrap()[1].1, "http://other/mcp");
+    assert_eq!(asked(), 2);
+    // A minute later the verifier is asked again (a withdrawn key takes effect).
+    h.clock.advance(Duration::from_secs(61));
+    h.auth
+        .authenticate(present("good", "http://gw/mcp"), None)
+        .await
+        .unwrap();
+    assert_eq!(asked(), 3);
+    // Once the token expired, the cache no longer answers for it: the verifier decides.
+    h.clock.advance(Duration::from_secs(90));
+    verifier.answer("good", Err(TokenError::Rejected(TokenRejection::Expired)));
+    assert_eq!(
+        auth_error(
+            h.auth
+                .authenticate(present("good", "http://gw/mcp"), None)
+                .await
+        ),
+        AuthError::InvalidToken {
+            reason: TokenRejection::Expired
+        }
+    );
+    assert_eq!(asked(), 4);
+    // Bad input: a forged token is refused, and asked about, every time.
+    for expected in [5, 6] {
+        let _ = h
+            .auth
+            .authenticate(present("forged", "http://gw/mcp"), None)
+            .await;
+        assert_eq!(asked(), expected);
+    }
 }

@@ -600,6 +600,7 @@ fn token_verifier(
         settings.groups_claim.clone_from(&issuer.groups_claim);
         settings.tenant_claim.clone_from(&issuer.tenant_claim);
         settings.scope_claim.clone_from(&issuer.scope_claim);
+        settings.leeway = std::time::Duration::from_secs(issuer.clock_skew_s);
         let mut scopes = mcpgw_gateway::authz::ScopeMap::new();
         for (scope, role) in &issuer.scopes {
             let role = mcpgw_gateway::authz::RoleName::parse(role).map_err(|error| {
