@@ -1586,3 +1586,195 @@ fn the_official_sdk_signs_in_through_a_real_authorization_server_and_bad_tokens_
     }
     drop(provider);
 }
+
+#[test]
+fn a_remote_server_receives_a_token_exchanged_for_the_callers_and_never_the_callers_own() {
+    const CLIENT_SECRET: &str = "gateway-client-s3cret-planted";
+    let work = tempfile::tempdir().unwrap();
+    let provider_port = support::peers::free_port();
+    let upstream_port = support::peers::free_port();
+    let issuer_url = format!("http://127.0.0.1:{provider_port}");
+    let upstream = format!("http://127.0.0.1:{upstream_port}/mcp");
+    let data = tempfile::tempdir().unwrap();
+    let api_key = cli_key(data.path(), "user:keyholder", Some("admin"));
+    let tools = "[{name: whoami, description: \"who called\", inputSchema: {type: object}}, {name: echo, description: \"echo\", inputSchema: {type: object}}]";
+    let section = format!(
+        "  oauth:\n    issuers:\n      - issuer: \"{issuer_url}\"\n  role_assignments:\n    - {{principal: \"group:ops\", role: developer}}\n"
+    );
+    let remote = |id: &str, scope: &str| {
+        format!(
+            "  {id}:\n    mode: remote\n    endpoint: \"{upstream}\"\n    tools: {tools}\n    token_exchange:\n      token_endpoint: \"{issuer_url}/token\"\n      client_id: mcpgw\n      client_secret: \"${{UPSTREAM_CLIENT_SECRET}}\"\n      scope: \"{scope}\"\n"
+        )
+    };
+    let gw = gateway()
+        .config(&format!(
+            "probe_tools: false\n{}{}{}",
+            config(&section),
+            remote("up", "upstream:read"),
+            // Asks for a scope the upstream does not have: every exchange is refused.
+            remote("denied", "upstream:write"),
+        ))
+        .env("UPSTREAM_CLIENT_SECRET", CLIENT_SECRET)
+        .env("MCP_LOG", "debug,rmcp=info")
+        .data_dir(data)
+        .start();
+    let resource = gw.url("/mcp");
+    let provider = support::peers::start_authorization_server(
+        &json!({
+            "port": provider_port,
+            "accounts": {"alice": {"groups": ["ops"]}},
+            "resources": [
+                {"uri": resource, "scopes": "mcp:tools mcp:admin"},
+                {"uri": upstream, "scopes": "upstream:read"}
+            ],
+            "clients": [{
+                "client_id": "mcpgw", "client_secret": CLIENT_SECRET,
+                "grant_types": ["client_credentials", "urn:ietf:params:oauth:grant-type:token-exchange"],
+                "redirect_uris": [], "response_types": [],
+                "token_endpoint_auth_method": "client_secret_basic"
+            }]
+        }),
+        work.path(),
+    );
+    let record = work.path().join("upstream-requests.jsonl");
+    let _upstream = support::peers::start_protected_server(&provider.url, upstream_port, &record);
+
+    // Alice signs in with the official SDK and calls the remote server's `whoami`.
+    let run = run_python_client(
+        "oauth_client.py",
+        &[
+            "--url".to_owned(),
+            resource.clone(),
+            "--login".to_owned(),
+            "alice".to_owned(),
+            "--call".to_owned(),
+            "up__whoami".to_owned(),
+        ],
+    );
+    let text = run["call"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("whoami answered: {run}"));
+    let seen: Value = serde_json::from_str(text).unwrap();
+    assert_eq!(seen["sub"], "alice", "{seen}");
+    assert_eq!(
+        seen["aud"],
+        upstream.as_str(),
+        "the upstream got a token for itself: {seen}"
+    );
+    assert_eq!(
+        seen["act"]["sub"], "mcpgw",
+        "the token says the gateway acts: {seen}"
+    );
+    assert_eq!(seen["scope"], "upstream:read", "{seen}");
+
+    // Bad input: an API key cannot be exchanged, so its holder cannot act at this server.
+    let answer = {
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .new_agent();
+        let request = ureq::http::Request::builder()
+            .method("POST")
+            .uri(gw.url("/mcp"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", "up__whoami")
+            .header("x-api-key", &api_key)
+            .body(
+                json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": "up__whoami", "arguments": {},
+                                  "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                                            "io.modelcontextprotocol/clientCapabilities": {},
+                                            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "0"}}}})
+                .to_string(),
+            )
+            .unwrap();
+        agent
+            .run(request)
+            .unwrap()
+            .body_mut()
+            .read_to_string()
+            .unwrap()
+    };
+    assert!(
+        answer.contains("sign in with OAuth") && answer.contains("-32600"),
+        "an API-key call is refused, not made with the gateway's identity: {answer}"
+    );
+
+    // Bad input: the authorization server refuses the exchange; the caller learns why, and no
+    // token shows.
+    let refused = run_python_client(
+        "oauth_client.py",
+        &[
+            "--url".to_owned(),
+            resource.clone(),
+            "--login".to_owned(),
+            "alice".to_owned(),
+            "--call".to_owned(),
+            "denied__whoami".to_owned(),
+        ],
+    );
+    let refusal = refused["call"].to_string();
+    assert!(
+        refusal.contains("invalid_scope") && refusal.contains("denied"),
+        "the refusal names the authorization server's answer: {refused}"
+    );
+
+    // Every request the upstream received carried a token minted for it; the tool call
+    // carried alice's (exchanged), the rest the gateway client's own; alice's own token, whose
+    // audience is the gateway, never arrived.
+    std::thread::sleep(Duration::from_millis(200));
+    let lines: Vec<Value> = std::fs::read_to_string(&record)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert!(!lines.is_empty(), "the upstream was called");
+    for line in &lines {
+        assert_eq!(line["valid"], true, "{line}");
+        assert_eq!(line["aud"], upstream.as_str(), "{line}");
+        assert_ne!(line["aud"], resource.as_str(), "{line}");
+    }
+    let calls: Vec<&Value> = lines
+        .iter()
+        .filter(|line| line["rpc"] == json!(["tools/call"]))
+        .collect();
+    assert_eq!(calls.len(), 1, "{lines:#?}");
+    assert_eq!(calls[0]["sub"], "alice");
+    assert!(
+        lines
+            .iter()
+            .filter(|line| line["rpc"] != json!(["tools/call"]))
+            .all(|line| line["sub"] == "mcpgw" && line["act"].is_null()),
+        "housekeeping carries the gateway's own token: {lines:#?}"
+    );
+
+    // The client secret is masked in the API, and no secret or token is in the log.
+    let definition = call(
+        &gw,
+        "GET",
+        "/api/mcp_servers/up",
+        Some(&api_key),
+        "10.9.10.2",
+        None,
+    );
+    assert_eq!(
+        definition.body["token_exchange"]["client_secret"], "***",
+        "{}",
+        definition.body
+    );
+    let config = call(&gw, "GET", "/api/config", Some(&api_key), "10.9.10.2", None);
+    assert!(
+        !config.body.to_string().contains(CLIENT_SECRET),
+        "{}",
+        config.body
+    );
+    let log = gw.stderr();
+    assert!(
+        !log.contains(CLIENT_SECRET),
+        "the log holds the client secret"
+    );
+    assert!(!log.contains("eyJ"), "the log holds a token");
+}

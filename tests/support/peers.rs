@@ -490,6 +490,30 @@ pub fn conformance_problems(run: &Value, expected_failures: &[&str]) -> Vec<Stri
     problems
 }
 
+/// Starts `tests/python/protected_server.py` on `port`: a remote MCP server (the official SDK's)
+/// that admits only requests carrying an access token of `issuer` minted for its own resource,
+/// `http://127.0.0.1:PORT/mcp`, and appends the claims each request's token held (never the
+/// token) to `record`, one JSON line per request. Tools: `whoami`, `echo`.
+pub fn start_protected_server(issuer: &str, port: u16, record: &Path) -> RunningPeer {
+    let mut command = Command::new(python());
+    command.arg(python_script("protected_server.py")).args([
+        "--issuer",
+        issuer,
+        "--resource",
+        &format!("http://127.0.0.1:{port}/mcp"),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        &port.to_string(),
+        "--record",
+        &text(record),
+    ]);
+    RunningPeer::start(command, "protected_server.py", |line| {
+        line.strip_prefix("listening on ")
+            .map(|url| url.trim().to_owned())
+    })
+}
+
 // --- The OAuth authorization server -------------------------------------------------------------
 
 /// Starts `tests/node/oidc_provider.mjs` (oidc-provider, a certified OpenID provider) with

@@ -85,6 +85,7 @@ impl ServerDefinition {
             ServerMode::Remote => LaunchSpec::Remote {
                 endpoint: self.endpoint.clone().unwrap_or_default(),
                 headers: self.headers.clone().unwrap_or_default(),
+                token_exchange: self.token_exchange.clone(),
             },
             ServerMode::Registered(name) => LaunchSpec::Custom(
                 CustomLaunch::new(name.clone(), self.settings.clone().unwrap_or_default()).ok()?,
@@ -196,10 +197,15 @@ impl ServerDefinition {
                     _ => {}
                 }
             }
-            LaunchSpec::Remote { endpoint, headers } => {
+            LaunchSpec::Remote {
+                endpoint,
+                headers,
+                token_exchange,
+            } => {
                 definition.mode = Some(ServerMode::Remote);
                 definition.endpoint = Some(endpoint.clone());
                 definition.headers = Some(headers.clone()).filter(|headers| !headers.is_empty());
+                definition.token_exchange.clone_from(token_exchange);
             }
             LaunchSpec::Custom(custom) => {
                 definition.mode = Some(ServerMode::Registered(custom.mode().to_owned()));

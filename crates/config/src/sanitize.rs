@@ -261,6 +261,12 @@ fn secret_by_place(path: &[Step]) -> bool {
         .collect();
     match keys.as_slice() {
         [Some("mcp_servers"), Some(_), Some("env" | "headers"), ..] => true,
+        [
+            Some("mcp_servers"),
+            Some(_),
+            Some("token_exchange"),
+            Some("client_secret"),
+        ] => true,
         // A registered mode's settings: like a discovery source's, by the names of the keys.
         [Some("mcp_servers"), Some(_), Some("settings"), rest @ ..] => rest
             .iter()

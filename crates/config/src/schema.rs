@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use std::time::Duration;
 
-use mcpgw_core::{EventRetention, Tool};
+use mcpgw_core::{EventRetention, TokenExchange, Tool};
 use serde::{Deserialize, Serialize};
 
 use crate::de;
@@ -319,6 +319,10 @@ pub struct ServerDefinition {
         skip_serializing_if = "Option::is_none"
     )]
     pub headers: Option<BTreeMap<String, String>>,
+    /// remote: calls carry a token of the server's own, exchanged for the caller's access
+    /// token at the authorization server (RFC 8693).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_exchange: Option<TokenExchange>,
 
     /// a registered mode: the settings its launcher reads, checked by the mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]

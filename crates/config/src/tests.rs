@@ -114,6 +114,7 @@ fn the_full_example_parses_into_servers_groups_and_sections() {
         LaunchSpec::Remote {
             endpoint: "https://host/mcp".into(),
             headers: BTreeMap::from([("Authorization".to_owned(), "Bearer t0k3n".to_owned())]),
+            token_exchange: None,
         }
     );
     assert_eq!(
@@ -873,6 +874,7 @@ fn variables_are_expanded_with_defaults_and_recorded() {
         LaunchSpec::Remote {
             endpoint: "https://localhost/mcp".into(),
             headers: BTreeMap::from([("Authorization".to_owned(), "Bearer t0k3n".to_owned())]),
+            token_exchange: None,
         }
     );
     let references: Vec<(&str, Option<&str>, bool, usize, &str)> = config

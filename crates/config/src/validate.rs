@@ -131,6 +131,7 @@ const SERVER_KEY_MODES: &[(&str, &[KeyMode])] = {
         ("docker_host", &[Docker]),
         ("endpoint", &[Remote]),
         ("headers", &[Remote]),
+        ("token_exchange", &[Remote]),
         ("settings", &[Registered]),
         ("strategy", &[Group]),
         ("min_healthy", &[Group]),
@@ -164,6 +165,7 @@ fn present_keys(definition: &ServerDefinition) -> Vec<&'static str> {
         ("docker_host", definition.docker_host.is_some()),
         ("endpoint", definition.endpoint.is_some()),
         ("headers", definition.headers.is_some()),
+        ("token_exchange", definition.token_exchange.is_some()),
         ("settings", definition.settings.is_some()),
         ("strategy", definition.strategy.is_some()),
         ("min_healthy", definition.min_healthy.is_some()),
@@ -660,9 +662,46 @@ fn validate_remote(definition: &ServerDefinition, path: &KeyPath, findings: &mut
         if value.contains(['\r', '\n', '\0']) {
             findings.error(
                 ConfigErrorKind::InvalidValue,
-                header_path,
+                header_path.clone(),
                 "a header value must not contain line breaks or NUL characters",
             );
+        }
+        if definition.token_exchange.is_some() && name.eq_ignore_ascii_case("authorization") {
+            findings.error(
+                ConfigErrorKind::InvalidValue,
+                header_path,
+                "with `token_exchange` the gateway sets Authorization itself, per caller; \
+                 remove this header",
+            );
+        }
+    }
+    if let Some(exchange) = &definition.token_exchange {
+        let exchange_path = path.key("token_exchange");
+        for (key, value) in [
+            ("token_endpoint", Some(&exchange.token_endpoint)),
+            ("resource", exchange.resource.as_ref()),
+        ] {
+            if let Some(value) = value
+                && let Err(problem) = check_http_url(value)
+            {
+                findings.error(
+                    ConfigErrorKind::InvalidValue,
+                    exchange_path.key(key),
+                    problem,
+                );
+            }
+        }
+        for (key, value) in [
+            ("client_id", &exchange.client_id),
+            ("client_secret", &exchange.client_secret),
+        ] {
+            if value.trim().is_empty() {
+                findings.error(
+                    ConfigErrorKind::InvalidValue,
+                    exchange_path.key(key),
+                    "must not be empty: the gateway's client at the authorization server",
+                );
+            }
         }
     }
 }

@@ -197,6 +197,8 @@ pub fn caller_of(identity: &Identity) -> Caller {
             scopes: limit.scopes().to_vec(),
             covers: limit.covers_names(),
         }),
+        // The identity does not hold the token; the HTTP adapter adds it.
+        subject_token: None,
     }
 }
 

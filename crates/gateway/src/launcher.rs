@@ -508,6 +508,7 @@ mod tests {
         let remote = LaunchSpec::Remote {
             endpoint: "http://127.0.0.1:1/mcp".into(),
             headers: Default::default(),
+            token_exchange: None,
         };
         let launcher = super::CompositeLauncher::new()
             .with_mode("subprocess", Arc::new(Named("processes")))

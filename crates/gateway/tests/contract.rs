@@ -104,6 +104,7 @@ impl ServerLauncherFixture for StdioLaunches {
         spec.launch = LaunchSpec::Remote {
             endpoint: "http://127.0.0.1:1/mcp".to_owned(),
             headers: BTreeMap::new(),
+            token_exchange: None,
         };
         spec
     }

@@ -26,6 +26,7 @@ use actix_web::http::header::{self, HeaderValue};
 use actix_web::middleware::Next;
 use actix_web::{HttpMessage as _, HttpResponse, ResponseError as _, web};
 use mcpgw_gateway::authz::{AuthError, Decision, DenyReason, Identity, Permission};
+use mcpgw_gateway::core::SubjectToken;
 use mcpgw_gateway::{AuthService, AuthServiceError, Credentials, caller_of};
 
 use crate::error::{ApiError, ErrorEnvelope, names};
@@ -178,6 +179,18 @@ pub async fn authenticate(
     };
 
     let credentials = credentials_of(&request, &auth, &state);
+    // Kept only when it is what authenticated the request: remote servers configured for
+    // token exchange get a token of their own for it (API keys win over tokens).
+    let subject_token = credentials
+        .bearer
+        .as_deref()
+        .filter(|_| {
+            credentials
+                .api_key
+                .as_deref()
+                .is_none_or(|key| key.trim().is_empty() || !auth.settings().api_key_enabled)
+        })
+        .map(SubjectToken::new);
     let client = state.client_address(request.request());
     let identity = match auth.authenticate(credentials, client).await {
         Ok(identity) => identity,
@@ -215,6 +228,7 @@ pub async fn authenticate(
     }
     let mut caller = caller_of(&identity);
     caller.address = client;
+    caller.subject_token = subject_token;
     request.extensions_mut().insert(caller);
     request.extensions_mut().insert(identity);
     next.call(request)

@@ -246,6 +246,27 @@ pub struct RemoteLaunch {
     pub endpoint: String,
     /// Header names with every value shown as `"***"`.
     pub headers: BTreeMap<String, String>,
+    /// How calls get a token of the server's own for each caller, when configured; the client
+    /// secret shown as `"***"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_exchange: Option<TokenExchangeView>,
+}
+
+/// A remote server's token exchange settings, secret masked.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TokenExchangeView {
+    pub token_endpoint: String,
+    pub client_id: String,
+    /// Always `"***"`.
+    pub client_secret: String,
+    /// `client_secret_basic` or `client_secret_post`.
+    pub client_auth: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audience: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
 }
 
 /// The launch fields of a server in a mode the gateway's embedder registered.
@@ -305,9 +326,22 @@ impl LaunchDetails {
                     _ => None,
                 },
             }),
-            LaunchSpec::Remote { endpoint, headers } => LaunchDetails::Remote(RemoteLaunch {
+            LaunchSpec::Remote {
+                endpoint,
+                headers,
+                token_exchange,
+            } => LaunchDetails::Remote(RemoteLaunch {
                 endpoint: endpoint.clone(),
                 headers: masked(headers),
+                token_exchange: token_exchange.as_ref().map(|exchange| TokenExchangeView {
+                    token_endpoint: exchange.token_endpoint.clone(),
+                    client_id: exchange.client_id.clone(),
+                    client_secret: mcpgw_config::SECRET_MASK.to_owned(),
+                    client_auth: exchange.client_auth.as_str().to_owned(),
+                    resource: exchange.resource.clone(),
+                    audience: exchange.audience.clone(),
+                    scope: exchange.scope.clone(),
+                }),
             }),
             LaunchSpec::Custom(custom) => LaunchDetails::Registered(RegisteredLaunch {
                 settings: mcpgw_config::sanitized_launch_settings(custom.settings()),

@@ -31,6 +31,32 @@ pub struct Caller {
     /// The scopes of the OAuth access token the caller presented, when its issuer holds
     /// tokens to their scopes; `None` when the caller's roles alone decide.
     pub token_scopes: Option<CallerScopes>,
+    /// The access token the caller authenticated with, when it was one: what a remote server
+    /// configured for token exchange receives a token of its own for, on this caller's behalf.
+    /// Never sent anywhere itself.
+    pub subject_token: Option<SubjectToken>,
+}
+
+/// A caller's access token, kept only to be exchanged (RFC 8693) for a token of an upstream.
+/// It never shows itself: `Debug` prints a placeholder, and there is no `Display`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SubjectToken(std::sync::Arc<str>);
+
+impl SubjectToken {
+    pub fn new(token: &str) -> Self {
+        Self(token.into())
+    }
+
+    /// The token itself, for the request that exchanges it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for SubjectToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SubjectToken(<redacted>)")
+    }
 }
 
 /// What an access token's scopes let its holder do, carried with the caller so that every

@@ -83,7 +83,7 @@ pub use events::{
 };
 pub use frontend::{
     Caller, CallerScopes, FrontendError, FrontendErrorKind, ListChanges, McpFrontend,
-    ResourceSubscription, empty_completion,
+    ResourceSubscription, SubjectToken, empty_completion,
 };
 pub use health::{BackoffPolicy, FailureTracker};
 pub use history::{HistoryPage, InMemoryInvocationHistory, InvocationHistory, InvocationRecord};
@@ -105,7 +105,10 @@ pub use relay::{
     CallTicket, ClientRelay, LOG_LEVELS, RelayCapabilities, RelayError, RelayRoutes, RelaySession,
     Relayed, log_severity,
 };
-pub use spec::{ContainerCli, ContainerEngine, CustomLaunch, LaunchSpec, ServerOrigin, ServerSpec};
+pub use spec::{
+    ClientAuth, ContainerCli, ContainerEngine, CustomLaunch, LaunchSpec, ServerOrigin, ServerSpec,
+    TokenExchange,
+};
 pub use state::{ServerState, TransitionError};
 pub use task::{
     TASK_METHODS, TASK_RESULT, TASKS_EXTENSION, scope_task, scoped_id, split_scoped_id,

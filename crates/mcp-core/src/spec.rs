@@ -44,6 +44,9 @@ pub enum LaunchSpec {
     Remote {
         endpoint: String,
         headers: BTreeMap<String, String>,
+        /// Calls carry a token of the server's own, exchanged for the caller's (RFC 8693).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        token_exchange: Option<TokenExchange>,
     },
     /// A mode registered by whoever assembled the gateway (see
     /// [`LaunchMode`](crate::LaunchMode)): its launcher reads the settings. Its serde form
@@ -85,7 +88,69 @@ enum BuiltInLaunch {
         endpoint: String,
         #[serde(default)]
         headers: BTreeMap<String, String>,
+        #[serde(default)]
+        token_exchange: Option<TokenExchange>,
     },
+}
+
+/// How a remote server gets a token for each caller: the gateway exchanges the caller's access
+/// token at the authorization server's token endpoint (OAuth 2.0 Token Exchange, RFC 8693) for
+/// one whose audience is the server, as the client `client_id`. Requests the gateway makes on
+/// its own behalf (initialize, tool lists, health checks) carry a token of the client itself
+/// (the client credentials grant). The caller's token is never sent to the server.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenExchange {
+    pub token_endpoint: String,
+    pub client_id: String,
+    pub client_secret: String,
+    /// How the client authenticates at the token endpoint.
+    #[serde(default)]
+    pub client_auth: ClientAuth,
+    /// The `resource` asked for (RFC 8707); `None`: the server's endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+    /// The `audience` asked for, for authorization servers that name targets that way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audience: Option<String>,
+    /// The `scope` asked for; `None` asks for none (the server's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+}
+
+impl std::fmt::Debug for TokenExchange {
+    /// Never shows the client secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenExchange")
+            .field("token_endpoint", &self.token_endpoint)
+            .field("client_id", &self.client_id)
+            .field("client_secret", &"<redacted>")
+            .field("client_auth", &self.client_auth)
+            .field("resource", &self.resource)
+            .field("audience", &self.audience)
+            .field("scope", &self.scope)
+            .finish()
+    }
+}
+
+/// How a client authenticates at a token endpoint (RFC 6749 §2.3.1).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClientAuth {
+    /// HTTP Basic with the client id and secret (every authorization server takes it).
+    #[default]
+    ClientSecretBasic,
+    /// The id and secret as form fields.
+    ClientSecretPost,
+}
+
+impl ClientAuth {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClientAuth::ClientSecretBasic => "client_secret_basic",
+            ClientAuth::ClientSecretPost => "client_secret_post",
+        }
+    }
 }
 
 impl LaunchSpec {
@@ -136,7 +201,15 @@ impl From<BuiltInLaunch> for LaunchSpec {
                 volumes,
                 engine,
             },
-            BuiltInLaunch::Remote { endpoint, headers } => LaunchSpec::Remote { endpoint, headers },
+            BuiltInLaunch::Remote {
+                endpoint,
+                headers,
+                token_exchange,
+            } => LaunchSpec::Remote {
+                endpoint,
+                headers,
+                token_exchange,
+            },
         }
     }
 }
@@ -416,10 +489,25 @@ impl LaunchSpec {
                     }
                 }
             }
-            LaunchSpec::Remote { endpoint, headers } => {
+            LaunchSpec::Remote {
+                endpoint,
+                headers,
+                token_exchange,
+            } => {
                 encoder.text("remote");
                 encoder.text(endpoint);
                 encoder.map(headers);
+                // Only when set, so that the digests of servers without it stay as they were.
+                if let Some(exchange) = token_exchange {
+                    encoder.text("token_exchange");
+                    encoder.text(&exchange.token_endpoint);
+                    encoder.text(&exchange.client_id);
+                    encoder.text(&exchange.client_secret);
+                    encoder.text(exchange.client_auth.as_str());
+                    for value in [&exchange.resource, &exchange.audience, &exchange.scope] {
+                        encoder.text(value.as_deref().unwrap_or(""));
+                    }
+                }
             }
             LaunchSpec::Custom(custom) => {
                 encoder.text("custom");
@@ -583,6 +671,7 @@ mod tests {
                 LaunchSpec::Remote {
                     endpoint: "https://example.com/mcp".to_owned(),
                     headers: env.clone(),
+                    token_exchange: None,
                 },
                 ServerOrigin::Api,
             ),
@@ -789,6 +878,7 @@ mod tests {
         let remote = LaunchSpec::Remote {
             endpoint: "https://h/mcp".into(),
             headers: BTreeMap::from([("Authorization".into(), "Bearer x".into())]),
+            token_exchange: None,
         };
         assert_eq!(
             remote.digest(),
@@ -981,10 +1071,12 @@ mod tests {
                 LaunchSpec::Remote {
                     endpoint: "https://h/mcp".into(),
                     headers: BTreeMap::new(),
+                    token_exchange: None,
                 },
                 LaunchSpec::Remote {
                     endpoint: "https://h/mcp2".into(),
                     headers: BTreeMap::new(),
+                    token_exchange: None,
                 },
             ),
         ];

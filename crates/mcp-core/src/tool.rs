@@ -124,6 +124,9 @@ pub struct CallContext {
     pub cancellation: CancellationToken,
     pub progress: Option<ProgressHandler>,
     pub principal: Option<String>,
+    /// The caller's access token, for a remote server that exchanges it for one of its own
+    /// (see [`crate::SubjectToken`]); `None` for callers that authenticated otherwise.
+    pub subject_token: Option<crate::SubjectToken>,
     /// Where the server's requests and log messages during this call go (see
     /// [`crate::relay`]); `None` for a caller that can be sent nothing.
     pub relay: Option<crate::relay::ClientRelay>,
@@ -141,6 +144,7 @@ impl std::fmt::Debug for CallContext {
             .field("cancelled", &self.cancellation.is_cancelled())
             .field("progress", &self.progress.is_some())
             .field("principal", &self.principal)
+            .field("subject_token", &self.subject_token)
             .field("relay", &self.relay)
             .field("input", &self.input)
             .field("tasks", &self.tasks)

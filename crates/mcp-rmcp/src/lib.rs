@@ -55,6 +55,7 @@ mod remote;
 mod server;
 mod session;
 mod stdio;
+mod token_exchange;
 
 pub use http_service::{McpHttpBody, McpHttpHandler, McpHttpSettings, streamable_http_handler};
 pub use local_set::on_local_set;

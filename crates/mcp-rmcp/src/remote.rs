@@ -20,6 +20,7 @@ use async_trait::async_trait;
 use mcpgw_core::logs::LogBuffer;
 use mcpgw_core::{
     LaunchError, LaunchSpec, LaunchedServer, McpSession, ServerId, ServerLauncher, ServerSpec,
+    TokenExchange,
 };
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::{ClientConfig, ClientJsonRpcMessage};
@@ -33,6 +34,7 @@ use rmcp::transport::streamable_http_client::{
 use tokio_util::sync::CancellationToken;
 
 use crate::session::{ConnectionLost, RmcpSession, SessionSetup};
+use crate::token_exchange::{UpstreamCredentials, take_credential_number};
 
 /// Headers the Streamable HTTP transport sets itself; configuring them would break the protocol.
 const TRANSPORT_HEADERS: &[&str] = &[
@@ -130,7 +132,28 @@ impl RemoteLauncher {
         endpoint: &str,
         headers: &BTreeMap<String, String>,
     ) -> Result<RmcpSession, LaunchError> {
+        self.connect_session_as(server_id, endpoint, headers, None)
+            .await
+    }
+
+    /// [`RemoteLauncher::connect_session`] for a server configured for token exchange: tool
+    /// calls carry a token exchanged for the caller's, everything else the gateway client's own
+    /// (see the `token_exchange` module).
+    pub async fn connect_session_as(
+        &self,
+        server_id: &ServerId,
+        endpoint: &str,
+        headers: &BTreeMap<String, String>,
+        token_exchange: Option<&TokenExchange>,
+    ) -> Result<RmcpSession, LaunchError> {
         let target = RemoteTarget::parse(endpoint, headers)?;
+        let credentials = token_exchange
+            .map(|exchange| {
+                UpstreamCredentials::new(exchange.clone(), endpoint, server_id.to_string())
+                    .map(Arc::new)
+                    .map_err(LaunchError::Other)
+            })
+            .transpose()?;
         let http = reqwest::Client::builder()
             .connect_timeout(self.settings.connect_timeout)
             .build()
@@ -145,6 +168,7 @@ impl RemoteLauncher {
         let client = WatchedHttpClient {
             inner: http,
             watch: Arc::clone(&watch),
+            credentials: credentials.clone(),
         };
         let mut config = StreamableHttpClientTransportConfig::with_uri(target.url.as_str())
             .custom_headers(target.headers)
@@ -168,6 +192,7 @@ impl RemoteLauncher {
             request_timeout: self.settings.request_timeout,
             connection_lost: Some(connection_lost),
             failure_hint: format!("check that the server at {} is up", target.display),
+            credentials,
         };
         let handshake = RmcpSession::establish(server_id.clone(), transport, setup);
         // On timeout the handshake is dropped, and with it the transport and its requests.
@@ -198,10 +223,17 @@ impl ServerLauncher for RemoteLauncher {
         spec: &ServerSpec,
         _logs: Arc<LogBuffer>,
     ) -> Result<LaunchedServer, LaunchError> {
-        let LaunchSpec::Remote { endpoint, headers } = &spec.launch else {
+        let LaunchSpec::Remote {
+            endpoint,
+            headers,
+            token_exchange,
+        } = &spec.launch
+        else {
             return Err(LaunchError::UnsupportedMode(spec.launch.mode().to_owned()));
         };
-        let session = self.connect_session(&spec.id, endpoint, headers).await?;
+        let session = self
+            .connect_session_as(&spec.id, endpoint, headers, token_exchange.as_ref())
+            .await?;
         let session: Arc<dyn McpSession> = Arc::new(session);
         Ok(LaunchedServer { session })
     }
@@ -385,11 +417,42 @@ impl ConnectionWatch {
     }
 }
 
-/// rmcp's reqwest client, with every outcome reported to the session's [`ConnectionWatch`].
+/// rmcp's reqwest client, with every outcome reported to the session's [`ConnectionWatch`]. For
+/// a server configured for token exchange it also sets each request's `Authorization`: a tool
+/// call's exchanged token, or the gateway client's own.
 #[derive(Clone)]
 struct WatchedHttpClient {
     inner: reqwest::Client,
     watch: Arc<ConnectionWatch>,
+    credentials: Option<Arc<UpstreamCredentials>>,
+}
+
+impl WatchedHttpClient {
+    /// The bearer token of a request: rmcp's (none is configured) without token exchange; with
+    /// it, the token waiting for this tool call, else the gateway's own.
+    async fn bearer_for(
+        &self,
+        message: Option<&mut ClientJsonRpcMessage>,
+        configured: Option<String>,
+    ) -> Result<Option<String>, StreamableHttpError<reqwest::Error>> {
+        let Some(credentials) = &self.credentials else {
+            return Ok(configured);
+        };
+        if let Some(number) = message.and_then(take_credential_number) {
+            return match credentials.pending(number) {
+                Some(token) => Ok(Some(token)),
+                // The call was given up while its request waited: send nothing in its name.
+                None => Err(StreamableHttpError::UnexpectedServerResponse(
+                    "the call's credential is gone: the call ended before it was sent".into(),
+                )),
+            };
+        }
+        credentials
+            .own_token()
+            .await
+            .map(Some)
+            .map_err(|error| StreamableHttpError::UnexpectedServerResponse(error.0.into()))
+    }
 }
 
 impl StreamableHttpClient for WatchedHttpClient {
@@ -398,11 +461,12 @@ impl StreamableHttpClient for WatchedHttpClient {
     async fn post_message(
         &self,
         uri: Arc<str>,
-        message: ClientJsonRpcMessage,
+        mut message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        let auth_header = self.bearer_for(Some(&mut message), auth_header).await?;
         let result = self
             .inner
             .post_message(uri, message, session_id, auth_header, custom_headers)
@@ -413,12 +477,13 @@ impl StreamableHttpClient for WatchedHttpClient {
     async fn post_message_with_max_sse_event_size(
         &self,
         uri: Arc<str>,
-        message: ClientJsonRpcMessage,
+        mut message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        let auth_header = self.bearer_for(Some(&mut message), auth_header).await?;
         let result = self
             .inner
             .post_message_with_max_sse_event_size(
@@ -441,6 +506,7 @@ impl StreamableHttpClient for WatchedHttpClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), StreamableHttpError<Self::Error>> {
+        let auth_header = self.bearer_for(None, auth_header).await?;
         self.inner
             .delete_session(uri, session_id, auth_header, custom_headers)
             .await
@@ -454,6 +520,7 @@ impl StreamableHttpClient for WatchedHttpClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxedSseResponse, StreamableHttpError<Self::Error>> {
+        let auth_header = self.bearer_for(None, auth_header).await?;
         let result = self
             .inner
             .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
@@ -470,6 +537,7 @@ impl StreamableHttpClient for WatchedHttpClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxedSseResponse, StreamableHttpError<Self::Error>> {
+        let auth_header = self.bearer_for(None, auth_header).await?;
         let result = self
             .inner
             .get_stream_with_max_sse_event_size(
@@ -550,7 +618,7 @@ fn classify(error: &StreamableHttpError<reqwest::Error>) -> Option<RemoteFailure
 
 /// The causes of an error without its outermost message: reqwest's names the full URL, which
 /// may carry a secret in its query.
-fn error_causes(error: &reqwest::Error) -> String {
+pub(crate) fn error_causes(error: &reqwest::Error) -> String {
     let mut causes: Vec<String> = Vec::new();
     let mut source = error.source();
     while let Some(cause) = source {

@@ -365,6 +365,7 @@ impl GatewayMcpServer {
             cancellation: cancel.clone(),
             progress,
             principal: caller.principal.clone(),
+            subject_token: caller.subject_token.clone(),
             relay: Some(relay),
             ..ctx
         };
@@ -431,6 +432,7 @@ impl GatewayMcpServer {
                 cancellation: cancel.clone(),
                 progress: None,
                 principal: caller.principal.clone(),
+                subject_token: caller.subject_token.clone(),
                 relay: Some(relay),
                 input,
                 tasks: false,
@@ -459,6 +461,7 @@ impl GatewayMcpServer {
                 cancellation: caller_gone,
                 progress: None,
                 principal: caller.principal.clone(),
+                subject_token: caller.subject_token.clone(),
                 relay: None,
                 input,
                 tasks: false,
@@ -537,6 +540,7 @@ impl GatewayMcpServer {
         let ctx = CallContext {
             cancellation: context.ct.clone(),
             principal: caller.principal.clone(),
+            subject_token: caller.subject_token.clone(),
             relay,
             input,
             ..CallContext::default()
@@ -1370,6 +1374,7 @@ impl ServerHandler for GatewayMcpServer {
             cancellation: context.ct.clone(),
             progress,
             principal: caller.principal.clone(),
+            subject_token: caller.subject_token.clone(),
             relay,
             input,
             tasks,

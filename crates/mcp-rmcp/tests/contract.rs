@@ -126,6 +126,7 @@ fn remote(endpoint: String) -> ServerSpec {
     spec.launch = LaunchSpec::Remote {
         endpoint,
         headers: BTreeMap::new(),
+        token_exchange: None,
     };
     spec
 }

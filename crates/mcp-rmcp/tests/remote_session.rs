@@ -535,6 +535,7 @@ async fn the_launcher_serves_remote_specs_only() {
     spec.launch = LaunchSpec::Remote {
         endpoint: fixture.endpoint.clone(),
         headers: BTreeMap::new(),
+        token_exchange: None,
     };
     let launched = within(launcher.launch(&spec, logs)).await.unwrap();
     assert_eq!(

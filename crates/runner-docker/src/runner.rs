@@ -456,6 +456,7 @@ mod tests {
         assert!(!runner.supports(&LaunchSpec::Remote {
             endpoint: "http://x".to_owned(),
             headers: Default::default(),
+            token_exchange: None,
         }));
     }
 

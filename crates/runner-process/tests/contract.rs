@@ -35,6 +35,7 @@ impl ProcessSpawnerFixture for LocalProcesses {
         LaunchSpec::Remote {
             endpoint: "http://127.0.0.1:9/mcp".to_owned(),
             headers: BTreeMap::new(),
+            token_exchange: None,
         }
     }
 }

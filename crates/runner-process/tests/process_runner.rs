@@ -295,6 +295,7 @@ async fn only_subprocess_specs_are_supported() {
     let remote = LaunchSpec::Remote {
         endpoint: "http://127.0.0.1:1/mcp".into(),
         headers: BTreeMap::new(),
+        token_exchange: None,
     };
     assert!(!runner.supports(&remote));
     match spawn_error(&runner, &remote).await {

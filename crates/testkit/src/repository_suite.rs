@@ -223,6 +223,16 @@ pub fn sample_remote_spec(id: &str) -> ServerSpec {
                 ("Authorization".to_owned(), "Bearer abc.def".to_owned()),
                 ("X-Trace".to_owned(), "on".to_owned()),
             ]),
+            // Kept whole, client secret included: the store is where it lives.
+            token_exchange: Some(mcpgw_core::TokenExchange {
+                token_endpoint: "https://idp.example.com/token".to_owned(),
+                client_id: "mcpgw".to_owned(),
+                client_secret: "s3cret".to_owned(),
+                client_auth: mcpgw_core::ClientAuth::ClientSecretPost,
+                resource: Some("https://mcp.example.com/mcp".to_owned()),
+                audience: None,
+                scope: Some("files:read".to_owned()),
+            }),
         },
         idle_ttl: Duration::from_secs(1),
         health_check_interval: Duration::from_secs(3_600),
