@@ -1022,11 +1022,19 @@ fn mcp_with_token(
     headers: &[(&str, &str)],
 ) -> Reply {
     const PROTOCOL: &str = "2026-07-28";
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": PROTOCOL,
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "mcpgw-e2e", "version": "0"},
-    });
+    // The era's members join whatever `_meta` the test put in.
+    let mut meta = params["_meta"].as_object().cloned().unwrap_or_default();
+    for (key, value) in [
+        ("io.modelcontextprotocol/protocolVersion", json!(PROTOCOL)),
+        ("io.modelcontextprotocol/clientCapabilities", json!({})),
+        (
+            "io.modelcontextprotocol/clientInfo",
+            json!({"name": "mcpgw-e2e", "version": "0"}),
+        ),
+    ] {
+        meta.insert(key.to_owned(), value);
+    }
+    params["_meta"] = Value::Object(meta);
     let agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(Duration::from_secs(30)))
@@ -1777,4 +1785,67 @@ fn a_remote_server_receives_a_token_exchanged_for_the_callers_and_never_the_call
         "the log holds the client secret"
     );
     assert!(!log.contains("eyJ"), "the log holds a token");
+}
+
+#[test]
+fn servers_that_name_a_meta_key_learn_the_calling_principal_and_no_caller_can_forge_it() {
+    let data = tempfile::tempdir().unwrap();
+    let alice = cli_key(data.path(), "user:alice", Some("developer"));
+    let remote = support::peers::start_fixture_http(&["--extra-tools", "1"]);
+    let fixture = support::fixture_binary().display().to_string();
+    let gw = gateway()
+        .config(&format!(
+            "auth:\n  enabled: true\n  trusted_proxies: [\"127.0.0.1\"]\nmcp_servers:\n\
+             \x20 local:\n    mode: subprocess\n    command: [\"{fixture}\", \"--extra-tools\", \"1\"]\n\
+             \x20   caller_meta: com.example/caller\n\
+             \x20 far:\n    mode: remote\n    endpoint: \"{}\"\n    caller_meta: com.example/caller\n\
+             \x20 plain:\n    mode: subprocess\n    command: [\"{fixture}\", \"--extra-tools\", \"1\"]\n",
+            remote.url
+        ))
+        .data_dir(data)
+        .start();
+    let meta_seen_by = |server: &str, meta: Value| -> Value {
+        let reply = mcp_with_token(
+            &gw,
+            None,
+            "tools/call",
+            json!({"name": format!("{server}__tool_0"), "arguments": {"n": 1}, "_meta": meta}),
+            &[("x-api-key", alice.as_str())],
+        );
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        let text = reply.body["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{server}: {}", reply.body));
+        let echoed: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(echoed["n"], 1, "{echoed}");
+        echoed["_meta"].clone()
+    };
+    // Over stdio (the direct path) and over HTTP (through rmcp).
+    for server in ["local", "far"] {
+        let meta = meta_seen_by(server, json!({}));
+        assert_eq!(meta["com.example/caller"], "user:alice", "{server}: {meta}");
+        // Bad input: a caller who names itself someone else in its own `_meta`.
+        let meta = meta_seen_by(server, json!({"com.example/caller": "user:root"}));
+        assert_eq!(meta["com.example/caller"], "user:alice", "{server}: {meta}");
+    }
+    // A server that names no key learns nothing of the caller.
+    let meta = meta_seen_by("plain", json!({}));
+    assert!(meta.get("com.example/caller").is_none(), "{meta}");
+
+    // Bad input at config check: a key MCP reserves, and one with a blank.
+    for (key, words) in [
+        ("io.modelcontextprotocol/caller", "reserved"),
+        ("my caller", "not a `_meta` key"),
+    ] {
+        let stderr = support::start_fails(
+            Some(&format!(
+                "mcp_servers:\n  x:\n    mode: subprocess\n    command: [\"{fixture}\"]\n    caller_meta: \"{key}\"\n"
+            )),
+            &[],
+        );
+        assert!(
+            stderr.contains("caller_meta") && stderr.contains(words),
+            "{key}: {stderr}"
+        );
+    }
 }

@@ -514,6 +514,19 @@ pub fn start_protected_server(issuer: &str, port: u16, record: &Path) -> Running
     })
 }
 
+/// Starts the fixture server in its HTTP mode on a free port with `args` besides; the peer's
+/// `url` is its MCP endpoint.
+pub fn start_fixture_http(args: &[&str]) -> RunningPeer {
+    let mut command = Command::new(super::fixture_binary());
+    command
+        .args(["--http", &free_port().to_string()])
+        .args(args);
+    RunningPeer::start(command, "the fixture server over HTTP", |line| {
+        line.strip_prefix("fixture listening on ")
+            .map(|url| url.trim().to_owned())
+    })
+}
+
 // --- The OAuth authorization server -------------------------------------------------------------
 
 /// Starts `tests/node/oidc_provider.mjs` (oidc-provider, a certified OpenID provider) with

@@ -309,6 +309,11 @@ pub struct ServerDefinition {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub docker_host: Option<String>,
 
+    /// subprocess, docker, remote: the `_meta` key under which each tool call carries the
+    /// calling principal (`com.example/caller`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller_meta: Option<String>,
+
     /// remote: the MCP Streamable HTTP endpoint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,

@@ -120,6 +120,7 @@ const SERVER_KEY_MODES: &[(&str, &[KeyMode])] = {
             &[Subprocess, Docker, Remote, Registered],
         ),
         ("tools", &[Subprocess, Docker, Remote, Registered]),
+        ("caller_meta", &[Subprocess, Docker, Remote, Registered]),
         ("image", &[Docker]),
         ("args", &[Docker]),
         ("network", &[Docker]),
@@ -154,6 +155,7 @@ fn present_keys(definition: &ServerDefinition) -> Vec<&'static str> {
             definition.max_consecutive_failures.is_some(),
         ),
         ("tools", definition.tools.is_some()),
+        ("caller_meta", definition.caller_meta.is_some()),
         ("image", definition.image.is_some()),
         ("args", definition.args.is_some()),
         ("network", definition.network.is_some()),
@@ -460,6 +462,35 @@ pub(crate) fn validate_server(
     }
     if let Some(tools) = definition.tools.as_ref().filter(|_| belongs("tools", mode)) {
         validate_tools(tools, &path.key("tools"), findings);
+    }
+    if let Some(key) = &definition.caller_meta {
+        let problem = if key.is_empty()
+            || key
+                .chars()
+                .any(|c| c.is_whitespace() || c.is_control() || c == '"')
+        {
+            Some(format!(
+                "`{}` is not a `_meta` key: write one word such as com.example/caller",
+                mcpgw_core::bounded_for_message(key)
+            ))
+        } else if key.starts_with("io.modelcontextprotocol/")
+            || key.starts_with("io.mcpgw/")
+            || key == "progressToken"
+        {
+            Some(format!(
+                "`{key}` is reserved (by MCP or the gateway); name it under your own domain, \
+                 such as com.example/caller"
+            ))
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            findings.error(
+                ConfigErrorKind::InvalidValue,
+                path.key("caller_meta"),
+                problem,
+            );
+        }
     }
 
     match &definition.mode {

@@ -199,6 +199,15 @@ impl ManagedServer {
         )
     }
 
+    /// [`ServerSpec::caller_meta`], without copying the spec.
+    fn caller_meta(&self) -> Option<Arc<str>> {
+        self.spec
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .caller_meta
+            .clone()
+    }
+
     fn status(&self) -> std::sync::MutexGuard<'_, Status> {
         self.status
             .lock()
@@ -1224,6 +1233,8 @@ impl ServerManager {
         let _in_flight = InFlight::enter(self, &server);
         let timeout = self.inner.settings.call_timeout;
         let session = self.session_for_call(&server, id).await?;
+        let mut ctx = ctx;
+        ctx.caller_meta.clone_from(&server.caller_meta());
         let tool = call.name.clone();
         let principal = ctx.principal.clone();
         let cancellation = ctx.cancellation.clone();

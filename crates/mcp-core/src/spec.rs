@@ -1,6 +1,7 @@
 //! What the gateway needs to know to run one MCP server.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize};
@@ -398,6 +399,11 @@ pub struct ServerSpec {
     #[serde(default)]
     pub predefined_tools: Vec<Tool>,
     pub origin: ServerOrigin,
+    /// The `_meta` key under which each tool call carries the calling principal
+    /// (`user:alice`), for servers that act per user without OAuth of their own; `None`: no
+    /// principal is sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller_meta: Option<Arc<str>>,
 }
 
 impl ServerSpec {
@@ -420,6 +426,7 @@ impl ServerSpec {
             max_consecutive_failures: Self::DEFAULT_MAX_CONSECUTIVE_FAILURES,
             predefined_tools: Vec::new(),
             origin: ServerOrigin::Api,
+            caller_meta: None,
         }
     }
 
@@ -635,6 +642,7 @@ mod tests {
             max_consecutive_failures: 5,
             predefined_tools: vec![tool.clone()],
             origin,
+            caller_meta: Some("com.example/caller".into()),
         };
         let docker = |engine: ContainerEngine| LaunchSpec::Docker {
             image: "repo/image:tag".to_owned(),

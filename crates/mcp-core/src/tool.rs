@@ -127,6 +127,10 @@ pub struct CallContext {
     /// The caller's access token, for a remote server that exchanges it for one of its own
     /// (see [`crate::SubjectToken`]); `None` for callers that authenticated otherwise.
     pub subject_token: Option<crate::SubjectToken>,
+    /// The `_meta` key under which the request carries `principal`
+    /// ([`crate::ServerSpec::caller_meta`]); set by the server manager from the server's
+    /// definition.
+    pub caller_meta: Option<std::sync::Arc<str>>,
     /// Where the server's requests and log messages during this call go (see
     /// [`crate::relay`]); `None` for a caller that can be sent nothing.
     pub relay: Option<crate::relay::ClientRelay>,
@@ -145,6 +149,7 @@ impl std::fmt::Debug for CallContext {
             .field("progress", &self.progress.is_some())
             .field("principal", &self.principal)
             .field("subject_token", &self.subject_token)
+            .field("caller_meta", &self.caller_meta)
             .field("relay", &self.relay)
             .field("input", &self.input)
             .field("tasks", &self.tasks)

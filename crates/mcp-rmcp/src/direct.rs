@@ -505,6 +505,7 @@ impl DirectCalls {
             cancellation: token,
             progress: None,
             principal: caller.principal.clone(),
+            caller_meta: None,
             subject_token: caller.subject_token.clone(),
             // Sessions whose clients can be sent anything mid-call are not served here.
             relay: None,

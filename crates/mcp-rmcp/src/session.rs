@@ -806,6 +806,7 @@ impl RmcpSession {
             caller_capabilities(&ctx)
         };
         let round = modern.as_ref().and(ctx.input.as_ref());
+        let caller = ctx.caller_meta.as_deref().zip(ctx.principal.as_deref());
         let progress_registration = ctx.progress.map(|handler| {
             self.progress_routes
                 .register(ProgressToken(NumberOrString::Number(id)), handler)
@@ -821,6 +822,9 @@ impl RmcpSession {
                 request_state: round.and_then(|round| round.state.as_deref()),
                 meta: CallMeta {
                     progress_token: progress_registration.as_ref().map(|_| id),
+                    caller: caller
+                        .as_ref()
+                        .map(|(key, principal)| CallerEntry { key, principal }),
                     client_capabilities: capabilities.as_deref(),
                     modern: modern.as_ref().map(|capabilities| ModernMeta {
                         protocol_version: MODERN_PROTOCOL,
@@ -922,6 +926,33 @@ struct CallMeta<'a> {
     /// The version, client and capabilities of a 2026-07-28 request.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     modern: Option<ModernMeta<'a>>,
+    /// The calling principal under the server's `caller_meta` key.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    caller: Option<CallerEntry<'a>>,
+}
+
+/// One `_meta` member whose key is the server's `caller_meta`: the calling principal.
+struct CallerEntry<'a> {
+    key: &'a str,
+    principal: &'a str,
+}
+
+impl serde::Serialize for CallerEntry<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(Some(1))?;
+        map.serialize_entry(self.key, self.principal)?;
+        map.end()
+    }
+}
+
+/// The principal member a call's `_meta` gets, when its server names a key for it and the
+/// caller is known.
+fn caller_entry(ctx: &CallContext) -> Option<CallerEntry<'_>> {
+    Some(CallerEntry {
+        key: ctx.caller_meta.as_deref()?,
+        principal: ctx.principal.as_deref()?,
+    })
 }
 
 /// The `_meta` members of a 2026-07-28 request from `client_info` declaring `capabilities`, as
@@ -956,7 +987,10 @@ struct ModernMeta<'a> {
 
 impl CallMeta<'_> {
     fn is_empty(&self) -> bool {
-        self.progress_token.is_none() && self.client_capabilities.is_none() && self.modern.is_none()
+        self.progress_token.is_none()
+            && self.client_capabilities.is_none()
+            && self.modern.is_none()
+            && self.caller.is_none()
     }
 }
 
@@ -1172,6 +1206,12 @@ impl McpSession for RmcpSession {
         }
         let mut params = CallToolRequestParams::new(call.name);
         params.arguments = call.arguments;
+        if let Some(caller) = caller_entry(&ctx) {
+            params.meta.get_or_insert_default().insert(
+                caller.key.to_owned(),
+                Value::String(caller.principal.to_owned()),
+            );
+        }
         // Held until the answer came: the token waits for its request under this number.
         let _credential = match &self.credentials {
             None => None,

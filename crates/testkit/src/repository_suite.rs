@@ -183,6 +183,7 @@ pub fn sample_subprocess_spec(id: &str) -> ServerSpec {
             },
         ],
         origin: ServerOrigin::Api,
+        caller_meta: Some("com.example/caller".into()),
     }
 }
 
@@ -209,6 +210,7 @@ pub fn sample_docker_spec(id: &str) -> ServerSpec {
         origin: ServerOrigin::Discovery {
             source_id: "docker-0".to_owned(),
         },
+        caller_meta: Some("org.example/principal".into()),
     }
 }
 
@@ -239,6 +241,7 @@ pub fn sample_remote_spec(id: &str) -> ServerSpec {
         max_consecutive_failures: 100,
         predefined_tools: vec![Tool::new("search")],
         origin: ServerOrigin::Config,
+        caller_meta: None,
     }
 }
 
