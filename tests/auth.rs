@@ -642,6 +642,30 @@ impl Issuer {
 }
 
 const RSA_A: &[u8] = include_bytes!("../crates/oidc/tests/keys/rsa-a.der");
+
+impl Issuer {
+    /// An issuer whose key set holds the public half of `RSA_A`, key id `a`.
+    fn with_key_a() -> Self {
+        let mut jwk = jsonwebtoken::jwk::Jwk::from_encoding_key(
+            &jsonwebtoken::EncodingKey::from_rsa_der(RSA_A),
+            jsonwebtoken::Algorithm::RS256,
+        )
+        .unwrap();
+        jwk.common.key_id = Some("a".to_owned());
+        Self::start(json!({"keys": [jwk]}))
+    }
+}
+
+/// Seconds since the epoch, for token claims.
+fn unix_now() -> i64 {
+    i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+    )
+    .unwrap()
+}
 const RSA_B: &[u8] = include_bytes!("../crates/oidc/tests/keys/rsa-b.der");
 
 fn token(key: &[u8], kid: &str, claims: &Value) -> String {
@@ -680,25 +704,13 @@ fn bearer(gw: &RunningGateway, method: &str, path: &str, token: &str) -> Reply {
 
 #[test]
 fn bearer_tokens_from_the_issuer_authenticate_and_every_bad_token_is_refused() {
-    let mut jwk = jsonwebtoken::jwk::Jwk::from_encoding_key(
-        &jsonwebtoken::EncodingKey::from_rsa_der(RSA_A),
-        jsonwebtoken::Algorithm::RS256,
-    )
-    .unwrap();
-    jwk.common.key_id = Some("a".to_owned());
-    let issuer = Issuer::start(json!({"keys": [jwk]}));
+    let issuer = Issuer::with_key_a();
     let section = format!(
         "  oidc:\n    enabled: true\n    issuer: \"{}\"\n    audience: mcpgw\n  role_assignments:\n    - {{principal: \"user:alice\", role: viewer}}\n    - {{principal: \"group:ops\", role: operator}}\n    - {{principal: \"user:tim\", role: viewer, scope: \"tenant:acme\"}}\n",
         issuer.url
     );
     let gw = gateway().config(&config(&section)).start();
-    let now = i64::try_from(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs(),
-    )
-    .unwrap();
+    let now = unix_now();
     let claims = |subject: &str, extra: Value| {
         let mut claims = json!({"iss": issuer.url, "aud": "mcpgw", "sub": subject,
                                 "iat": now, "exp": now + 600});
@@ -875,13 +887,7 @@ fn no_key_or_secret_appears_in_logs_events_errors_or_metrics() {
     let admin = cli_key(data.path(), "user:root", Some("admin"));
     let fixture = support::fixture_binary().display().to_string();
     // An issuer whose tokens count, for a planted accepted token and a planted refused one.
-    let mut jwk = jsonwebtoken::jwk::Jwk::from_encoding_key(
-        &jsonwebtoken::EncodingKey::from_rsa_der(RSA_A),
-        jsonwebtoken::Algorithm::RS256,
-    )
-    .unwrap();
-    jwk.common.key_id = Some("a".to_owned());
-    let issuer = Issuer::start(json!({"keys": [jwk]}));
+    let issuer = Issuer::with_key_a();
     let gw = gateway()
         .config(&format!(
             "auth:\n  enabled: true\n  trusted_proxies: [\"127.0.0.1\"]\n  oauth:\n    \
@@ -934,13 +940,7 @@ fn no_key_or_secret_appears_in_logs_events_errors_or_metrics() {
         "the planted refused key is refused: {}",
         answers[3]
     );
-    let now = i64::try_from(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs(),
-    )
-    .unwrap();
+    let now = unix_now();
     let planted_token = |audience: &str| {
         token(
             RSA_A,
@@ -1089,13 +1089,7 @@ fn tool_names_of(reply: &Reply) -> Vec<String> {
 
 #[test]
 fn an_oauth_client_finds_the_metadata_and_only_tokens_minted_for_this_gateway_pass() {
-    let mut jwk = jsonwebtoken::jwk::Jwk::from_encoding_key(
-        &jsonwebtoken::EncodingKey::from_rsa_der(RSA_A),
-        jsonwebtoken::Algorithm::RS256,
-    )
-    .unwrap();
-    jwk.common.key_id = Some("a".to_owned());
-    let issuer = Issuer::start(json!({"keys": [jwk]}));
+    let issuer = Issuer::with_key_a();
     let section = format!(
         "  oauth:\n    issuers:\n      - issuer: \"{}\"\n  role_assignments:\n    - {{principal: \"user:alice\", role: admin}}\n",
         issuer.url
@@ -1140,13 +1134,7 @@ fn an_oauth_client_finds_the_metadata_and_only_tokens_minted_for_this_gateway_pa
     );
     assert!(challenge.contains("scope=\"mcp:tools\""), "{challenge}");
 
-    let now = i64::try_from(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs(),
-    )
-    .unwrap();
+    let now = unix_now();
     let minted = |audience: &str, scope: &str| {
         token(
             RSA_A,
@@ -1278,13 +1266,7 @@ fn an_oauth_client_finds_the_metadata_and_only_tokens_minted_for_this_gateway_pa
 
 #[test]
 fn a_configured_resource_is_the_audience_whatever_host_the_request_names() {
-    let mut jwk = jsonwebtoken::jwk::Jwk::from_encoding_key(
-        &jsonwebtoken::EncodingKey::from_rsa_der(RSA_A),
-        jsonwebtoken::Algorithm::RS256,
-    )
-    .unwrap();
-    jwk.common.key_id = Some("a".to_owned());
-    let issuer = Issuer::start(json!({"keys": [jwk]}));
+    let issuer = Issuer::with_key_a();
     let section = format!(
         "  oauth:\n    resource: https://mcp.example.com/mcp\n    issuers:\n      - issuer: \"{}\"\n        scopes: {{\"mcp:ops\": operator}}\n  role_assignments:\n    - {{principal: \"user:alice\", role: admin}}\n",
         issuer.url
@@ -1312,13 +1294,7 @@ fn a_configured_resource_is_the_audience_whatever_host_the_request_names() {
         "{challenge}"
     );
 
-    let now = i64::try_from(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs(),
-    )
-    .unwrap();
+    let now = unix_now();
     let minted = |audience: &str, scope: &str| {
         token(
             RSA_A,

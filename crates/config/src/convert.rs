@@ -108,7 +108,7 @@ impl ServerDefinition {
                 .unwrap_or(ServerSpec::DEFAULT_MAX_CONSECUTIVE_FAILURES),
             predefined_tools: self.tools.clone().unwrap_or_default(),
             origin,
-            caller_meta: self.caller_meta.as_deref().map(Into::into),
+            caller_meta: self.caller_meta.clone().map(std::sync::Arc::new),
         })
     }
 
@@ -156,7 +156,7 @@ impl ServerDefinition {
             max_consecutive_failures: Some(spec.max_consecutive_failures)
                 .filter(|count| *count != ServerSpec::DEFAULT_MAX_CONSECUTIVE_FAILURES),
             tools: Some(spec.predefined_tools.clone()).filter(|tools| !tools.is_empty()),
-            caller_meta: spec.caller_meta.as_deref().map(str::to_owned),
+            caller_meta: spec.caller_meta.as_deref().cloned(),
             ..ServerDefinition::default()
         };
         match &spec.launch {

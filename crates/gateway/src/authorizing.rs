@@ -193,9 +193,11 @@ pub fn caller_of(identity: &Identity) -> Caller {
         tenant: identity.tenant.as_ref().map(ToString::to_string),
         key_role: identity.key_role.as_ref().map(ToString::to_string),
         address: None,
-        token_scopes: identity.scope_limit.as_ref().map(|limit| CallerScopes {
-            scopes: limit.scopes().to_vec(),
-            covers: limit.covers_names(),
+        token_scopes: identity.scope_limit.as_ref().map(|limit| {
+            Arc::new(CallerScopes {
+                scopes: limit.scopes().to_vec(),
+                covers: limit.covers_names(),
+            })
         }),
         // The identity does not hold the token; the HTTP adapter adds it.
         subject_token: None,

@@ -30,7 +30,7 @@ pub struct Caller {
     pub address: Option<std::net::IpAddr>,
     /// The scopes of the OAuth access token the caller presented, when its issuer holds
     /// tokens to their scopes; `None` when the caller's roles alone decide.
-    pub token_scopes: Option<CallerScopes>,
+    pub token_scopes: Option<Arc<CallerScopes>>,
     /// The access token the caller authenticated with, when it was one: what a remote server
     /// configured for token exchange receives a token of its own for, on this caller's behalf.
     /// Never sent anywhere itself.
@@ -39,12 +39,13 @@ pub struct Caller {
 
 /// A caller's access token, kept only to be exchanged (RFC 8693) for a token of an upstream.
 /// It never shows itself: `Debug` prints a placeholder, and there is no `Display`.
+/// One pointer wide, as it travels with every call.
 #[derive(Clone, PartialEq, Eq)]
-pub struct SubjectToken(std::sync::Arc<str>);
+pub struct SubjectToken(Arc<String>);
 
 impl SubjectToken {
     pub fn new(token: &str) -> Self {
-        Self(token.into())
+        Self(Arc::new(token.to_owned()))
     }
 
     /// The token itself, for the request that exchanges it.

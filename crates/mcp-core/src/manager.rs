@@ -200,7 +200,7 @@ impl ManagedServer {
     }
 
     /// [`ServerSpec::caller_meta`], without copying the spec.
-    fn caller_meta(&self) -> Option<Arc<str>> {
+    fn caller_meta(&self) -> Option<Arc<String>> {
         self.spec
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())

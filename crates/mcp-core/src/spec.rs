@@ -403,7 +403,8 @@ pub struct ServerSpec {
     /// (`user:alice`), for servers that act per user without OAuth of their own; `None`: no
     /// principal is sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub caller_meta: Option<Arc<str>>,
+    /// One pointer wide (`Arc<String>`): it travels with every call of the server.
+    pub caller_meta: Option<Arc<String>>,
 }
 
 impl ServerSpec {
@@ -642,7 +643,7 @@ mod tests {
             max_consecutive_failures: 5,
             predefined_tools: vec![tool.clone()],
             origin,
-            caller_meta: Some("com.example/caller".into()),
+            caller_meta: Some(Arc::new("com.example/caller".to_owned())),
         };
         let docker = |engine: ContainerEngine| LaunchSpec::Docker {
             image: "repo/image:tag".to_owned(),

@@ -130,7 +130,7 @@ pub struct CallContext {
     /// The `_meta` key under which the request carries `principal`
     /// ([`crate::ServerSpec::caller_meta`]); set by the server manager from the server's
     /// definition.
-    pub caller_meta: Option<std::sync::Arc<str>>,
+    pub caller_meta: Option<std::sync::Arc<String>>,
     /// Where the server's requests and log messages during this call go (see
     /// [`crate::relay`]); `None` for a caller that can be sent nothing.
     pub relay: Option<crate::relay::ClientRelay>,

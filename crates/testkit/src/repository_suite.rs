@@ -183,7 +183,7 @@ pub fn sample_subprocess_spec(id: &str) -> ServerSpec {
             },
         ],
         origin: ServerOrigin::Api,
-        caller_meta: Some("com.example/caller".into()),
+        caller_meta: Some(std::sync::Arc::new("com.example/caller".to_owned())),
     }
 }
 
@@ -210,7 +210,7 @@ pub fn sample_docker_spec(id: &str) -> ServerSpec {
         origin: ServerOrigin::Discovery {
             source_id: "docker-0".to_owned(),
         },
-        caller_meta: Some("org.example/principal".into()),
+        caller_meta: Some(std::sync::Arc::new("org.example/principal".to_owned())),
     }
 }
 

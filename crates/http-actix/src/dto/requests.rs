@@ -365,6 +365,15 @@ fn common_server_fields(object: ObjectBuilder, mode: &str) -> ObjectBuilder {
             ))),
         )
         .property("tools", or_null(predefined_tools_schema()))
+        .property(
+            "caller_meta",
+            or_null(text(
+                "^[^\\s\"]+$",
+                "The `_meta` key under which each tool call carries the calling principal, such \
+                 as `com.example/caller`; keys under `io.modelcontextprotocol/` and `io.mcpgw/` \
+                 are refused.",
+            )),
+        )
 }
 
 /// Tools listed before the server's first start: MCP `Tool` objects.
@@ -549,6 +558,43 @@ fn remote_fields(object: ObjectBuilder) -> ObjectBuilder {
                     .description(Some(
                         "Headers sent with every request (`${VAR}` is expanded), such as \
                          `Authorization`.",
+                    )),
+            ),
+        )
+        .property(
+            "token_exchange",
+            or_null(
+                closed_object()
+                    .property(
+                        "token_endpoint",
+                        string().description(Some("The authorization server's token endpoint.")),
+                    )
+                    .required("token_endpoint")
+                    .property("client_id", string().min_length(Some(1)))
+                    .required("client_id")
+                    .property(
+                        "client_secret",
+                        string()
+                            .min_length(Some(1))
+                            .description(Some("Shown as `\"***\"` when read back.")),
+                    )
+                    .required("client_secret")
+                    .property(
+                        "client_auth",
+                        or_null(one_of_strings(["client_secret_basic", "client_secret_post"])),
+                    )
+                    .property(
+                        "resource",
+                        or_null(string().description(Some(
+                            "The resource tokens are asked for; default the endpoint.",
+                        ))),
+                    )
+                    .property("audience", or_null(string()))
+                    .property("scope", or_null(string()))
+                    .description(Some(
+                        "Tool calls carry a token of the server's own, exchanged for the \
+                         caller's access token (RFC 8693); the gateway's client credentials \
+                         token for everything else.",
                     )),
             ),
         )
