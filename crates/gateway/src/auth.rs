@@ -722,17 +722,7 @@ impl AuthService {
                 return Err(AuthServiceError::LockedOut { retry_after_secs });
             }
         }
-        let api_key = credentials
-            .api_key
-            .as_deref()
-            .filter(|_| self.settings.api_key_enabled)
-            .filter(|value| !value.trim().is_empty());
-        let bearer = credentials
-            .bearer
-            .as_deref()
-            .map(str::trim)
-            .filter(|value| !value.is_empty());
-        let (kind, outcome) = match (api_key, bearer) {
+        let (kind, outcome) = match self.presented(&credentials) {
             (Some(key), _) => (CredentialKind::ApiKey, self.authenticate_key(key).await),
             (None, Some(token)) => {
                 let resource = credentials
@@ -768,6 +758,32 @@ impl AuthService {
         }
         self.on_authentication_outcome(kind, client, &outcome);
         outcome.map_err(AuthServiceError::from)
+    }
+
+    /// The credentials that count, as `(api key, bearer token)`: an API key (when keys are
+    /// enabled) wins over a bearer token, and blank values count as absent.
+    fn presented<'a>(&self, credentials: &'a Credentials) -> (Option<&'a str>, Option<&'a str>) {
+        let api_key = credentials
+            .api_key
+            .as_deref()
+            .filter(|_| self.settings.api_key_enabled)
+            .filter(|value| !value.trim().is_empty());
+        let bearer = credentials
+            .bearer
+            .as_deref()
+            .map(str::trim)
+            .filter(|value| !value.is_empty());
+        match api_key {
+            Some(key) => (Some(key), None),
+            None => (None, bearer),
+        }
+    }
+
+    /// The bearer token [`AuthService::authenticate`] judges `credentials` by, when a token (not
+    /// an API key) is what authenticates them: what a remote server configured for token
+    /// exchange gets a token of its own for.
+    pub fn authenticating_token<'a>(&self, credentials: &'a Credentials) -> Option<&'a str> {
+        self.presented(credentials).1
     }
 
     /// What every request is when auth is disabled: `user:anonymous` holding `admin` as the

@@ -181,15 +181,8 @@ pub async fn authenticate(
     let credentials = credentials_of(&request, &auth, &state);
     // Kept only when it is what authenticated the request: remote servers configured for
     // token exchange get a token of their own for it (API keys win over tokens).
-    let subject_token = credentials
-        .bearer
-        .as_deref()
-        .filter(|_| {
-            credentials
-                .api_key
-                .as_deref()
-                .is_none_or(|key| key.trim().is_empty() || !auth.settings().api_key_enabled)
-        })
+    let subject_token = auth
+        .authenticating_token(&credentials)
         .map(SubjectToken::new);
     let client = state.client_address(request.request());
     let identity = match auth.authenticate(credentials, client).await {

@@ -106,12 +106,8 @@ pub(crate) fn metadata_url_of(resource: &str) -> String {
 /// The Bearer challenge of a 401 when authorization servers are trusted: where the metadata
 /// is, and the scope a client needs to use `/mcp`. `None` when no issuer is trusted.
 pub(crate) fn bearer_challenge(request: &HttpRequest, state: &ApiState) -> Option<String> {
-    let auth = oauth_of(state)?;
-    let resource = resource_of(request, state, auth);
-    let mut challenge = format!(
-        "Bearer realm=\"mcpgw\", resource_metadata=\"{}\"",
-        metadata_url_of(&resource)
-    );
+    let (auth, metadata_url) = metadata_of_request(request, state)?;
+    let mut challenge = format!("Bearer realm=\"mcpgw\", resource_metadata=\"{metadata_url}\"");
     if !auth.scopes_supported().is_empty() {
         challenge.push_str(&format!(", scope=\"{TOOLS_SCOPE}\""));
     }
@@ -125,14 +121,23 @@ pub(crate) fn insufficient_scope_challenge(
     state: &ApiState,
     needed: &str,
 ) -> Option<HeaderValue> {
-    let auth = oauth_of(state)?;
-    let resource = resource_of(request, state, auth);
+    let (_, metadata_url) = metadata_of_request(request, state)?;
     HeaderValue::from_str(&format!(
         "Bearer realm=\"mcpgw\", error=\"insufficient_scope\", scope=\"{needed}\", \
-         resource_metadata=\"{}\"",
-        metadata_url_of(&resource)
+         resource_metadata=\"{metadata_url}\""
     ))
     .ok()
+}
+
+/// The auth service and where the metadata of this request's resource lives, when bearer
+/// tokens from authorization servers are accepted.
+fn metadata_of_request<'a>(
+    request: &HttpRequest,
+    state: &'a ApiState,
+) -> Option<(&'a AuthService, String)> {
+    let auth = oauth_of(state)?;
+    let resource = resource_of(request, state, auth);
+    Some((auth, metadata_url_of(&resource)))
 }
 
 /// `GET /.well-known/oauth-protected-resource`: the same document as under the path-suffixed

@@ -806,7 +806,7 @@ impl RmcpSession {
             caller_capabilities(&ctx)
         };
         let round = modern.as_ref().and(ctx.input.as_ref());
-        let caller = ctx.caller_meta.as_deref().zip(ctx.principal.as_deref());
+        let caller = caller_entry(ctx.caller_meta.as_deref(), ctx.principal.as_deref());
         let progress_registration = ctx.progress.map(|handler| {
             self.progress_routes
                 .register(ProgressToken(NumberOrString::Number(id)), handler)
@@ -822,9 +822,7 @@ impl RmcpSession {
                 request_state: round.and_then(|round| round.state.as_deref()),
                 meta: CallMeta {
                     progress_token: progress_registration.as_ref().map(|_| id),
-                    caller: caller
-                        .as_ref()
-                        .map(|(key, principal)| CallerEntry { key, principal }),
+                    caller,
                     client_capabilities: capabilities.as_deref(),
                     modern: modern.as_ref().map(|capabilities| ModernMeta {
                         protocol_version: MODERN_PROTOCOL,
@@ -946,12 +944,15 @@ impl serde::Serialize for CallerEntry<'_> {
     }
 }
 
-/// The principal member a call's `_meta` gets, when its server names a key for it and the
-/// caller is known.
-fn caller_entry(ctx: &CallContext) -> Option<CallerEntry<'_>> {
+/// The principal member a call's `_meta` gets, when its server names a key for it
+/// ([`CallContext::caller_meta`]) and the caller is known ([`CallContext::principal`]).
+fn caller_entry<'a>(
+    key: Option<&'a String>,
+    principal: Option<&'a str>,
+) -> Option<CallerEntry<'a>> {
     Some(CallerEntry {
-        key: ctx.caller_meta.as_deref()?,
-        principal: ctx.principal.as_deref()?,
+        key: key?,
+        principal: principal?,
     })
 }
 
@@ -1206,7 +1207,7 @@ impl McpSession for RmcpSession {
         }
         let mut params = CallToolRequestParams::new(call.name);
         params.arguments = call.arguments;
-        if let Some(caller) = caller_entry(&ctx) {
+        if let Some(caller) = caller_entry(ctx.caller_meta.as_deref(), ctx.principal.as_deref()) {
             params.meta.get_or_insert_default().insert(
                 caller.key.to_owned(),
                 Value::String(caller.principal.to_owned()),

@@ -29,6 +29,8 @@ use mcpgw_core::{ClientAuth, SubjectToken, TokenExchange};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
+use crate::remote::error_causes;
+
 /// The `_meta` key that ties a call to the token its request must carry; never reaches the
 /// server.
 pub(crate) const CREDENTIAL_META: &str = "io.mcpgw/credential";
@@ -283,12 +285,12 @@ impl UpstreamCredentials {
             .form(&fields)
             .send()
             .await
-            .map_err(|error| failed(format!("the request failed: {}", without_url(&error))))?;
+            .map_err(|error| failed(format!("the request failed: {}", error_causes(&error))))?;
         let status = response.status();
         let body = response.bytes().await.map_err(|error| {
             failed(format!(
                 "reading the answer failed: {}",
-                without_url(&error)
+                error_causes(&error)
             ))
         })?;
         if body.len() > MAX_ANSWER_BYTES {
@@ -357,9 +359,4 @@ pub(crate) fn take_credential_number(
 /// An answer's text made safe for a log line and short.
 fn printable(raw: &str) -> String {
     raw.chars().filter(|c| !c.is_control()).take(200).collect()
-}
-
-/// A reqwest error with its causes (the URL is the configured token endpoint, no secret).
-fn without_url(error: &reqwest::Error) -> String {
-    crate::remote::error_causes(error)
 }
