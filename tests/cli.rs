@@ -409,6 +409,219 @@ fn auth_create_key_refuses_bad_options_and_writes_nothing() {
     );
 }
 
+/// Runs the binary with `stdin` as its standard input.
+fn run_with_stdin(args: &[&str], dir: &std::path::Path, stdin: &[u8]) -> Output {
+    use std::io::Write as _;
+    let mut child = Command::new(gateway_binary())
+        .args(args)
+        .current_dir(dir)
+        .env_remove("MCP_CONFIG")
+        .env_remove("MCP_HTTP_PORT")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the gateway binary runs");
+    child
+        .stdin
+        .take()
+        .expect("a piped stdin")
+        .write_all(stdin)
+        .expect("the password is written");
+    child.wait_with_output().expect("the gateway binary ends")
+}
+
+/// An `AuthService` over the SQLite store under `data_dir` with its local users, as a gateway
+/// on that directory has, and a runtime to drive it.
+fn auth_over(data_dir: &std::path::Path) -> (mcpgw_gateway::AuthService, tokio::runtime::Runtime) {
+    let store = std::sync::Arc::new(
+        mcpgw_store_sqlite::SqliteStore::open(&data_dir.join("mcpgw.db")).unwrap(),
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let auth = mcpgw_gateway::AuthService::new(
+        mcpgw_gateway::AuthSettings {
+            enabled: true,
+            ..mcpgw_gateway::AuthSettings::default()
+        },
+        store.clone(),
+        std::sync::Arc::new(mcpgw_core::NullEventSink),
+        std::sync::Arc::new(mcpgw_gateway::TokioClock::default()),
+        std::sync::Arc::new(mcpgw_gateway::OsSecrets),
+    )
+    .with_user_store(store);
+    runtime.block_on(auth.load()).unwrap();
+    (auth, runtime)
+}
+
+#[test]
+fn auth_create_user_stores_a_user_whose_password_signs_in_with_its_roles() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let data_arg = data.to_str().unwrap();
+    let password = "correct horse battery staple";
+    let output = run_with_stdin(
+        &[
+            "auth",
+            "create-user",
+            "--name",
+            "alice",
+            "--role",
+            "admin",
+            "--role",
+            "viewer",
+            "--data-dir",
+            data_arg,
+        ],
+        dir.path(),
+        format!("{password}\n").as_bytes(),
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(text(&output.stdout).is_empty(), "nothing on stdout");
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("created user alice") && stderr.contains("user:alice"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("admin, viewer"), "{stderr}");
+    assert!(!stderr.contains(password), "{stderr}");
+
+    // The password (without its line break) signs in as user:alice, who holds both roles.
+    let (auth, runtime) = auth_over(&data);
+    let identity = runtime
+        .block_on(auth.authenticate_password("alice", password, None))
+        .expect("the password from stdin signs in");
+    assert_eq!(identity.principal.to_string(), "user:alice");
+    let roles: Vec<String> = auth
+        .roles_of("user:alice")
+        .unwrap()
+        .iter()
+        .map(|held| format!("{} {}", held.role, held.scope))
+        .collect();
+    assert_eq!(roles, ["admin global", "viewer global"]);
+    // Bad input: the password with its line break is another password.
+    let error = runtime
+        .block_on(auth.authenticate_password("alice", &format!("{password}\n"), None))
+        .unwrap_err();
+    assert_eq!(error.to_string(), "Invalid user name or password");
+    // Only the hash is kept: the password appears nowhere in the database files.
+    for entry in std::fs::read_dir(&data).unwrap() {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+        assert!(!String::from_utf8_lossy(&bytes).contains(password));
+    }
+
+    // A new password from stdin replaces the old one.
+    let output = run_with_stdin(
+        &[
+            "auth",
+            "set-password",
+            "--name",
+            "alice",
+            "--data-dir",
+            data_arg,
+        ],
+        dir.path(),
+        b"a brand new passphrase\r\n",
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    runtime
+        .block_on(auth.authenticate_password("alice", "a brand new passphrase", None))
+        .expect("the new password signs in");
+    assert!(
+        runtime
+            .block_on(auth.authenticate_password("alice", password, None))
+            .is_err()
+    );
+}
+
+#[test]
+fn auth_create_user_refuses_bad_requests_with_exit_2_and_writes_nothing_more() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let data_arg = data.to_str().unwrap();
+    let good = b"correct horse battery staple\n".as_slice();
+    let first = run_with_stdin(
+        &[
+            "auth",
+            "create-user",
+            "--name",
+            "alice",
+            "--data-dir",
+            data_arg,
+        ],
+        dir.path(),
+        good,
+    );
+    assert!(first.status.success(), "{}", text(&first.stderr));
+
+    // Bad input: a taken name, a short password, an empty stdin, an unknown role (named with
+    // the roles that exist), a name that is not a user name, a new password for nobody.
+    let cases: [(&[&str], &[u8], &[&str]); 6] = [
+        (
+            &["create-user", "--name", "alice"],
+            good,
+            &["user `alice` already exists"],
+        ),
+        (
+            &["create-user", "--name", "bob"],
+            b"too short\n",
+            &["password: is 9 bytes long and must be at least 12"],
+        ),
+        (
+            &["create-user", "--name", "bob"],
+            b"",
+            &["password: is 0 bytes long and must be at least 12"],
+        ),
+        (
+            &[
+                "create-user",
+                "--name",
+                "bob",
+                "--role",
+                "viewer",
+                "--role",
+                "superuser",
+            ],
+            good,
+            &[
+                "role `superuser` does not exist",
+                "admin",
+                "auditor",
+                "operator",
+            ],
+        ),
+        (&["create-user", "--name", ".bob"], good, &["user name: "]),
+        (
+            &["set-password", "--name", "ghost"],
+            good,
+            &["user `ghost` does not exist"],
+        ),
+    ];
+    for (options, stdin, named) in cases {
+        let mut args = vec!["auth"];
+        args.extend_from_slice(options);
+        args.extend_from_slice(&["--data-dir", data_arg]);
+        let output = run_with_stdin(&args, dir.path(), stdin);
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{options:?}: {stderr}");
+        for word in named {
+            assert!(stderr.contains(word), "{options:?}: {stderr}");
+        }
+    }
+
+    // Only alice was made, with her first password and no role.
+    let (auth, runtime) = auth_over(&data);
+    let users = runtime.block_on(auth.list_users()).unwrap();
+    let names: Vec<&str> = users.iter().map(|user| user.name.as_str()).collect();
+    assert_eq!(names, ["alice"]);
+    assert!(auth.roles_of("user:bob").unwrap().is_empty());
+    runtime
+        .block_on(auth.authenticate_password("alice", "correct horse battery staple", None))
+        .expect("the first password still signs in");
+}
+
 #[test]
 fn config_check_checks_each_discovery_source_against_its_type() {
     // Bad input: a misspelt docker key, a relative filesystem path, a filesystem source without

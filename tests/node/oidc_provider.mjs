@@ -30,6 +30,13 @@
 //       {"uri": "http://upstream.test/mcp", "scopes": "upstream:read"}
 //     ],
 //     "default_resource": null,         optional: the resource used when a request names none
+//     "id_token_claims": false,         optional: true puts the claims of the granted OpenID
+//                                       scopes ("groups") in the ID token as well (see below)
+//     "client_auth_methods": null,      optional: the token endpoint's client authentication
+//                                       methods, e.g. ["client_secret_post", "none"]; default
+//                                       all that oidc-provider knows (client_secret_basic first).
+//                                       Without client_secret_basic, a token request with HTTP
+//                                       Basic credentials gets invalid_client.
 //     "clients": [                      statically registered clients (oidc-provider's client
 //       {"client_id": "mcpgw",          metadata, passed as given)
 //        "client_secret": "s3cret",
@@ -50,6 +57,11 @@
 //   limited by the resource's scopes instead (oidc-provider would otherwise refuse a
 //   registration naming resource scopes such as "mcp:tools").
 // - The authorization code grant, PKCE S256 required for every client.
+// - OpenID Connect sign-in (scope "openid"): an ID token (RS256, "aud" = the client id, the
+//   request's "nonce") and the userinfo endpoint /me. The OpenID scope "groups" releases the
+//   account's "groups" ([] when it has none) and "tenant_id" (when it has one). They are
+//   answered by /me; the ID token of the code flow carries only "sub" unless "id_token_claims"
+//   is true, when it carries them too.
 // - Resource indicators (RFC 8707): a listed resource gets a JWT access token (typ at+jwt, RS256)
 //   with "aud" = the resource URI, "scope" = the granted scopes of that resource, "sub" = the
 //   account id, "iss", "iat", "exp", "jti", "client_id", "groups" (the account's, [] when it has
@@ -66,9 +78,9 @@
 // - No login or consent page: /interaction/UID finishes each step at once. The user is the
 //   account named by the authorization request's login_hint (alice when absent); an unknown
 //   account ends the request with access_denied. Consent grants every requested scope that the
-//   requested resource knows, and every requested OpenID scope (openid, offline_access). A
-//   browser (cookie jar) signs in once: while its session lasts, later requests are that user's
-//   whatever their login_hint says, so use a fresh cookie jar for each user.
+//   requested resource knows, and every requested OpenID scope (openid, offline_access,
+//   groups). A browser (cookie jar) signs in once: while its session lasts, later requests are
+//   that user's whatever their login_hint says, so use a fresh cookie jar for each user.
 // - Token exchange (RFC 8693, grant type urn:ietf:params:oauth:grant-type:token-exchange), for
 //   an authenticated client registered with that grant type: subject_token (a valid, unexpired
 //   access token JWT this server issued), subject_token_type
@@ -169,7 +181,19 @@ function readConfig(path) {
     die('"clients" must be an array');
   }
 
-  return { port, accounts, resources, defaultResource, clients };
+  const idTokenClaims = config.id_token_claims ?? false;
+  if (typeof idTokenClaims !== 'boolean') {
+    die(`"id_token_claims" must be true or false, got ${JSON.stringify(config.id_token_claims)}`);
+  }
+
+  const clientAuthMethods = config.client_auth_methods ?? undefined;
+  if (clientAuthMethods !== undefined
+    && (!Array.isArray(clientAuthMethods) || !clientAuthMethods.length
+      || clientAuthMethods.some((method) => typeof method !== 'string'))) {
+    die(`"client_auth_methods" must be a non-empty array of strings, got ${JSON.stringify(config.client_auth_methods)}`);
+  }
+
+  return { port, accounts, resources, defaultResource, clients, idTokenClaims, clientAuthMethods };
 }
 
 // --- Helpers of the provider's configuration -------------------------------------------------
@@ -381,6 +405,17 @@ async function main() {
     // OAuth 2.1: the authorization code is the only response type (no implicit flow).
     responseTypes: ['code'],
     scopes: ['openid', 'offline_access'],
+    // The claims each OpenID scope releases (the first four are oidc-provider's defaults).
+    claims: {
+      acr: null,
+      sid: null,
+      auth_time: null,
+      iss: null,
+      openid: ['sub'],
+      groups: ['groups', 'tenant_id'],
+    },
+    conformIdTokenClaims: !config.idTokenClaims,
+    ...(config.clientAuthMethods ? { clientAuthMethods: config.clientAuthMethods } : undefined),
     async findAccount(_ctx, sub) {
       const account = accounts.get(sub);
       if (!account) {
@@ -465,7 +500,7 @@ async function main() {
     if (ctx.path !== tokenRoute || ctx.method !== 'POST') {
       return;
     }
-    const { params, client, entities } = ctx.oidc;
+    const { params, client, entities } = ctx.oidc ?? {};
     const body = asRfcGrantError(ctx.body);
     const issued = entities?.AccessToken ?? entities?.ClientCredentials;
     const fields = [
@@ -482,6 +517,23 @@ async function main() {
     }
     log(`token: ${fields.join(', ')}`);
   });
+
+  // oidc-provider takes HTTP Basic client credentials whatever it lists; a server configured
+  // without client_secret_basic refuses them, as a provider that lists only client_secret_post
+  // may.
+  if (config.clientAuthMethods && !config.clientAuthMethods.includes('client_secret_basic')) {
+    provider.use(async (ctx, next) => {
+      if (ctx.path === tokenRoute && ctx.method === 'POST' && /^basic /i.test(ctx.get('authorization'))) {
+        ctx.status = 401;
+        ctx.body = {
+          error: 'invalid_client',
+          error_description: 'client_secret_basic is not accepted here: send the client secret in the request body',
+        };
+        return;
+      }
+      await next();
+    });
+  }
 
   const providerCallback = provider.callback();
   handle = (req, res) => {

@@ -53,7 +53,7 @@ pub enum Command {
     /// Work with configuration files.
     #[command(subcommand)]
     Config(ConfigCommand),
-    /// Manage authentication from the command line (the first admin key).
+    /// Manage authentication from the command line (the first admin key, the first user).
     #[command(subcommand)]
     Auth(AuthCommand),
 }
@@ -69,6 +69,32 @@ pub enum AuthCommand {
     /// Make an API key in the store under --data-dir. The raw key is printed alone on the first
     /// line of stdout, and only this once; exits 2 when an option is invalid.
     CreateKey(CreateKey),
+    /// Make a local user in the store under --data-dir, who signs in to the web console as
+    /// `user:NAME`. The password is read from stdin (one line, its line break removed) and must
+    /// be 12 to 1024 bytes long; exits 2 when it is refused, when a role does not exist or when
+    /// the name is taken.
+    CreateUser(CreateUser),
+    /// Give an existing local user a new password, read from stdin (one line); exits 2 when it
+    /// is refused or when there is no such user.
+    SetPassword(SetPassword),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CreateUser {
+    /// The user's name: 1 to 64 of A-Z a-z 0-9 . _ @ -, not starting with `.` or `-`.
+    #[arg(long)]
+    pub name: String,
+    /// A role to assign to `user:NAME` in the global scope (`admin` for the first user); give
+    /// it once per role.
+    #[arg(long = "role", value_name = "ROLE")]
+    pub roles: Vec<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SetPassword {
+    /// The user's name.
+    #[arg(long)]
+    pub name: String,
 }
 
 #[derive(Debug, clap::Args)]

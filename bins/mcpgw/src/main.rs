@@ -21,6 +21,8 @@ fn main() -> ExitCode {
     let outcome = match &cli.command {
         Some(Command::Config(ConfigCommand::Check)) => config_check(&cli),
         Some(Command::Auth(AuthCommand::CreateKey(request))) => create_key(&cli, request),
+        Some(Command::Auth(AuthCommand::CreateUser(request))) => create_user(&cli, request),
+        Some(Command::Auth(AuthCommand::SetPassword(request))) => set_password(&cli, request),
         None => serve(&cli),
     };
     outcome.unwrap_or_else(|error| {
@@ -98,6 +100,63 @@ fn create_key(cli: &Cli, request: &cli::CreateKey) -> Result<ExitCode, StartErro
     println!("{}", issued.raw_key.expose());
     eprintln!("{}", mcpgw_server::keys::describe(&issued));
     Ok(ExitCode::SUCCESS)
+}
+
+/// Makes a local user whose password is the first line of stdin; what was made goes to
+/// stderr. A request that is wrong exits 2.
+fn create_user(cli: &Cli, request: &cli::CreateUser) -> Result<ExitCode, StartError> {
+    let Some(password) = password_from_stdin(&request.name)? else {
+        return Ok(ExitCode::from(2));
+    };
+    let outcome =
+        mcpgw_server::users::create_user(&cli.data_dir, &request.name, &password, &request.roles)?;
+    Ok(match outcome {
+        Ok(created) => {
+            eprintln!("{}", mcpgw_server::users::describe(&created));
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("mcpgw: {error}");
+            ExitCode::from(2)
+        }
+    })
+}
+
+/// Sets a local user's password to the first line of stdin. A request that is wrong exits 2.
+fn set_password(cli: &Cli, request: &cli::SetPassword) -> Result<ExitCode, StartError> {
+    let Some(password) = password_from_stdin(&request.name)? else {
+        return Ok(ExitCode::from(2));
+    };
+    Ok(
+        match mcpgw_server::users::set_password(&cli.data_dir, &request.name, &password)? {
+            Ok(user) => {
+                eprintln!("set a new password for user {}", user.name);
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("mcpgw: {error}");
+                ExitCode::from(2)
+            }
+        },
+    )
+}
+
+/// The password on stdin's first line; `None` (after saying why on stderr) when it is refused.
+fn password_from_stdin(name: &str) -> Result<Option<String>, StartError> {
+    let stdin = std::io::stdin();
+    if std::io::IsTerminal::is_terminal(&stdin) {
+        eprintln!(
+            "password for user {name} (one line; it shows as it is typed, pipe it in to keep it              off the screen):"
+        );
+    }
+    match mcpgw_server::users::read_password(stdin.lock()) {
+        Ok(password) => Ok(Some(password)),
+        Err(mcpgw_server::users::ReadPasswordError::Refused(error)) => {
+            eprintln!("mcpgw: {error}");
+            Ok(None)
+        }
+        Err(error) => Err(StartError::new(error.to_string())),
+    }
 }
 
 fn init_tracing() {

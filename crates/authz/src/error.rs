@@ -14,6 +14,7 @@ use crate::ports::{StoreError, TokenRejection};
 use crate::principal::{Principal, PrincipalError};
 use crate::role::RoleName;
 use crate::scope::Scope;
+use crate::user::{PasswordRejection, UserName};
 
 /// The message for a request without a usable credential.
 pub const NO_CREDENTIALS_MESSAGE: &str = "No valid credentials provided";
@@ -21,6 +22,8 @@ pub const NO_CREDENTIALS_MESSAGE: &str = "No valid credentials provided";
 pub const INVALID_API_KEY_MESSAGE: &str = "Invalid API key";
 /// The message for an authenticated caller without the required role or scope.
 pub const ACCESS_DENIED_MESSAGE: &str = "Access denied";
+/// The message for a sign-in with a user name and a password that fails, for whatever reason.
+pub const INVALID_PASSWORD_MESSAGE: &str = "Invalid user name or password";
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -35,6 +38,10 @@ pub enum AuthError {
     /// of their own: an invalid token is no valid credential.
     #[error("No valid credentials provided")]
     InvalidToken { reason: TokenRejection },
+    /// A user name and password that do not sign in; `reason` says why. An unknown user and a
+    /// wrong password answer the same, so that the answer does not tell which names exist.
+    #[error("Invalid user name or password")]
+    InvalidPassword { reason: PasswordRejection },
     /// An authenticated caller that may not do what it asked; `reason` says why.
     #[error("Access denied")]
     AccessDenied { reason: DenyReason },
@@ -81,6 +88,10 @@ pub enum AuthError {
     RoleNotFound { role: String },
     #[error("api key `{key_id}` does not exist; GET /api/auth/keys lists the keys")]
     KeyNotFound { key_id: String },
+    #[error("user `{name}` already exists; choose another name, or set its password instead")]
+    UserAlreadyExists { name: UserName },
+    #[error("user `{name}` does not exist")]
+    UserNotFound { name: UserName },
     #[error(
         "`{principal}` does not hold role `{role}` in scope `{scope}`; GET \
          /api/auth/principals/roles?principal={principal} lists its roles"
@@ -110,7 +121,8 @@ impl AuthError {
         match self {
             AuthError::NoCredentials
             | AuthError::InvalidApiKey { .. }
-            | AuthError::InvalidToken { .. } => ErrorKind::Unauthenticated,
+            | AuthError::InvalidToken { .. }
+            | AuthError::InvalidPassword { .. } => ErrorKind::Unauthenticated,
             AuthError::AccessDenied { .. } => ErrorKind::Forbidden,
             AuthError::InvalidPrincipal(_)
             | AuthError::InvalidPermission { .. }
@@ -121,9 +133,11 @@ impl AuthError {
             | AuthError::InvalidField { .. } => ErrorKind::Invalid,
             AuthError::BuiltInRole { .. }
             | AuthError::RoleAlreadyExists { .. }
-            | AuthError::RoleInUse { .. } => ErrorKind::Conflict,
+            | AuthError::RoleInUse { .. }
+            | AuthError::UserAlreadyExists { .. } => ErrorKind::Conflict,
             AuthError::RoleNotFound { .. }
             | AuthError::KeyNotFound { .. }
+            | AuthError::UserNotFound { .. }
             | AuthError::AssignmentNotFound { .. }
             | AuthError::PolicyNotFound { .. } => ErrorKind::NotFound,
             AuthError::VerifierUnavailable { .. } => ErrorKind::Unavailable,

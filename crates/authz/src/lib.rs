@@ -6,9 +6,9 @@
 //! [`TokenVerifier`], [`PolicyDecider`], [`SecretSource`]) that adapters implement, and time
 //! comes in as a [`Timestamp`](mcpgw_core::Timestamp) parameter. It must never log, return or
 //! keep a raw API key (only its SHA-256, compared in constant time), and never put in a client
-//! message why a credential or a request was refused: clients see three fixed messages
-//! (`No valid credentials provided`, `Invalid API key`, `Access denied`), the reasons go to logs
-//! and events.
+//! message why a credential or a request was refused: clients see four fixed messages
+//! (`No valid credentials provided`, `Invalid API key`, `Invalid user name or password`,
+//! `Access denied`), the reasons go to logs and events.
 //!
 //! The pieces:
 //! - [`Principal`] (`user:`, `group:`, `service:`; `user:anonymous`) and [`PrincipalPattern`]
@@ -23,6 +23,10 @@
 //! - [`ToolAccessPolicy`] at a [`PolicyAddress`], checked along an [`AccessPath`].
 //! - [`Authorizer`]: [`Identity`] + [`Permission`] (+ [`AccessPath`]) → [`Decision`].
 //! - [`RateLimitPolicy`] and the [`RateLimiter`] port: token buckets per caller (and tool).
+//! - The [`SignInProvider`] port: the web console's single sign-on at an OpenID provider
+//!   ([`PendingSignIn`] between the redirect and the return, [`SignInError`]).
+//! - [`LocalUser`], [`UserName`], [`check_new_password`] and the [`UserStore`] port: people who
+//!   sign in with a name and a password the gateway keeps (`user:<name>`).
 //!
 //! The built-in roles grant exactly this:
 //!
@@ -90,7 +94,9 @@ mod principal;
 mod rate_limit;
 mod role;
 mod scope;
+mod sign_in;
 mod token_scope;
+mod user;
 
 #[cfg(test)]
 mod tests;
@@ -103,7 +109,8 @@ pub use api_key::{
 pub use assignment::{PrincipalSummary, RoleAssignment, summarize_principals};
 pub use decision::{Authorizer, Decision, DenyReason, Identity, PermissionCheck};
 pub use error::{
-    ACCESS_DENIED_MESSAGE, AuthError, INVALID_API_KEY_MESSAGE, NO_CREDENTIALS_MESSAGE,
+    ACCESS_DENIED_MESSAGE, AuthError, INVALID_API_KEY_MESSAGE, INVALID_PASSWORD_MESSAGE,
+    NO_CREDENTIALS_MESSAGE,
 };
 pub use permission::{Endpoint, Permission, PermissionGrant, PermissionInfo, Resource, catalogue};
 pub use policy::{
@@ -112,7 +119,7 @@ pub use policy::{
 };
 pub use ports::{
     AuthStore, DeciderError, PolicyDecider, PolicyInput, RandomnessError, SecretSource, StoreError,
-    TokenError, TokenRejection, TokenVerifier, VerifiedClaims,
+    TokenError, TokenRejection, TokenVerifier, UserStore, VerifiedClaims,
 };
 pub use principal::{
     ANONYMOUS_USER_NAME, PRINCIPAL_NAME_MAX_BYTES, Principal, PrincipalError, PrincipalKind,
@@ -126,6 +133,11 @@ pub use role::{
     RoleName,
 };
 pub use scope::{Scope, TENANT_ID_MAX_BYTES, TenantId};
+pub use sign_in::{PendingSignIn, SignInError, SignInProvider, SignInStart};
 pub use token_scope::{
     ADMIN_SCOPE, ScopeGrant, ScopeLimit, ScopeMap, TOOLS_SCOPE, TOOLS_SCOPE_PREFIX,
+};
+pub use user::{
+    LocalUser, PASSWORD_HASH_MAX_LEN, PASSWORD_MAX_BYTES, PASSWORD_MIN_BYTES, PasswordHash,
+    PasswordRejection, USER_NAME_MAX_CHARS, UserName, check_new_password,
 };

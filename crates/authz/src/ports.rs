@@ -21,6 +21,7 @@ use crate::principal::Principal;
 use crate::role::{Role, RoleName};
 use crate::scope::TenantId;
 use crate::token_scope::ScopeLimit;
+use crate::user::{LocalUser, PasswordHash, UserName};
 
 /// The auth store failed (I/O, corruption, a lost connection). The message is for the log:
 /// clients get a generic 500, so it may name files and tables, but never a key or a hash.
@@ -91,6 +92,39 @@ pub trait AuthStore: Send + Sync {
     async fn refresh_keys(&self) -> Result<(), StoreError> {
         Ok(())
     }
+}
+
+/// Durable storage of local users (name, password hash, times, disabled).
+///
+/// A separate port from [`AuthStore`], and an optional one: a gateway without it has no local
+/// users, and a store of keys and roles need not keep users. Contract (a contract suite in the
+/// test kit holds every implementation to it):
+/// - A write is durable when it returns `Ok`, and every later read of any handle on the same
+///   store sees it.
+/// - `Err` means the store failed; "a user of that name exists" and "no such user" are
+///   `Ok(false)` / `Ok(None)`, never errors.
+/// - Names are compared exactly (case-sensitive); `users` lists by name, in byte order.
+/// - Validation (names, the password rule, hashing) happens before a write; a store
+///   round-trips exactly what it was given and never sees a password.
+#[async_trait]
+pub trait UserStore: Send + Sync {
+    /// Stores a new user; `false` (and nothing written) when a user of that name exists.
+    async fn insert_user(&self, user: &LocalUser) -> Result<bool, StoreError>;
+    async fn user(&self, name: &UserName) -> Result<Option<LocalUser>, StoreError>;
+    /// Every user, by name.
+    async fn users(&self) -> Result<Vec<LocalUser>, StoreError>;
+    /// Replaces the user's password hash and records `at` as when it changed; `false` when
+    /// there is no such user.
+    async fn set_password_hash(
+        &self,
+        name: &UserName,
+        hash: &PasswordHash,
+        at: Timestamp,
+    ) -> Result<bool, StoreError>;
+    /// Disables or enables the user; `false` when there is no such user.
+    async fn set_disabled(&self, name: &UserName, disabled: bool) -> Result<bool, StoreError>;
+    /// `false` when there was no such user.
+    async fn delete_user(&self, name: &UserName) -> Result<bool, StoreError>;
 }
 
 /// What a verified bearer token says about its holder.
@@ -281,6 +315,7 @@ mod tests {
         _: Arc<dyn TokenVerifier>,
         _: Arc<dyn PolicyDecider>,
         _: Arc<dyn SecretSource>,
+        _: Arc<dyn UserStore>,
     ) {
     }
 

@@ -64,10 +64,11 @@ pub use sanitize::{
     sanitized_launch_settings, sanitized_source_settings, secret_values,
 };
 pub use schema::{
-    ApiKeyConfig, AuthConfig, ConfigReloadConfig, ContainerRuntime, DiscoveryConfig, DiscoveryMode,
-    DiscoverySourceConfig, EventLogConfig, GatewayConfig, GroupMemberDefinition, GroupStrategy,
-    IssuerConfig, McpEndpointConfig, OAuthConfig, OidcConfig, OpaConfig, RateLimitConfig,
-    RoleAssignmentConfig, ServerDefinition, ServerMode, ToolNaming,
+    ApiKeyConfig, AuthConfig, ConfigReloadConfig, ConsoleConfig, ConsoleSsoConfig,
+    ContainerRuntime, DiscoveryConfig, DiscoveryMode, DiscoverySourceConfig, EventLogConfig,
+    GatewayConfig, GroupMemberDefinition, GroupStrategy, IssuerConfig, McpEndpointConfig,
+    OAuthConfig, OidcConfig, OpaConfig, RateLimitConfig, RoleAssignmentConfig, ServerDefinition,
+    ServerMode, ToolNaming,
 };
 pub use text_diff::unified_diff;
 pub use validate::{HEALTH_CHECK_INTERVAL_S, IDLE_TTL_S, MAX_CONSECUTIVE_FAILURES};

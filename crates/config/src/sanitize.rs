@@ -271,6 +271,7 @@ fn secret_by_place(path: &[Step]) -> bool {
         [Some("mcp_servers"), Some(_), Some("settings"), rest @ ..] => rest
             .iter()
             .any(|key| key.is_some_and(|key| looks_secret(key) || looks_secret_setting(key))),
+        [Some("console"), Some("sso"), Some("client_secret")] => true,
         // `api_key` is the section that configures API keys, not a key.
         [Some("auth"), .., Some(key)] => *key != "api_key" && looks_secret_setting(key),
         [

@@ -32,6 +32,9 @@ pub struct GatewayConfig {
     pub discovery: Option<DiscoveryConfig>,
     #[serde(default, deserialize_with = "de::null_as_default")]
     pub auth: AuthConfig,
+    /// The web console under `/ui/`.
+    #[serde(default, deserialize_with = "de::null_as_default")]
+    pub console: ConsoleConfig,
     #[serde(default, deserialize_with = "de::null_as_default")]
     pub rate_limit: RateLimitConfig,
     #[serde(default, deserialize_with = "de::null_as_default")]
@@ -109,6 +112,7 @@ impl Default for GatewayConfig {
             mcp_servers: BTreeMap::new(),
             discovery: None,
             auth: AuthConfig::default(),
+            console: ConsoleConfig::default(),
             rate_limit: RateLimitConfig::default(),
             event_log: EventLogConfig::default(),
             tool_names: ToolNaming::default(),
@@ -438,6 +442,60 @@ impl DiscoveryMode {
             DiscoveryMode::Authoritative => "authoritative",
         }
     }
+}
+
+/// The `console` section: the web console under `/ui/`, its sessions, and single sign-on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConsoleConfig {
+    /// Serve the console (default true). Off: every `/ui/` path answers 404.
+    pub enabled: bool,
+    /// A session not used for this many minutes ends (1..=1440, default 30).
+    pub session_idle_minutes: u64,
+    /// A session ends this many hours after signing in, however busy (1..=168, default 12).
+    pub session_max_hours: u64,
+    /// Single sign-on with an OpenID provider (authorization code with PKCE).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sso: Option<ConsoleSsoConfig>,
+}
+
+impl ConsoleConfig {
+    pub const DEFAULT_SESSION_IDLE_MINUTES: u64 = 30;
+    pub const DEFAULT_SESSION_MAX_HOURS: u64 = 12;
+}
+
+impl Default for ConsoleConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            session_idle_minutes: Self::DEFAULT_SESSION_IDLE_MINUTES,
+            session_max_hours: Self::DEFAULT_SESSION_MAX_HOURS,
+            sso: None,
+        }
+    }
+}
+
+/// `console.sso`: the console as a client (relying party) of an OpenID provider. Claims are read
+/// as bearer tokens of the same issuer are (its entry in `auth.oauth.issuers`, or `auth.oidc`),
+/// so a person has the same principal and groups either way.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConsoleSsoConfig {
+    /// The provider's issuer identifier; its metadata is discovered from it.
+    pub issuer: String,
+    /// The console's client id, registered with the provider.
+    pub client_id: String,
+    /// The client secret; absent for a public client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<String>,
+    /// Where the provider sends browsers back, as registered with it
+    /// (`https://gw.example.com/ui/login/sso/callback`). Absent: the address each browser
+    /// reached the gateway at, plus `/ui/login/sso/callback`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redirect_uri: Option<String>,
+    /// Scopes asked for besides `openid` (say `profile`, or the one that adds a groups claim).
+    #[serde(default, deserialize_with = "de::null_as_default")]
+    pub scopes: Vec<String>,
 }
 
 /// The `auth` section: `enabled`, `allow_anonymous`, `api_key`, `oidc`, `opa` and

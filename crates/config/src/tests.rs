@@ -1925,3 +1925,42 @@ fn bad_oauth_settings_are_named_at_their_keys() {
     );
     assert!(error.message.contains("scope_claim"), "{error}");
 }
+
+#[test]
+fn the_console_section_has_its_defaults_and_refuses_what_cannot_work() {
+    let config = parse_ok("mcp_servers: {}\n");
+    assert!(config.console.enabled);
+    assert_eq!(config.console.session_idle_minutes, 30);
+    assert_eq!(config.console.session_max_hours, 12);
+    assert!(config.console.sso.is_none());
+    let config = parse_ok(
+        "console:\n  sso: {issuer: \"https://id.example.com\", client_id: mcpgw, client_secret: s3cret-value, scopes: [groups]}\n",
+    );
+    let sso = config.console.sso.as_ref().unwrap();
+    assert_eq!(sso.scopes, ["groups"]);
+    assert!(
+        !crate::sanitized(&config).to_string().contains("s3cret-value"),
+        "the client secret is masked when the configuration is shown"
+    );
+
+    // Bad input: lifetimes out of range, an issuer that is not a URL, an empty client id, an
+    // empty secret, a redirect URI elsewhere than the callback, a scope with a blank, an
+    // unknown key.
+    let errors = parse_errors(
+        "console:\n  session_idle_minutes: 0\n  session_max_hours: 169\n  sso:\n    issuer: not a url\n    client_id: \" \"\n    client_secret: \"\"\n    redirect_uri: \"https://gw.example.com/elsewhere\"\n    scopes: [\"two words\"]\n",
+    );
+    let paths: Vec<&str> = errors.iter().map(|error| error.path.as_str()).collect();
+    for path in [
+        "console.session_idle_minutes",
+        "console.session_max_hours",
+        "console.sso.issuer",
+        "console.sso.client_id",
+        "console.sso.client_secret",
+        "console.sso.redirect_uri",
+        "console.sso.scopes[0]",
+    ] {
+        assert!(paths.contains(&path), "{path} not in {errors:#?}");
+    }
+    let error = only_error("console: {sesion_idle_minutes: 5}\n");
+    assert!(error.message.contains("session_idle_minutes"), "{error}");
+}

@@ -10,8 +10,8 @@ use mcpgw_core::{LaunchMode, ServerId};
 use crate::error::ConfigErrorKind;
 use crate::path::KeyPath;
 use crate::schema::{
-    AuthConfig, DiscoveryConfig, EventLogConfig, GatewayConfig, OAuthConfig, RateLimitConfig,
-    ServerDefinition, ServerMode,
+    AuthConfig, ConsoleConfig, DiscoveryConfig, EventLogConfig, GatewayConfig, OAuthConfig,
+    RateLimitConfig, ServerDefinition, ServerMode,
 };
 use crate::suggest::{nearest, quoted_list};
 
@@ -225,6 +225,11 @@ pub(crate) fn validate_config(config: &GatewayConfig, options: &crate::ParseOpti
         );
     }
     validate_auth(&config.auth, &KeyPath::root().key("auth"), &mut findings);
+    validate_console(
+        &config.console,
+        &KeyPath::root().key("console"),
+        &mut findings,
+    );
     validate_rate_limit(
         &config.rate_limit,
         &KeyPath::root().key("rate_limit"),
@@ -1253,6 +1258,87 @@ fn validate_oauth(oauth: &OAuthConfig, path: &KeyPath, findings: &mut Findings) 
                     problem,
                 );
             }
+        }
+    }
+}
+
+fn validate_console(console: &ConsoleConfig, path: &KeyPath, findings: &mut Findings) {
+    for (key, value, range) in [
+        (
+            "session_idle_minutes",
+            console.session_idle_minutes,
+            1..=1440,
+        ),
+        ("session_max_hours", console.session_max_hours, 1..=168),
+    ] {
+        if !range.contains(&value) {
+            findings.error(
+                ConfigErrorKind::InvalidValue,
+                path.key(key),
+                format!(
+                    "{value} is out of range: {key} is {}..={}",
+                    range.start(),
+                    range.end()
+                ),
+            );
+        }
+    }
+    let Some(sso) = &console.sso else {
+        return;
+    };
+    let sso_path = path.key("sso");
+    match check_http_url(&sso.issuer) {
+        Err(problem) => findings.error(
+            ConfigErrorKind::InvalidValue,
+            sso_path.key("issuer"),
+            problem,
+        ),
+        Ok(()) if !sso.issuer.to_ascii_lowercase().starts_with("https://") => findings.warning(
+            sso_path.key("issuer"),
+            "the issuer is not HTTPS, so sign-ins can be tampered with on the way; use https:// \
+             outside tests",
+        ),
+        Ok(()) => {}
+    }
+    if sso.client_id.trim().is_empty() {
+        findings.error(
+            ConfigErrorKind::InvalidValue,
+            sso_path.key("client_id"),
+            "must not be empty; use the client id the provider registered for the console",
+        );
+    }
+    if sso
+        .client_secret
+        .as_deref()
+        .is_some_and(|secret| secret.trim().is_empty())
+    {
+        findings.error(
+            ConfigErrorKind::InvalidValue,
+            sso_path.key("client_secret"),
+            "must not be empty; leave it out for a public client",
+        );
+    }
+    if let Some(uri) = &sso.redirect_uri {
+        let problem = check_http_url(uri).err().or_else(|| {
+            (!uri.ends_with("/ui/login/sso/callback")).then(|| {
+                format!("`{uri}` must end with /ui/login/sso/callback, where the console listens")
+            })
+        });
+        if let Some(problem) = problem {
+            findings.error(
+                ConfigErrorKind::InvalidValue,
+                sso_path.key("redirect_uri"),
+                problem,
+            );
+        }
+    }
+    for (index, scope) in sso.scopes.iter().enumerate() {
+        if scope.is_empty() || scope.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            findings.error(
+                ConfigErrorKind::InvalidValue,
+                sso_path.key("scopes").index(index),
+                format!("`{scope}` is not a scope: a scope is one word without blanks"),
+            );
         }
     }
 }

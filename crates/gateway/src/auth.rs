@@ -16,6 +16,11 @@
 //!   denies.
 //! - **Which tools may it see?** [`AuthService::admits_tool`] filters `tools/list`.
 //!
+//! Local users sign in with a name and a password ([`AuthService::authenticate_password`], for
+//! the web console): the password is checked against its argon2id hash in the [`UserStore`]
+//! port, on the blocking thread pool, under the same lockout as every other credential. That
+//! costs tens of milliseconds, so it happens once per sign-in and never per request.
+//!
 //! The snapshot (an [`Authorizer`]) lives behind a lock that is held only to clone an `Arc`:
 //! the request path never waits on the store. Every admin change writes the store and then
 //! rebuilds and swaps the snapshot ([`AuthService::refresh`]); admin changes run one at a time
@@ -45,15 +50,17 @@ use std::time::Duration;
 use futures::future::{Either, select};
 use mcpgw_authz::{
     AccessPath, ApiKeyRecord, AuthError, AuthStore, Authorizer, BuiltInRole, DeciderError,
-    Decision, Identity, IssuedApiKey, KeyId, NewApiKey, Permission, PermissionCheck,
-    PermissionInfo, PolicyAddress, PolicyDecider, PolicyInput, PolicyScope, PresentedApiKey,
-    Principal, PrincipalSummary, Role, RoleAssignment, RoleBook, RoleName, Scope, SecretSource,
-    TokenVerifier, ToolAccessPolicy, catalogue, summarize_principals,
+    Decision, Identity, IssuedApiKey, KeyHash, KeyId, LocalUser, NewApiKey, PASSWORD_MAX_BYTES,
+    PasswordHash, PasswordRejection, Permission, PermissionCheck, PermissionInfo, PolicyAddress,
+    PolicyDecider, PolicyInput, PolicyScope, PresentedApiKey, Principal, PrincipalSummary, Role,
+    RoleAssignment, RoleBook, RoleName, Scope, SecretSource, TokenVerifier, ToolAccessPolicy,
+    UserName, UserStore, catalogue, check_new_password, summarize_principals,
 };
 use mcpgw_config::AuthConfig;
 use mcpgw_core::{Clock, DomainEvent, ErrorKind, EventSink, MonoTime, Timestamp};
 use serde::Serialize;
 
+use crate::passwords::{PasswordHasher, PasswordHashing, SALT_BYTES, Verdict};
 use crate::token_cache::VerifiedTokens;
 
 /// The header that carries an API key unless configured otherwise.
@@ -247,6 +254,16 @@ pub enum AuthServiceError {
         assignment.principal, assignment.role, assignment.scope
     )]
     StaticAssignment { assignment: RoleAssignment },
+    /// A local-user operation on a service built without a [`UserStore`].
+    #[error(
+        "local users are not available: this gateway was built without a user store \
+         (AuthService::with_user_store)"
+    )]
+    NoUserStore,
+    /// A password could not be hashed or checked (no secure randomness for a salt, the hashing
+    /// task failed). The message is for the log; it never holds the password.
+    #[error("the password could not be hashed or checked: {message}")]
+    PasswordHashing { message: String },
 }
 
 impl AuthServiceError {
@@ -255,6 +272,8 @@ impl AuthServiceError {
             AuthServiceError::Auth(error) => error.kind(),
             AuthServiceError::LockedOut { .. } => ErrorKind::RateLimited,
             AuthServiceError::StaticAssignment { .. } => ErrorKind::Conflict,
+            AuthServiceError::NoUserStore => ErrorKind::Unavailable,
+            AuthServiceError::PasswordHashing { .. } => ErrorKind::Internal,
         }
     }
 
@@ -317,6 +336,29 @@ impl ApiKeySummary {
             expires_at: record.expires_at,
             revoked_at: record.revoked_at,
             status: record.status(now).as_str(),
+        }
+    }
+}
+
+/// A local user as listings show it: never its password hash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UserSummary {
+    pub name: UserName,
+    /// `user:<name>`: what role assignments name to give the user roles.
+    pub principal: Principal,
+    pub created_at: Timestamp,
+    pub password_changed_at: Timestamp,
+    pub disabled: bool,
+}
+
+impl UserSummary {
+    pub fn of(user: &LocalUser) -> Self {
+        Self {
+            name: user.name.clone(),
+            principal: user.principal(),
+            created_at: user.created_at,
+            password_changed_at: user.password_changed_at,
+            disabled: user.disabled,
         }
     }
 }
@@ -526,6 +568,8 @@ enum CredentialKind {
     None,
     ApiKey,
     Bearer,
+    /// A local user's name and password.
+    Password,
 }
 
 impl CredentialKind {
@@ -534,6 +578,7 @@ impl CredentialKind {
             CredentialKind::None => "none",
             CredentialKind::ApiKey => "api_key",
             CredentialKind::Bearer => "bearer",
+            CredentialKind::Password => "password",
         }
     }
 }
@@ -548,6 +593,9 @@ pub struct AuthService {
     secrets: Arc<dyn SecretSource>,
     verifier: Option<Arc<dyn TokenVerifier>>,
     decider: Option<Arc<dyn PolicyDecider>>,
+    /// Local users; `None`: nobody signs in with a password.
+    users: Option<Arc<dyn UserStore>>,
+    passwords: PasswordHasher,
     /// Tokens the verifier accepted recently (see the `token_cache` module).
     verified_tokens: VerifiedTokens,
     snapshot: RwLock<Arc<Authorizer>>,
@@ -580,6 +628,8 @@ impl AuthService {
             secrets,
             verifier: None,
             decider: None,
+            users: None,
+            passwords: PasswordHasher::new(PasswordHashing::RECOMMENDED),
             verified_tokens: VerifiedTokens::new(),
             snapshot: RwLock::new(Arc::new(snapshot)),
             lockout: Mutex::new(lockout),
@@ -599,6 +649,32 @@ impl AuthService {
     pub fn with_policy_decider(mut self, decider: Arc<dyn PolicyDecider>) -> Self {
         self.decider = Some(decider);
         self
+    }
+
+    /// Local users are kept in `users`: they can sign in with a password
+    /// ([`AuthService::authenticate_password`]) and be managed ([`AuthService::create_user`]).
+    #[must_use]
+    pub fn with_user_store(mut self, users: Arc<dyn UserStore>) -> Self {
+        self.users = Some(users);
+        self
+    }
+
+    /// Passwords are hashed at `hashing`'s cost instead of [`PasswordHashing::RECOMMENDED`].
+    /// Passwords hashed before keep the cost they were hashed at and still check.
+    #[must_use]
+    pub fn with_password_hashing(mut self, hashing: PasswordHashing) -> Self {
+        self.passwords = PasswordHasher::new(hashing);
+        self
+    }
+
+    /// The cost new password hashes are made at.
+    pub fn password_hashing(&self) -> PasswordHashing {
+        self.passwords.hashing()
+    }
+
+    /// Whether local users can sign in (a user store is configured).
+    pub fn accepts_passwords(&self) -> bool {
+        self.users.is_some()
     }
 
     pub fn settings(&self) -> &AuthSettings {
@@ -710,18 +786,7 @@ impl AuthService {
             return Ok(Self::unrestricted_identity());
         }
         let client_key = client.map(lockout_key);
-        if let Some(address) = client_key {
-            let now = self.clock.now();
-            if let Some(remaining) = self.lockout().locked(address, now) {
-                let retry_after_secs = whole_seconds_rounded_up(remaining);
-                tracing::debug!(
-                    client = %address,
-                    retry_after_secs,
-                    "authentication refused: the address is locked out"
-                );
-                return Err(AuthServiceError::LockedOut { retry_after_secs });
-            }
-        }
+        self.refuse_if_locked_out(client_key)?;
         let (kind, outcome) = match self.presented(&credentials) {
             (Some(key), _) => (CredentialKind::ApiKey, self.authenticate_key(key).await),
             (None, Some(token)) => {
@@ -745,19 +810,138 @@ impl AuthService {
         if let Err(error) = &outcome
             && kind != CredentialKind::None
             && error.kind() == ErrorKind::Unauthenticated
-            && let Some(address) = client_key
         {
-            let now = self.clock.now();
-            if let Some(length) = self.lockout().record_failure(address, now) {
-                tracing::warn!(
+            self.count_failure(client_key);
+        }
+        self.on_authentication_outcome(kind, client, outcome.as_ref().map_err(failure_reason));
+        outcome.map_err(AuthServiceError::from)
+    }
+
+    /// Refuses a locked-out address (keyed by [`lockout_key`]) before anything is done for it.
+    fn refuse_if_locked_out(&self, address: Option<IpAddr>) -> Result<(), AuthServiceError> {
+        let Some(address) = address else {
+            return Ok(());
+        };
+        let now = self.clock.now();
+        match self.lockout().locked(address, now) {
+            Some(remaining) => {
+                let retry_after_secs = whole_seconds_rounded_up(remaining);
+                tracing::debug!(
                     client = %address,
-                    lock_secs = length.as_secs(),
-                    "too many failed authentication attempts; the address is locked out"
+                    retry_after_secs,
+                    "authentication refused: the address is locked out"
                 );
+                Err(AuthServiceError::LockedOut { retry_after_secs })
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Counts a refused credential against `address` (keyed by [`lockout_key`]).
+    fn count_failure(&self, address: Option<IpAddr>) {
+        let Some(address) = address else {
+            return;
+        };
+        let now = self.clock.now();
+        if let Some(length) = self.lockout().record_failure(address, now) {
+            tracing::warn!(
+                client = %address,
+                lock_secs = length.as_secs(),
+                "too many failed authentication attempts; the address is locked out"
+            );
+        }
+    }
+
+    /// Who signs in with the local user name `name` and `password` (the web console's sign-in).
+    ///
+    /// - A locked-out `client`: [`AuthServiceError::LockedOut`], before anything else (nothing
+    ///   is hashed, the store is not asked).
+    /// - The password is checked against the user's argon2id hash on the blocking thread pool.
+    ///   An unknown user is checked against a dummy hash, so that it takes as long as a wrong
+    ///   password and the time taken does not tell which names exist.
+    /// - An unknown user, a wrong password, a disabled user (told only after its password
+    ///   checked), a malformed name or password and a gateway without users all answer the
+    ///   same `Invalid user name or password` ([`AuthError::InvalidPassword`], its reason for
+    ///   logs and events), and each counts as a failure of `client`, as a refused API key does.
+    /// - The identity is `user:<name>` and nothing more: its roles are the role assignments of
+    ///   that principal.
+    ///
+    /// The check runs whether auth is enabled or not: a sign-in is always a real one.
+    /// `AuthenticationSucceeded` / `AuthenticationFailed` are published with the credential
+    /// kind `password`; a store outage or a failure to hash is not counted against `client`.
+    pub async fn authenticate_password(
+        &self,
+        name: &str,
+        password: &str,
+        client: Option<IpAddr>,
+    ) -> Result<Identity, AuthServiceError> {
+        let client_key = client.map(lockout_key);
+        self.refuse_if_locked_out(client_key)?;
+        let outcome = self.check_password(name, password).await;
+        if let Err(error) = &outcome
+            && error.kind() == ErrorKind::Unauthenticated
+        {
+            self.count_failure(client_key);
+        }
+        let reason = |error: &AuthServiceError| match error {
+            AuthServiceError::Auth(error) => failure_reason(error),
+            other => other.to_string(),
+        };
+        self.on_authentication_outcome(
+            CredentialKind::Password,
+            client,
+            outcome.as_ref().map_err(reason),
+        );
+        outcome
+    }
+
+    async fn check_password(
+        &self,
+        name: &str,
+        password: &str,
+    ) -> Result<Identity, AuthServiceError> {
+        let refuse = |reason| Err(AuthError::InvalidPassword { reason }.into());
+        let Some(users) = &self.users else {
+            return refuse(PasswordRejection::NoUsers);
+        };
+        // Neither tells anything about which users exist, so nothing is hashed for them.
+        let Ok(name) = UserName::parse(name) else {
+            return refuse(PasswordRejection::Malformed);
+        };
+        if password.is_empty() || password.len() > PASSWORD_MAX_BYTES {
+            return refuse(PasswordRejection::Malformed);
+        }
+        let Some(user) = users.user(&name).await? else {
+            self.passwords
+                .check_against_dummy(password)
+                .await
+                .map_err(hashing_failed)?;
+            return refuse(PasswordRejection::UnknownUser);
+        };
+        match self
+            .passwords
+            .verify(password, &user.password_hash)
+            .await
+            .map_err(hashing_failed)?
+        {
+            Verdict::Matches if user.disabled => refuse(PasswordRejection::Disabled),
+            Verdict::Matches => Ok(Identity::new(user.principal())),
+            Verdict::DoesNotMatch => refuse(PasswordRejection::WrongPassword),
+            Verdict::Unusable => {
+                tracing::error!(
+                    user = %user.name,
+                    algorithm = user.password_hash.algorithm(),
+                    "the stored password hash of this user cannot be checked; set its password \
+                     again"
+                );
+                // As long as any other refusal takes.
+                self.passwords
+                    .check_against_dummy(password)
+                    .await
+                    .map_err(hashing_failed)?;
+                refuse(PasswordRejection::UnusableHash)
             }
         }
-        self.on_authentication_outcome(kind, client, &outcome);
-        outcome.map_err(AuthServiceError::from)
     }
 
     /// The credentials that count, as `(api key, bearer token)`: an API key (when keys are
@@ -829,7 +1013,7 @@ impl AuthService {
         &self,
         kind: CredentialKind,
         client: Option<IpAddr>,
-        outcome: &Result<Identity, AuthError>,
+        outcome: Result<&Identity, String>,
     ) {
         let client = client.map(|address| address.to_string());
         let event = match outcome {
@@ -838,9 +1022,9 @@ impl AuthService {
                 credential: kind.as_str(),
                 client,
             },
-            Err(error) => DomainEvent::AuthenticationFailed {
+            Err(reason) => DomainEvent::AuthenticationFailed {
                 credential: kind.as_str(),
-                reason: failure_reason(error).to_string(),
+                reason,
                 client,
             },
         };
@@ -970,6 +1154,18 @@ impl AuthService {
             .collect())
     }
 
+    /// Whether the key whose hash is `hash` still authenticates, and until when: `Some(expiry)`
+    /// for a key that is neither revoked nor expired (`Some(None)`: it never expires), `None`
+    /// otherwise (or when the store cannot say). What a console session opened with a key is
+    /// re-checked against on every request, from the store's in-memory index of keys.
+    pub async fn key_standing(&self, hash: &KeyHash) -> Option<Option<Timestamp>> {
+        let record = self.store.key_by_hash(hash).await.ok()??;
+        record
+            .check(hash, self.clock.wall())
+            .ok()
+            .map(|()| record.expires_at)
+    }
+
     /// Revokes a key; it is refused from now on. Revoking it again keeps the first time.
     pub async fn revoke_key(&self, key_id: &str) -> Result<ApiKeySummary, AuthServiceError> {
         let id = KeyId::parse(key_id)?;
@@ -985,6 +1181,103 @@ impl AuthService {
             key_id: id.to_string(),
         });
         Ok(ApiKeySummary::of(&record, now))
+    }
+
+    // ----- local users ----------------------------------------------------------------------
+
+    fn user_store(&self) -> Result<&Arc<dyn UserStore>, AuthServiceError> {
+        self.users.as_ref().ok_or(AuthServiceError::NoUserStore)
+    }
+
+    /// A new password's hash: the password rule, then a fresh salt from the secret source,
+    /// then argon2id on the blocking thread pool.
+    async fn hash_new_password(&self, password: &str) -> Result<PasswordHash, AuthServiceError> {
+        check_new_password(password)?;
+        let mut salt = [0_u8; SALT_BYTES];
+        self.secrets
+            .fill(&mut salt)
+            .map_err(|error| AuthServiceError::PasswordHashing {
+                message: format!("no secure randomness for a salt: {error}"),
+            })?;
+        self.passwords
+            .hash(password, salt)
+            .await
+            .map_err(hashing_failed)
+    }
+
+    /// Makes a local user `name` (see [`UserName`]) with `password` (see
+    /// [`check_new_password`]). It holds no role until one is assigned to `user:<name>`.
+    /// A taken name is [`AuthError::UserAlreadyExists`].
+    pub async fn create_user(
+        &self,
+        name: &str,
+        password: &str,
+    ) -> Result<UserSummary, AuthServiceError> {
+        let name = UserName::parse(name)?;
+        let users = self.user_store()?;
+        let hash = self.hash_new_password(password).await?;
+        let user = LocalUser::new(name, hash, self.clock.wall());
+        if !users.insert_user(&user).await? {
+            return Err(AuthError::UserAlreadyExists { name: user.name }.into());
+        }
+        tracing::info!(user = %user.name, "local user created");
+        Ok(UserSummary::of(&user))
+    }
+
+    /// Every local user, by name.
+    pub async fn list_users(&self) -> Result<Vec<UserSummary>, AuthServiceError> {
+        let users = self.user_store()?.users().await?;
+        Ok(users.iter().map(UserSummary::of).collect())
+    }
+
+    /// The local user `name`; [`AuthError::UserNotFound`] when there is none.
+    pub async fn user(&self, name: &str) -> Result<UserSummary, AuthServiceError> {
+        let name = UserName::parse(name)?;
+        match self.user_store()?.user(&name).await? {
+            Some(user) => Ok(UserSummary::of(&user)),
+            None => Err(AuthError::UserNotFound { name }.into()),
+        }
+    }
+
+    /// Gives the local user `name` a new password (the same rule as at creation).
+    pub async fn set_password(&self, name: &str, password: &str) -> Result<(), AuthServiceError> {
+        let name = UserName::parse(name)?;
+        let users = self.user_store()?;
+        let hash = self.hash_new_password(password).await?;
+        if !users
+            .set_password_hash(&name, &hash, self.clock.wall())
+            .await?
+        {
+            return Err(AuthError::UserNotFound { name }.into());
+        }
+        tracing::info!(user = %name, "local user's password set");
+        Ok(())
+    }
+
+    /// Disables (`true`) or enables the local user `name`. A disabled user cannot sign in and
+    /// keeps its roles and its password.
+    pub async fn set_user_disabled(
+        &self,
+        name: &str,
+        disabled: bool,
+    ) -> Result<(), AuthServiceError> {
+        let name = UserName::parse(name)?;
+        if !self.user_store()?.set_disabled(&name, disabled).await? {
+            return Err(AuthError::UserNotFound { name }.into());
+        }
+        tracing::info!(user = %name, disabled, "local user disabled or enabled");
+        Ok(())
+    }
+
+    /// Deletes the local user `name`. The role assignments of `user:<name>` stay (the principal
+    /// may also sign in otherwise, with a key or a token); revoke them separately.
+    pub async fn delete_user(&self, name: &str) -> Result<(), AuthServiceError> {
+        let name = UserName::parse(name)?;
+        if !self.user_store()?.delete_user(&name).await? {
+            return Err(AuthError::UserNotFound { name }.into());
+        }
+        tracing::info!(user = %name, "local user deleted");
+        Ok(())
     }
 
     // ----- roles ----------------------------------------------------------------------------
@@ -1262,6 +1555,14 @@ fn failure_reason(error: &AuthError) -> String {
     match error {
         AuthError::InvalidApiKey { reason } => reason.to_string(),
         AuthError::InvalidToken { reason } => reason.to_string(),
+        AuthError::InvalidPassword { reason } => reason.to_string(),
         other => other.to_string(),
     }
 }
+
+fn hashing_failed(error: crate::passwords::HashingFailed) -> AuthServiceError {
+    AuthServiceError::PasswordHashing { message: error.0 }
+}
+
+#[cfg(test)]
+mod local_user_tests;

@@ -14,6 +14,7 @@
 //! the approval and rejection of what they find.
 //! [`ConfigService`] reloads the configuration file into the running gateway (applying only
 //! what changed), shows, exports, backs up and compares the configuration.
+//! [`ConsoleSessions`] holds the web console's signed-in browsers.
 //! [`ToolListKeeper`] keeps the tool lists servers listed, so that a restart serves them
 //! instead of starting every server that declares no tools.
 //!
@@ -58,6 +59,7 @@ mod auth;
 mod authorizing;
 mod catalog;
 mod config_service;
+mod console_sessions;
 mod discovery;
 mod event_log;
 mod events;
@@ -65,6 +67,7 @@ mod gateway;
 mod groups;
 mod launcher;
 pub mod metrics;
+mod passwords;
 mod runtime;
 mod stats;
 mod token_cache;
@@ -74,12 +77,17 @@ pub use self::metrics::EventMetrics;
 pub use auth::{
     ApiKeySummary, AuthService, AuthServiceError, AuthSettings, CreateKeyRequest, Credentials,
     DEFAULT_API_KEY_HEADER, HeldRole, LockoutPolicy, POLICY_DECIDER_DEADLINE, PermissionCheckView,
+    UserSummary,
 };
 pub use authorizing::{AuthorizedFrontend, caller_of, identity_of};
 pub use catalog::{DEFAULT_PROBE_CONCURRENCY, NAME_SEPARATOR, ToolCatalog};
 pub use config_service::{
     ConfigDiffView, ConfigService, ConfigServiceError, Environment, ReloadReport, ReloadTrigger,
     WATCH_DEBOUNCE,
+};
+pub use console_sessions::{
+    ConsoleSession, ConsoleSessions, OpenedSession, PENDING_SIGN_IN_LIFETIME, SessionError,
+    SessionSettings, SignInMethod,
 };
 pub use discovery::{
     ApprovalView, CompositeSourceFactory, DiscoveryService, DiscoverySettings, RejectionView,
@@ -93,6 +101,10 @@ pub use groups::{
     group_spec_from_config,
 };
 pub use launcher::{CompositeLauncher, StdioLauncher};
+pub use passwords::{
+    PASSWORD_HASH_MAX_ITERATIONS, PASSWORD_HASH_MAX_MEMORY_KIB, PASSWORD_HASH_MAX_PARALLELISM,
+    PasswordHashing,
+};
 pub use runtime::{
     OsSecrets, TokioClock, TokioSpawner, spawn_maintenance, spawn_rate_limit_eviction,
 };

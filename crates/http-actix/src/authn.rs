@@ -2,7 +2,8 @@
 //!
 //! With an [`AuthService`] that is enabled, a request to a protected path must carry a
 //! credential (the API-key header, `Authorization: Bearer`, or `?api_key=` on the event
-//! WebSocket, which browsers cannot give headers), unless anonymous access is on. A REST
+//! WebSocket, which browsers cannot give headers; or, on the event WebSocket only, the web
+//! console's session cookie), unless anonymous access is on. A REST
 //! request then needs the permission its route maps to (`Permission::for_rest_route`). A request
 //! that no permission maps never reaches a handler: an authenticated caller, whatever its
 //! roles, gets 404 `NotFoundError` for a path no route serves and 405 `MethodNotAllowedError`
@@ -185,12 +186,22 @@ pub async fn authenticate(
         .authenticating_token(&credentials)
         .map(SubjectToken::new);
     let client = state.client_address(request.request());
-    let identity = match auth.authenticate(credentials, client).await {
-        Ok(identity) => identity,
-        Err(error) => {
-            let response = refusal(&auth, &error, request.request(), &state);
-            return Ok(request.into_response(response).map_into_right_body());
-        }
+    // The console's pages open the event stream with their session cookie; the `Origin` check
+    // in front has already refused every other site's page.
+    let console_identity = if credentials.is_empty() && request.path() == EVENTS_WS_PATH {
+        crate::console::session_identity(request.request(), &state).await
+    } else {
+        None
+    };
+    let identity = match console_identity {
+        Some(identity) => identity,
+        None => match auth.authenticate(credentials, client).await {
+            Ok(identity) => identity,
+            Err(error) => {
+                let response = refusal(&auth, &error, request.request(), &state);
+                return Ok(request.into_response(response).map_into_right_body());
+            }
+        },
     };
     match needed {
         Requirement::Authenticated => {

@@ -72,6 +72,7 @@
 mod auth_api;
 mod authn;
 mod config_api;
+mod console;
 mod cors;
 mod definition;
 mod discovery;
@@ -97,6 +98,7 @@ use actix_web::http::Method;
 use actix_web::{App, HttpRequest, HttpServer, Resource, web};
 
 pub use authn::{TrustedProxies, identity_of};
+pub use console::{CONSOLE_PATH, Console, SESSION_COOKIE};
 pub use cors::{CORS_ALL_METHODS, CORS_EXPOSED_HEADERS, CORS_MAX_AGE_SECONDS, CorsSettings};
 pub use error::{
     ApiError, ErrorEnvelope, names as error_names, route_not_found, status_and_name_of,
@@ -337,6 +339,7 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: ApiState) {
         .configure(|cfg| auth_api::mount(cfg, &mounter))
         .configure(|cfg| discovery::mount(cfg, &mounter))
         .configure(|cfg| config_api::mount(cfg, &mounter))
+        .configure(|cfg| console::mount(cfg, &mounter.state))
         .default_service(web::to(route_not_found));
 }
 

@@ -67,6 +67,13 @@ pub(crate) fn resource_of(request: &HttpRequest, state: &ApiState, auth: &AuthSe
     if let Some(resource) = &auth.settings().resource {
         return resource.clone();
     }
+    format!("{}{MCP_PATH}", origin_of(request, state))
+}
+
+/// The origin (`scheme://host[:port]`, the host lowercased) the request was addressed to: its
+/// `Host`, and `https` when the listener serves TLS or a trusted proxy says so in
+/// `X-Forwarded-Proto`.
+pub(crate) fn origin_of(request: &HttpRequest, state: &ApiState) -> String {
     let host = request
         .headers()
         .get(header::HOST)
@@ -74,6 +81,17 @@ pub(crate) fn resource_of(request: &HttpRequest, state: &ApiState, auth: &AuthSe
         .map(str::to_owned)
         .or_else(|| request.uri().authority().map(ToString::to_string))
         .unwrap_or_else(|| request.app_config().host().to_owned());
+    let scheme = if is_https(request, state) {
+        "https"
+    } else {
+        "http"
+    };
+    format!("{scheme}://{}", host.to_ascii_lowercase())
+}
+
+/// Whether the browser reached the gateway over TLS: the listener's own, or a trusted proxy's
+/// (`X-Forwarded-Proto: https` from an address of `auth.trusted_proxies`).
+pub(crate) fn is_https(request: &HttpRequest, state: &ApiState) -> bool {
     let forwarded_https = request.peer_addr().is_some_and(|peer| {
         state.trusted_proxies().contains(peer.ip())
             && request
@@ -82,12 +100,7 @@ pub(crate) fn resource_of(request: &HttpRequest, state: &ApiState, auth: &AuthSe
                 .and_then(|value| value.to_str().ok())
                 .is_some_and(|proto| proto.trim().eq_ignore_ascii_case("https"))
     });
-    let scheme = if request.app_config().secure() || forwarded_https {
-        "https"
-    } else {
-        "http"
-    };
-    format!("{scheme}://{}{MCP_PATH}", host.to_ascii_lowercase())
+    request.app_config().secure() || forwarded_https
 }
 
 /// Where the metadata of `resource` lives: the well-known path between its authority and its

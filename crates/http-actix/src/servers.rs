@@ -421,6 +421,16 @@ pub(crate) struct HistoryQuery {
     cursor: Option<String>,
 }
 
+impl HistoryQuery {
+    /// The newest `limit` invocations.
+    pub(crate) fn first(limit: usize) -> Self {
+        Self {
+            limit: Some(limit.to_string()),
+            cursor: None,
+        }
+    }
+}
+
 /// Reads `cursor`: the decimal `next_cursor` of a previous page, so a non-negative integer.
 fn requested_cursor(raw: Option<&str>) -> Result<Option<u64>, ApiError> {
     raw.map(|raw| {

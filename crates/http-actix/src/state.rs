@@ -78,6 +78,7 @@ pub struct ApiState {
     cors: Option<CorsSettings>,
     allowed_hosts: AllowedHosts,
     mcp_origins: McpOrigins,
+    console: Option<crate::console::Console>,
     rate_limiter: Option<Arc<dyn RateLimiter>>,
     /// The serialized OpenAPI document, once a request asked for it; one for all workers.
     openapi: Arc<std::sync::OnceLock<actix_web::web::Bytes>>,
@@ -111,9 +112,29 @@ impl ApiState {
             cors: None,
             allowed_hosts: AllowedHosts::default(),
             mcp_origins: McpOrigins::default(),
+            console: Some(crate::console::Console::with_default_sessions()),
             rate_limiter: None,
             openapi: Arc::default(),
         }
+    }
+
+    /// Serves the web console under `/ui/` with `console` (its sessions, and single sign-on when
+    /// configured). A new state serves it with in-memory sessions of the default lifetimes.
+    #[must_use]
+    pub fn with_console(mut self, console: crate::console::Console) -> Self {
+        self.console = Some(console);
+        self
+    }
+
+    /// Turns the web console off: `/ui/` answers 404.
+    #[must_use]
+    pub fn without_console(mut self) -> Self {
+        self.console = None;
+        self
+    }
+
+    pub fn console(&self) -> Option<&crate::console::Console> {
+        self.console.as_ref()
     }
 
     pub(crate) fn openapi_document(&self) -> &Arc<std::sync::OnceLock<actix_web::web::Bytes>> {

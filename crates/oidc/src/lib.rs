@@ -1,5 +1,7 @@
 //! Bearer token verification against an OpenID Connect issuer: the [`TokenVerifier`] port of
-//! `mcpgw-authz`, for `Authorization: Bearer <jwt>` credentials.
+//! `mcpgw-authz`, for `Authorization: Bearer <jwt>` credentials; and single sign-on of the web
+//! console's operators at an OpenID provider: its [`SignInProvider`](mcpgw_authz::SignInProvider)
+//! port, as [`OidcSignIn`] (the authorization code flow with PKCE).
 //!
 //! [`OidcVerifier`] checks a token's signature with the issuer's key set (JWKS), accepting only
 //! RS256 and ES256, then its `iss`, `aud`, `exp` and `nbf` claims (with a small leeway), and
@@ -55,6 +57,10 @@ use mcpgw_authz::{ScopeMap, TokenError, TokenRejection, TokenVerifier, VerifiedC
 use mcpgw_core::Timestamp;
 use serde::Deserialize;
 use serde_json::{Map, Value};
+
+mod sign_in;
+
+pub use sign_in::{OidcSignIn, SignInSettings};
 
 /// The path of the discovery document under the issuer (OpenID Connect Discovery 1.0, §4).
 pub const DISCOVERY_PATH: &str = "/.well-known/openid-configuration";
@@ -467,16 +473,8 @@ impl OidcVerifier {
             _ => return Err(TokenRejection::MissingClaim(subject_claim.clone())),
         };
         let groups_claim = &self.settings.groups_claim;
-        let groups = match claim(claims, groups_claim) {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::String(group)) => vec![group.clone()],
-            Some(Value::Array(items)) => items
-                .iter()
-                .map(|item| item.as_str().map(str::to_owned))
-                .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| TokenRejection::MissingClaim(groups_claim.clone()))?,
-            Some(_) => return Err(TokenRejection::MissingClaim(groups_claim.clone())),
-        };
+        let groups = groups_of(claim(claims, groups_claim))
+            .ok_or_else(|| TokenRejection::MissingClaim(groups_claim.clone()))?;
         let tenant_claim = &self.settings.tenant_claim;
         let tenant = match claim(claims, tenant_claim) {
             None | Some(Value::Null) => None,
@@ -514,9 +512,23 @@ fn scopes_of<'a>(
     }
 }
 
+/// The groups a groups claim lists: an array of strings or one string; absent or `null` is no
+/// groups. `None` when it holds anything else.
+pub(crate) fn groups_of(value: Option<&Value>) -> Option<Vec<String>> {
+    match value {
+        None | Some(Value::Null) => Some(Vec::new()),
+        Some(Value::String(group)) => Some(vec![group.clone()]),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| item.as_str().map(str::to_owned))
+            .collect(),
+        Some(_) => None,
+    }
+}
+
 /// A claim by name: the top-level member of that name, else a dotted path into nested objects
 /// (`realm_access.roles`).
-fn claim<'a>(claims: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
+pub(crate) fn claim<'a>(claims: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
     if let Some(value) = claims.get(name) {
         return Some(value);
     }

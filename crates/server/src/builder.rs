@@ -9,7 +9,7 @@ use mcpgw_core::{
     Clock, EventLog, EventSink, LaunchMode, ManagerSettings, McpFrontend, ServerLauncher,
     ServerManager, ServerRepository, ToolListStore,
 };
-use mcpgw_gateway::authz::{AuthStore, PolicyDecider, RateLimiter, TokenVerifier};
+use mcpgw_gateway::authz::{AuthStore, PolicyDecider, RateLimiter, TokenVerifier, UserStore};
 use mcpgw_gateway::discovery_domain::{DiscoverySourceFactory, DiscoveryStore};
 use mcpgw_gateway::groups_domain::GroupRepository;
 use mcpgw_gateway::{
@@ -61,6 +61,7 @@ pub struct GatewayBuilder {
     server_repository: Option<Arc<dyn ServerRepository>>,
     group_repository: Option<Arc<dyn GroupRepository>>,
     auth_store: Option<Arc<dyn AuthStore>>,
+    user_store: Option<Arc<dyn UserStore>>,
     discovery_store: Option<Arc<dyn DiscoveryStore>>,
     tool_list_store: Option<Arc<dyn ToolListStore>>,
     event_log: Option<Arc<dyn EventLog>>,
@@ -98,6 +99,7 @@ impl GatewayBuilder {
             server_repository: None,
             group_repository: None,
             auth_store: None,
+            user_store: None,
             discovery_store: None,
             tool_list_store: None,
             event_log: None,
@@ -221,6 +223,14 @@ impl GatewayBuilder {
         self
     }
 
+    /// Replaces where local users (name and password hash) are kept: SQLite by default, next
+    /// to the keys; with the auth store replaced and no user store given, there are no local
+    /// users.
+    pub fn with_user_store(mut self, store: Arc<dyn UserStore>) -> Self {
+        self.user_store = Some(store);
+        self
+    }
+
     /// Replaces where discovery keeps approvals and rejections (SQLite by default).
     pub fn with_discovery_store(mut self, store: Arc<dyn DiscoveryStore>) -> Self {
         self.discovery_store = Some(store);
@@ -336,9 +346,15 @@ impl GatewayBuilder {
         let clock: Arc<dyn Clock> = self
             .clock
             .unwrap_or_else(|| Arc::new(TokioClock::default()));
+        let default_auth_store = self.auth_store.is_none();
         let auth_store: Arc<dyn AuthStore> = match self.auth_store {
             Some(store) => store,
             None => Arc::new(opening.store()?),
+        };
+        let user_store: Option<Arc<dyn UserStore>> = match self.user_store {
+            Some(store) => Some(store),
+            None if default_auth_store => Some(Arc::new(opening.store()?)),
+            None => None,
         };
         // Every event is kept in the persistent log (its own file, so that its writes never
         // wait on the store's), and ids continue after the last one it holds.
@@ -358,14 +374,18 @@ impl GatewayBuilder {
             Arc::new(EventBus::new(EventBus::DEFAULT_CAPACITY).continuing_after(last_event_id));
         events.add_observer(event_log.clone());
 
-        let auth = Arc::new(build_auth(
+        let auth = build_auth(
             &config,
             auth_store.clone(),
             events.clone(),
             clock.clone(),
             self.token_verifier,
             self.policy_decider,
-        )?);
+        )?;
+        let auth = Arc::new(match user_store {
+            Some(users) => auth.with_user_store(users),
+            None => auth,
+        });
 
         let (launcher, docker_runner) = match self.launcher {
             Some(launcher) => (CompositeLauncher::new().otherwise(launcher), None),
@@ -529,7 +549,9 @@ impl GatewayBuilder {
         }
         let config_service = Arc::new(config_service);
         let gateway = gateway.with_config(config_service.clone());
+        let console = console(&config, clock.clone())?;
         Ok(Parts {
+            console,
             config,
             environment: self.environment,
             runtime,
@@ -684,6 +706,69 @@ fn build_auth(
         auth = auth.with_policy_decider(decider);
     }
     Ok(auth)
+}
+
+/// The web console of the `console` section: in-memory sessions of the configured lifetimes,
+/// and single sign-on through `console.sso`, whose claims are read as the same issuer's bearer
+/// tokens are (its `auth.oauth.issuers` entry, else `auth.oidc` when it names the issuer).
+fn console(
+    config: &GatewayConfig,
+    clock: Arc<dyn Clock>,
+) -> Result<Option<mcpgw_http_actix::Console>, StartError> {
+    let section = &config.console;
+    if !section.enabled {
+        return Ok(None);
+    }
+    let sessions = mcpgw_gateway::ConsoleSessions::new(
+        mcpgw_gateway::SessionSettings {
+            idle: std::time::Duration::from_secs(section.session_idle_minutes * 60),
+            absolute: std::time::Duration::from_secs(section.session_max_hours * 3600),
+            ..mcpgw_gateway::SessionSettings::default()
+        },
+        clock,
+        Arc::new(mcpgw_gateway::OsSecrets),
+    );
+    let console = mcpgw_http_actix::Console::new(sessions);
+    let Some(sso) = &section.sso else {
+        return Ok(Some(console));
+    };
+    let same_issuer =
+        |issuer: &str| issuer.trim_end_matches('/') == sso.issuer.trim_end_matches('/');
+    let (subject_claim, groups_claim, tenant_claim) = match config
+        .auth
+        .oauth
+        .issuers
+        .iter()
+        .find(|issuer| same_issuer(&issuer.issuer))
+    {
+        Some(issuer) => (
+            issuer.subject_claim.clone(),
+            issuer.groups_claim.clone(),
+            issuer.tenant_claim.clone(),
+        ),
+        None => {
+            let oidc = &config.auth.oidc;
+            (
+                oidc.subject_claim.clone(),
+                oidc.groups_claim.clone(),
+                oidc.tenant_claim.clone(),
+            )
+        }
+    };
+    let provider = mcpgw_oidc::OidcSignIn::new(mcpgw_oidc::SignInSettings {
+        issuer: sso.issuer.clone(),
+        client_id: sso.client_id.clone(),
+        client_secret: sso.client_secret.clone(),
+        scopes: sso.scopes.clone(),
+        subject_claim,
+        groups_claim,
+        tenant_claim,
+    })
+    .map_err(|error| StartError::new(format!("console.sso: {error}")))?;
+    Ok(Some(console.with_sign_in(
+        Arc::new(provider),
+        sso.redirect_uri.clone(),
+    )))
 }
 
 /// The value of a setting that `section` needs once enabled.

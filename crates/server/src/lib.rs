@@ -27,6 +27,7 @@ mod docker;
 pub mod keys;
 mod running;
 mod settings;
+pub mod users;
 
 pub use builder::{GatewayBuilder, default_discovery_sources};
 pub use config_file::{default_config_path, load_config_file};

@@ -49,6 +49,9 @@ pub(crate) struct Parts {
     pub(crate) rate_limiter: Arc<dyn RateLimiter>,
     pub(crate) discovery: Option<Arc<DiscoveryService>>,
     pub(crate) config_service: Arc<ConfigService>,
+    /// The web console's sessions and single sign-on, shared by every listener; `None` when
+    /// `console.enabled` is false.
+    pub(crate) console: Option<mcpgw_http_actix::Console>,
 }
 
 impl Parts {
@@ -264,6 +267,10 @@ impl RunningGateway {
             )
             .with_events(mcpgw_http_actix::EventStreams::new(parts.events.clone()))
             .with_rate_limiter(parts.rate_limiter.clone()))
+        .map(|state| match &parts.console {
+            Some(console) => state.with_console(console.clone()),
+            None => state.without_console(),
+        })
     }
 
     /// The HTTP server's settings: the defaults, with `MCP_HTTP_WORKERS` workers.

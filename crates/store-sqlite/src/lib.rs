@@ -3,7 +3,8 @@
 //! One [`SqliteStore`] is one database file holding every table the gateway persists: the
 //! servers created at run time ([`mcpgw_core::ServerRepository`]) and the groups created at run
 //! time ([`mcpgw_groups::GroupRepository`]), API keys, custom roles, role assignments and tool
-//! access policies ([`mcpgw_authz::AuthStore`]), and discovery's sources and rejections
+//! access policies ([`mcpgw_authz::AuthStore`]), local users ([`mcpgw_authz::UserStore`]), and
+//! discovery's sources and rejections
 //! ([`mcpgw_discovery::DiscoveryStore`], through [`SqliteDiscoveryStore`]), and the tool lists
 //! servers listed ([`mcpgw_core::ToolListStore`], through [`SqliteToolListStore`]). The event log
 //! ([`SqliteEventLog`]) has a file of its own, for the reasons its module gives. The schema changes only by appending to the ordered
@@ -53,6 +54,7 @@ mod schema;
 mod servers;
 mod store;
 mod tool_lists;
+mod users;
 
 pub use discovery::SqliteDiscoveryStore;
 pub use error::StoreError;

@@ -97,6 +97,16 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         tools TEXT NOT NULL,
         learned_at INTEGER NOT NULL
     ) STRICT;",
+    // 6: local users (`users.rs`), one row per user name (compared exactly, case included).
+    // `password_hash` is the PHC string of the password's hash, never the password; times are
+    // microseconds since the Unix epoch (UTC).
+    "CREATE TABLE users (
+        name TEXT PRIMARY KEY NOT NULL,
+        password_hash TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        password_changed_at INTEGER NOT NULL,
+        disabled INTEGER NOT NULL CHECK (disabled IN (0, 1))
+    ) STRICT;",
 ];
 
 /// The event log's own database file (`events.rs`), migrated like the store's but counted
@@ -256,6 +266,7 @@ mod tests {
             "discovery_sources",
             "discovery_rejections",
             "tool_lists",
+            "users",
         ] {
             assert!(tables.contains(&table.to_owned()), "{tables:?}");
         }
@@ -323,6 +334,46 @@ mod tests {
                 .is_err()
         );
         assert!(connection.execute(insert, ("web", "d", "soon")).is_err());
+    }
+
+    #[test]
+    fn a_database_of_the_fifth_schema_gains_the_users_table_and_keeps_its_rows() {
+        let mut connection = Connection::open_in_memory().unwrap();
+        let path = Path::new(":memory:");
+        migrate(&mut connection, path, &MIGRATIONS[..5]).unwrap();
+        connection
+            .execute_batch(
+                "INSERT INTO role_assignments (principal, role, scope)
+                 VALUES ('user:alice', 'viewer', 'global');
+                 INSERT INTO tool_lists (server_id, definition_digest, tools, learned_at)
+                 VALUES ('math', 'd', '[]', 0);",
+            )
+            .unwrap();
+        migrate(&mut connection, path, MIGRATIONS).unwrap();
+        assert_eq!(user_version(&connection) as usize, MIGRATIONS.len());
+        assert!(table_names(&connection).contains(&"users".to_owned()));
+        let rows: i64 = connection
+            .query_row(
+                "SELECT (SELECT count(*) FROM role_assignments)
+                      + (SELECT count(*) FROM tool_lists)",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert_eq!(rows, 2);
+        // Bad input the schema itself refuses: a second user of one name, a `disabled` that is
+        // not 0 or 1, a missing hash. A name differing only in case is another user.
+        let insert = "INSERT INTO users (name, password_hash, created_at, password_changed_at,
+                      disabled) VALUES (?1, ?2, 0, 0, ?3)";
+        connection.execute(insert, ("alice", "$h", 0)).unwrap();
+        connection.execute(insert, ("Alice", "$h", 1)).unwrap();
+        assert!(connection.execute(insert, ("alice", "$h", 0)).is_err());
+        assert!(connection.execute(insert, ("bob", "$h", 2)).is_err());
+        assert!(
+            connection
+                .execute(insert, ("carol", None::<String>, 0))
+                .is_err()
+        );
     }
 
     #[test]

@@ -1,0 +1,187 @@
+//! The access page: API keys (a new key is shown once, right after it is made; revoking ends
+//! every console session opened with it) and the roles with what they grant.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, web};
+use askama::Template;
+use mcpgw_gateway::CreateKeyRequest;
+use serde::Deserialize;
+
+use super::page::encode_component;
+use super::{Chrome, Problem, Visitor, check_csrf, render, see_other, visitor};
+use crate::dto::{ApiKeyView, RoleView};
+use crate::state::ApiState;
+
+pub(crate) struct KeyRow {
+    pub key: ApiKeyView,
+    pub revoke: String,
+}
+
+/// A key just made: shown on this page and never again.
+pub(crate) struct NewKey {
+    pub raw: String,
+    pub name: String,
+    pub principal: String,
+}
+
+#[derive(Template)]
+#[template(path = "access.html")]
+struct AccessPage {
+    chrome: Chrome,
+    enabled: bool,
+    keys: Vec<KeyRow>,
+    roles: Vec<RoleView>,
+    role_names: Vec<String>,
+    can_manage: bool,
+    new_key: Option<NewKey>,
+    error: Option<String>,
+    form_principal: String,
+    form_name: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Query {
+    done: Option<String>,
+}
+
+async fn access_page(
+    visitor: &Visitor,
+    state: &web::Data<ApiState>,
+    done: Option<&str>,
+) -> Result<AccessPage, Problem> {
+    let enabled = state.auth().is_some();
+    let (keys, roles) = if enabled {
+        let keys = crate::auth_api::list_keys(state.clone())
+            .await?
+            .into_inner()
+            .keys;
+        let roles = crate::auth_api::list_all_roles(state.clone())
+            .await?
+            .into_inner()
+            .roles;
+        (keys, roles)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    Ok(AccessPage {
+        chrome: Chrome::new(visitor, "Access", "access", done),
+        enabled,
+        keys: keys
+            .into_iter()
+            .rev()
+            .map(|key| KeyRow {
+                revoke: format!("/ui/access/keys/{}/revoke", encode_component(&key.key_id)),
+                key,
+            })
+            .collect(),
+        role_names: roles.iter().map(|role| role.name.clone()).collect(),
+        roles,
+        can_manage: visitor.may("POST", "/api/auth/keys"),
+        new_key: None,
+        error: None,
+        form_principal: String::new(),
+        form_name: String::new(),
+    })
+}
+
+/// `GET /ui/access`.
+pub(crate) async fn page(
+    request: HttpRequest,
+    state: web::Data<ApiState>,
+    query: web::Query<Query>,
+) -> Result<HttpResponse, Problem> {
+    let visitor = visitor(&request, &state).await?;
+    visitor.require("GET", "/api/auth/keys").await?;
+    let page = access_page(&visitor, &state, query.done.as_deref()).await?;
+    render(StatusCode::OK, &page)
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct KeyForm {
+    csrf_token: Option<String>,
+    principal: Option<String>,
+    name: Option<String>,
+    role: Option<String>,
+    expires_in_days: Option<String>,
+}
+
+/// `POST /ui/access/keys`: makes a key as `POST /api/auth/keys` does.
+pub(crate) async fn create_key(
+    request: HttpRequest,
+    state: web::Data<ApiState>,
+    form: web::Form<KeyForm>,
+) -> Result<HttpResponse, Problem> {
+    let visitor = visitor(&request, &state).await?;
+    check_csrf(&visitor, form.csrf_token.as_deref())?;
+    visitor.require("POST", "/api/auth/keys").await?;
+    let Some(auth) = state.auth() else {
+        return Err(Problem::not_found("auth is not enabled in this gateway"));
+    };
+    let text = |field: &Option<String>| {
+        field
+            .as_deref()
+            .map(str::trim)
+            .filter(|value| !value.is_empty())
+            .map(str::to_owned)
+    };
+    let expires_in_days = match text(&form.expires_in_days) {
+        None => None,
+        Some(raw) => match raw.parse::<i64>() {
+            Ok(days) => Some(days),
+            Err(_) => {
+                let mut page = access_page(&visitor, &state, None).await?;
+                page.error = Some(format!(
+                    "expires_in_days: must be a whole number of days; got `{raw}`"
+                ));
+                return render(StatusCode::UNPROCESSABLE_ENTITY, &page);
+            }
+        },
+    };
+    let request = CreateKeyRequest {
+        principal: text(&form.principal).unwrap_or_default(),
+        name: text(&form.name).unwrap_or_default(),
+        role: text(&form.role),
+        expires_in_days,
+    };
+    let outcome = auth.create_key(request).await;
+    let mut page = access_page(&visitor, &state, None).await?;
+    match outcome {
+        Ok(issued) => {
+            page.new_key = Some(NewKey {
+                raw: issued.raw_key.expose().to_owned(),
+                name: issued.record.name.clone(),
+                principal: issued.record.principal.to_string(),
+            });
+            render(StatusCode::CREATED, &page)
+        }
+        Err(error) => {
+            let error = crate::error::ApiError::from(error);
+            page.error = Some(error.message().to_owned());
+            page.form_principal = form.principal.clone().unwrap_or_default();
+            page.form_name = form.name.clone().unwrap_or_default();
+            render(error.status(), &page)
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct RevokeForm {
+    csrf_token: Option<String>,
+}
+
+/// `POST /ui/access/keys/{id}/revoke`: revokes as `DELETE /api/auth/keys/{id}` does.
+pub(crate) async fn revoke_key(
+    request: HttpRequest,
+    state: web::Data<ApiState>,
+    key_id: web::Path<String>,
+    form: web::Form<RevokeForm>,
+) -> Result<HttpResponse, Problem> {
+    let visitor = visitor(&request, &state).await?;
+    check_csrf(&visitor, form.csrf_token.as_deref())?;
+    let key_id = key_id.into_inner();
+    visitor
+        .require("DELETE", &format!("/api/auth/keys/{key_id}"))
+        .await?;
+    crate::auth_api::revoke_key(state.clone(), web::Path::from(key_id)).await?;
+    Ok(see_other("/ui/access?done=revoked"))
+}

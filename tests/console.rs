@@ -1,0 +1,599 @@
+//! End-to-end tests of the web console (`/ui/`) against the real binary.
+//!
+//! In a real browser (Debian's chromium, headless, driven by Selenium through
+//! `tests/python/console_flows.py`): signing in each of the three ways (an API key, a local
+//! user's password, single sign-on with a real OpenID provider), creating a server through the
+//! form, starting it and watching its state and stderr change on the open page, calling a tool
+//! from its form, approving a pending discovery, making and revoking a key, a viewer who sees
+//! no control and whose forged posts are refused, and a post without the CSRF token. Every page
+//! is checked with axe-core and at a phone's width, and saved as a screenshot under
+//! `target/console-screenshots/`.
+//!
+//! On the wire: no console page or action is reachable without a session when authentication
+//! is on; the session cookie's attributes and the pages' security headers; a session ends when
+//! its key is revoked and when it signs out; the sign-in forms refuse posts that did not come
+//! from the sign-in page; repeated wrong passwords lock the address out; the console can be
+//! turned off.
+//!
+//! Bad input tried: a wrong API key, a wrong password (repeatedly), a server id with a blank and
+//! a `!`, forms without the CSRF token or the sign-in token, a forged session cookie, a revoked
+//! key's session, `next` pointing at another site.
+
+mod support;
+
+use std::io::Write as _;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::browser::run_browser_scenario;
+use support::{
+    RunningGateway, cli_key, fixture_binary, fixture_server_yaml, gateway, raw_exchange,
+};
+
+const VIEWER: &str = "vera";
+const VIEWER_PASSWORD: &str = "a long enough passphrase";
+
+/// Makes a local user with `mcpgw auth create-user`, the password on stdin.
+fn cli_user(data_dir: &Path, name: &str, password: &str, role: &str) {
+    let mut child = Command::new(support::gateway_binary())
+        .args(["auth", "create-user", "--name", name, "--role", role])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{password}\n").as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "create-user: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Writes a discovered definition where the filesystem source looks.
+fn write_definition(dir: &Path, name: &str) {
+    let yaml = format!(
+        "mode: subprocess\ncommand: [{}]\n",
+        serde_json::to_string(&fixture_binary().display().to_string()).unwrap()
+    );
+    std::fs::write(dir.join(format!("{name}.yaml")), yaml).unwrap();
+}
+
+struct Console {
+    gw: RunningGateway,
+    admin_key: String,
+    _discovered: tempfile::TempDir,
+}
+
+/// A gateway with authentication on, a fixture server `demo`, a filesystem discovery source
+/// holding one pending definition `found`, an admin key, and a viewer user. `extra` is appended
+/// to the configuration.
+fn console_gateway(extra: &str) -> Console {
+    let data = tempfile::tempdir().unwrap();
+    let admin_key = cli_key(data.path(), "user:root", Some("admin"));
+    cli_user(data.path(), VIEWER, VIEWER_PASSWORD, "viewer");
+    let discovered = tempfile::tempdir().unwrap();
+    write_definition(discovered.path(), "found");
+    let yaml = format!(
+        "auth:\n  enabled: true\n  role_assignments:\n    - {{principal: \"group:ops\", role: mcp_server_admin}}\n\
+         mcp_servers:\n{}\
+         discovery:\n  refresh_interval_s: 3600\n  sources:\n    - {{id: files, type: filesystem, mode: additive, config: {{path: \"{}\"}}}}\n\
+         {extra}",
+        fixture_server_yaml("demo", &[]),
+        discovered.path().display()
+    );
+    let gw = gateway().data_dir(data).config(&yaml).start();
+    Console {
+        gw,
+        admin_key,
+        _discovered: discovered,
+    }
+}
+
+impl Console {
+    fn api(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+        let mut request = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nX-API-Key: {}\r\nConnection: close\r\n",
+            self.gw.address(),
+            self.admin_key
+        );
+        let body = body.map(Value::to_string).unwrap_or_default();
+        if !body.is_empty() {
+            request.push_str(&format!(
+                "Content-Type: application/json\r\nContent-Length: {}\r\n",
+                body.len()
+            ));
+        }
+        request.push_str("\r\n");
+        request.push_str(&body);
+        let answer = raw_exchange(self.gw.address(), request.as_bytes());
+        (
+            answer.status,
+            serde_json::from_str(&answer.body).unwrap_or(Value::Null),
+        )
+    }
+
+    fn parameters(&self) -> Value {
+        let (status, refused) = self.api(
+            "POST",
+            "/api/mcp_servers",
+            Some(&json!({"mcp_server_id": "bad id!", "mode": "subprocess",
+                         "command": [fixture_binary().display().to_string()]})),
+        );
+        assert_eq!(status, 422, "{refused}");
+        json!({
+            "base_url": self.gw.url(""),
+            "admin_key": self.admin_key,
+            "fixture": fixture_binary().display().to_string(),
+            "pending": "found",
+            "bad_id_message": refused["message"],
+            "demo": "demo",
+            "viewer_user": VIEWER,
+            "viewer_password": VIEWER_PASSWORD,
+        })
+    }
+
+    fn wait_pending(&self, name: &str) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let (_, pending) = self.api("GET", "/api/discovery/pending", None);
+            if pending["pending"]
+                .as_array()
+                .is_some_and(|entries| entries.iter().any(|entry| entry["name"] == name))
+            {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{name} never became pending: {pending}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+fn scenario(name: &str, parameters: &Value) -> Value {
+    run_browser_scenario(
+        "console_flows.py",
+        &[name.to_owned(), parameters.to_string()],
+        &[],
+    )
+}
+
+#[test]
+fn an_operator_runs_the_fleet_from_the_console_with_an_api_key() {
+    let console = console_gateway("");
+    console.wait_pending("found");
+    let report = scenario("admin", &console.parameters());
+    let checks = report["checks"].as_array().unwrap();
+    assert!(checks.len() > 30, "{report}");
+    // What the browser did is what the gateway did.
+    let (_, made) = console.api("GET", "/api/mcp_servers/made", None);
+    assert_eq!(made["state"], "ready", "{made}");
+    let (_, found) = console.api("GET", "/api/mcp_servers/found", None);
+    assert_eq!(found["mcp_server_id"], "found", "{found}");
+}
+
+#[test]
+fn a_viewer_signed_in_with_a_password_can_change_nothing() {
+    let console = console_gateway("");
+    let report = scenario("viewer", &console.parameters());
+    assert!(report["ok"] == true, "{report}");
+    let (_, demo) = console.api("GET", "/api/mcp_servers/demo", None);
+    assert_eq!(
+        demo["mcp_server_id"], "demo",
+        "the forged delete changed nothing"
+    );
+}
+
+#[test]
+fn single_sign_on_with_a_real_openid_provider_opens_a_session_with_the_groups_roles() {
+    let provider_dir = tempfile::tempdir().unwrap();
+    let provider = support::peers::start_authorization_server(
+        &json!({
+            "accounts": {"alice": {"groups": ["ops"]}},
+            "resources": [],
+            "clients": [{
+                "client_id": "mcpgw-console",
+                "client_secret": "console-secret",
+                "application_type": "native",
+                "redirect_uris": ["http://127.0.0.1/ui/login/sso/callback"],
+                "grant_types": ["authorization_code"],
+                "response_types": ["code"],
+                "token_endpoint_auth_method": "client_secret_basic"
+            }]
+        }),
+        provider_dir.path(),
+    );
+    let console = console_gateway(&format!(
+        "console:\n  sso: {{issuer: \"{}\", client_id: mcpgw-console, client_secret: console-secret, scopes: [groups]}}\n",
+        provider.url
+    ));
+    let mut parameters = console.parameters();
+    parameters["sso_user"] = json!("alice");
+    let report = scenario("sso", &parameters);
+    assert!(report["ok"] == true, "{report}");
+}
+
+// --- on the wire ---------------------------------------------------------------------------------
+
+/// One request to the console: `cookies` as a `Cookie` header, `form` as an urlencoded body.
+fn ui(
+    gw: &RunningGateway,
+    method: &str,
+    path: &str,
+    cookies: &str,
+    form: Option<&str>,
+) -> support::RawAnswer {
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
+        gw.address()
+    );
+    if !cookies.is_empty() {
+        request.push_str(&format!("Cookie: {cookies}\r\n"));
+    }
+    if let Some(form) = form {
+        request.push_str(&format!(
+            "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n",
+            form.len()
+        ));
+    }
+    request.push_str("\r\n");
+    request.push_str(form.unwrap_or_default());
+    raw_exchange(gw.address(), request.as_bytes())
+}
+
+/// Every `Set-Cookie` of an answer.
+fn set_cookies(answer: &support::RawAnswer) -> Vec<&str> {
+    answer
+        .headers
+        .iter()
+        .filter(|(name, _)| name == "set-cookie")
+        .map(|(_, value)| value.as_str())
+        .collect()
+}
+
+/// The value of cookie `name` among an answer's `Set-Cookie`s.
+fn cookie_value(answer: &support::RawAnswer, name: &str) -> Option<String> {
+    set_cookies(answer).into_iter().find_map(|header| {
+        let (pair, _) = header.split_once(';').unwrap_or((header, ""));
+        let (key, value) = pair.split_once('=')?;
+        (key == name).then(|| value.to_owned())
+    })
+}
+
+/// The sign-in token of the sign-in page: its cookie and the form field hold the same value.
+fn login_token(gw: &RunningGateway) -> String {
+    let page = ui(gw, "GET", "/ui/login", "", None);
+    assert_eq!(page.status, 200, "{}", page.body);
+    let token = cookie_value(&page, "mcpgw_login").expect("the sign-in page sets its token");
+    assert!(
+        page.body.contains(&format!("value=\"{token}\"")),
+        "the form carries the token"
+    );
+    token
+}
+
+/// Signs in with `key`; answers the session cookie's value.
+fn key_session(gw: &RunningGateway, key: &str) -> String {
+    let token = login_token(gw);
+    let answer = ui(
+        gw,
+        "POST",
+        "/ui/login/key",
+        &format!("mcpgw_login={token}"),
+        Some(&format!(
+            "login_token={token}&next=%2Fui%2Fservers&api_key={key}"
+        )),
+    );
+    assert_eq!(answer.status, 303, "{}", answer.body);
+    assert_eq!(answer.header("location"), Some("/ui/servers"));
+    cookie_value(&answer, "mcpgw_session").expect("a session cookie")
+}
+
+/// The pages and actions of the console, each with what reaching it without a session answers.
+const PAGES: [&str; 10] = [
+    "/ui/",
+    "/ui/servers",
+    "/ui/servers/rows",
+    "/ui/servers/new",
+    "/ui/servers/demo",
+    "/ui/servers/demo/live",
+    "/ui/servers/demo/edit",
+    "/ui/tools",
+    "/ui/discovery",
+    "/ui/access",
+];
+const ACTIONS: [&str; 8] = [
+    "/ui/servers",
+    "/ui/servers/demo",
+    "/ui/servers/demo/start",
+    "/ui/servers/demo/delete",
+    "/ui/tools/demo__echo",
+    "/ui/discovery/found/approve",
+    "/ui/access/keys",
+    "/ui/access/keys/key_0000000000000000/revoke",
+];
+
+#[test]
+fn no_console_page_or_action_is_reachable_without_a_session() {
+    let console = console_gateway("");
+    let gw = &console.gw;
+    // Bad input: no cookie, and a session cookie nobody issued.
+    for cookies in [
+        "",
+        "mcpgw_session=forged-session-token-0123456789abcdefghijklmnop",
+    ] {
+        for page in PAGES {
+            let answer = ui(gw, "GET", page, cookies, None);
+            assert_eq!(
+                answer.status, 303,
+                "GET {page} ({cookies}): {}",
+                answer.body
+            );
+            let location = answer.header("location").unwrap_or_default();
+            assert!(
+                location.starts_with("/ui/login?next=/ui/"),
+                "GET {page} goes to sign in and comes back: {location}"
+            );
+        }
+        for action in ACTIONS {
+            let answer = ui(gw, "POST", action, cookies, Some("csrf_token=x"));
+            assert_eq!(
+                answer.status, 401,
+                "POST {action} ({cookies}): {}",
+                answer.body
+            );
+            assert!(
+                answer.body.contains("AuthenticationError"),
+                "{}",
+                answer.body
+            );
+        }
+    }
+    // The sign-in page and the assets are public.
+    assert_eq!(ui(gw, "GET", "/ui/login", "", None).status, 200);
+    assert_eq!(
+        ui(gw, "GET", "/ui/assets/htmx.min.js", "", None).status,
+        200
+    );
+    // And the API did not change: the demo server is still there, nothing was approved.
+    assert_eq!(console.api("GET", "/api/mcp_servers/demo", None).0, 200);
+    assert_eq!(console.api("GET", "/api/mcp_servers/found", None).0, 404);
+}
+
+#[test]
+fn a_session_is_a_strict_http_only_cookie_and_ends_with_its_key_or_on_sign_out() {
+    let console = console_gateway("");
+    let gw = &console.gw;
+    let key = cli_key_through_api(&console);
+    let session = key_session(gw, &key.1);
+    let page = ui(
+        gw,
+        "GET",
+        "/ui/servers",
+        &format!("mcpgw_session={session}"),
+        None,
+    );
+    assert_eq!(page.status, 200, "{}", page.body);
+    let login = ui(gw, "GET", "/ui/login", "", None);
+    let cookie = set_cookies(&ui(
+        gw,
+        "POST",
+        "/ui/login/key",
+        &format!(
+            "mcpgw_login={}",
+            cookie_value(&login, "mcpgw_login").unwrap()
+        ),
+        Some(&format!(
+            "login_token={}&api_key={}",
+            cookie_value(&login, "mcpgw_login").unwrap(),
+            key.1
+        )),
+    ))
+    .into_iter()
+    .find(|header| header.starts_with("mcpgw_session="))
+    .unwrap()
+    .to_owned();
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(cookie.contains(attribute), "{cookie} lacks {attribute}");
+    }
+    assert!(
+        !cookie.contains("Secure"),
+        "plain HTTP on loopback: {cookie}"
+    );
+    let policy = page.header("content-security-policy").unwrap_or_default();
+    for directive in [
+        "script-src 'self'",
+        "frame-ancestors 'none'",
+        "form-action 'self'",
+    ] {
+        assert!(policy.contains(directive), "{policy} lacks {directive}");
+    }
+    assert_eq!(page.header("x-frame-options"), Some("DENY"));
+    assert_eq!(page.header("cache-control"), Some("no-store"));
+
+    // Revoking the key ends the session at once.
+    let (status, revoked) = console.api("DELETE", &format!("/api/auth/keys/{}", key.0), None);
+    assert_eq!(status, 200, "{revoked}");
+    let after = ui(
+        gw,
+        "GET",
+        "/ui/servers",
+        &format!("mcpgw_session={session}"),
+        None,
+    );
+    assert_eq!(after.status, 303, "a revoked key's session is over");
+
+    // Signing out ends the session on the server, not only in the browser.
+    let session = key_session(gw, &console.admin_key);
+    let cookies = format!("mcpgw_session={session}");
+    let page = ui(gw, "GET", "/ui/servers", &cookies, None);
+    let csrf = page
+        .body
+        .split("data-csrf=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .to_owned();
+    // Bad input: signing out without the CSRF token changes nothing.
+    assert_eq!(
+        ui(gw, "POST", "/ui/logout", &cookies, Some("csrf_token=wrong")).status,
+        403
+    );
+    assert_eq!(ui(gw, "GET", "/ui/servers", &cookies, None).status, 200);
+    let out = ui(
+        gw,
+        "POST",
+        "/ui/logout",
+        &cookies,
+        Some(&format!("csrf_token={csrf}")),
+    );
+    assert_eq!(out.status, 303);
+    assert_eq!(ui(gw, "GET", "/ui/servers", &cookies, None).status, 303);
+}
+
+/// A key for `user:temp` with the developer role, made over the API: (key id, raw key).
+fn cli_key_through_api(console: &Console) -> (String, String) {
+    let (status, made) = console.api(
+        "POST",
+        "/api/auth/keys",
+        Some(&json!({"principal": "user:temp", "name": "temp", "role": "developer"})),
+    );
+    assert_eq!(status, 201, "{made}");
+    (
+        made["key_id"].as_str().unwrap().to_owned(),
+        made["key"].as_str().unwrap().to_owned(),
+    )
+}
+
+#[test]
+fn the_sign_in_forms_refuse_what_the_sign_in_page_did_not_send() {
+    let console = console_gateway("");
+    let gw = &console.gw;
+    let token = login_token(gw);
+    // Bad input: no token, a token without its cookie, a cookie and a different token.
+    for (cookies, form) in [
+        (String::new(), format!("api_key={}", console.admin_key)),
+        (
+            String::new(),
+            format!("login_token={token}&api_key={}", console.admin_key),
+        ),
+        (
+            format!("mcpgw_login={token}"),
+            format!("login_token=other&api_key={}", console.admin_key),
+        ),
+    ] {
+        let answer = ui(gw, "POST", "/ui/login/key", &cookies, Some(&form));
+        assert_eq!(answer.status, 403, "{form}: {}", answer.body);
+        assert!(cookie_value(&answer, "mcpgw_session").is_none());
+    }
+    // `next` may only lead into the console.
+    let token = login_token(gw);
+    for next in [
+        "https%3A%2F%2Fevil.example%2F",
+        "%2F%2Fevil.example",
+        "%2Fui%2F%5Cevil",
+    ] {
+        let answer = ui(
+            gw,
+            "POST",
+            "/ui/login/key",
+            &format!("mcpgw_login={token}"),
+            Some(&format!(
+                "login_token={token}&next={next}&api_key={}",
+                console.admin_key
+            )),
+        );
+        assert_eq!(answer.status, 303, "{}", answer.body);
+        assert_eq!(answer.header("location"), Some("/ui/"), "next={next}");
+    }
+}
+
+#[test]
+fn repeated_wrong_passwords_lock_the_address_out() {
+    let console = console_gateway("");
+    let gw = &console.gw;
+    let mut last = None;
+    // Bad input: the viewer's name with wrong passwords, until the lockout answers.
+    for attempt in 0..20 {
+        let token = login_token(gw);
+        let answer = ui(
+            gw,
+            "POST",
+            "/ui/login/password",
+            &format!("mcpgw_login={token}"),
+            Some(&format!(
+                "login_token={token}&user_name={VIEWER}&password=wrong-password-{attempt}"
+            )),
+        );
+        assert!(cookie_value(&answer, "mcpgw_session").is_none());
+        if answer.status == 429 {
+            last = Some(answer);
+            break;
+        }
+        assert_eq!(answer.status, 401, "attempt {attempt}: {}", answer.body);
+        assert!(
+            answer
+                .body
+                .to_lowercase()
+                .contains("invalid user name or password"),
+            "{}",
+            answer.body
+        );
+    }
+    let locked = last.expect("the address is locked out after repeated failures");
+    assert!(locked.header("retry-after").is_some());
+    // Even the right password waits for the lockout to end.
+    let token = login_token(gw);
+    let answer = ui(
+        gw,
+        "POST",
+        "/ui/login/password",
+        &format!("mcpgw_login={token}"),
+        Some(&format!(
+            "login_token={token}&user_name={VIEWER}&password={}",
+            VIEWER_PASSWORD.replace(' ', "+")
+        )),
+    );
+    assert_eq!(answer.status, 429, "{}", answer.body);
+}
+
+#[test]
+fn the_console_can_be_turned_off_and_opens_without_signing_in_when_auth_is_off() {
+    let off = gateway()
+        .config("console: {enabled: false}\nmcp_servers: {}\n")
+        .start();
+    for page in ["/ui/", "/ui/servers", "/ui/login", "/ui/assets/console.css"] {
+        let answer = ui(&off, "GET", page, "", None);
+        assert_eq!(answer.status, 404, "{page}: {}", answer.body);
+    }
+    let open = gateway()
+        .config(&format!(
+            "mcp_servers:\n{}",
+            fixture_server_yaml("demo", &[])
+        ))
+        .start();
+    let page = ui(&open, "GET", "/ui/servers", "", None);
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("data-server=\"demo\""), "{}", page.body);
+    // Bad input: a form without any token is still refused from another site by the Origin
+    // check, as the API is.
+    let request = format!(
+        "POST /ui/servers/demo/stop HTTP/1.1\r\nHost: {}\r\nOrigin: https://evil.example\r\n\
+         Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        open.address()
+    );
+    let answer = raw_exchange(open.address(), request.as_bytes());
+    assert_eq!(answer.status, 403, "{}", answer.body);
+}

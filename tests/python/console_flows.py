@@ -1,0 +1,332 @@
+#!/usr/bin/env python3
+"""What an operator does in the web console, in headless chromium, against a real gateway that
+tests/console.rs started.
+
+    console_flows.py --screenshots DIR SCENARIO PARAMETERS_JSON
+
+SCENARIO is one of:
+- admin: signs in with an API key (after a wrong one is refused), then every page: creates a
+  server through the form (a bad id first, which must show the API's own message), starts it
+  and watches its state and its stderr change on the open page while something else drives the
+  server (the page is never reloaded), calls a tool from its form, approves a pending discovery,
+  makes and revokes an API key, sends a form without its CSRF token (refused), and signs out.
+- viewer: signs in as a local user with a password; sees no control that changes anything, and
+  a forged form post that carries the right CSRF token is refused all the same.
+- sso: signs in through the OpenID provider (single sign-on) and lands signed in as the
+  provider's user, with the roles of its group.
+
+Every page visited is checked with axe-core (no critical or serious violation) at 1280x800 and
+at a 390-pixel phone width (no horizontal scrolling), logs no JavaScript error, and is saved as
+a screenshot.
+
+PARAMETERS_JSON holds base_url and what the scenario needs: admin_key, fixture, pending (the
+name of a pending discovered definition), bad_id_message (what the API answers for the id
+`bad id!`), demo (a server that runs the fixture), viewer_user, viewer_password, sso_user.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+
+from browser_kit import (
+    Scenario,
+    axe_violations,
+    console_errors,
+    desktop,
+    new_driver,
+    no_horizontal_overflow,
+    phone_width,
+    run_scenario,
+    wait_for,
+    wait_for_text,
+)
+from selenium.webdriver.common.by import By
+
+SHORT = 10.0
+LIVE = 20.0
+# What the started server is made to write to stderr while its page is watched.
+STDERR_TEXT = "written while the page was open"
+
+
+def url(parameters: dict, path: str) -> str:
+    return parameters["base_url"].rstrip("/") + path
+
+
+def inspect_page(scenario: Scenario, driver, name: str) -> None:
+    """axe at both widths, no horizontal overflow on a phone, no JavaScript error, and a
+    screenshot at each width."""
+    desktop(driver)
+    violations = axe_violations(driver)
+    scenario.check(f"{name}: no serious accessibility violation at 1280x800", not violations, violations)
+    scenario.screenshot(driver, name)
+    phone_width(driver)
+    time.sleep(0.2)
+    scenario.check(f"{name}: fits a 390-pixel-wide phone", no_horizontal_overflow(driver),
+                   driver.execute_script(
+                       "return [document.scrollingElement.scrollWidth, window.innerWidth]"))
+    violations = axe_violations(driver)
+    scenario.check(f"{name}: no serious accessibility violation on a phone", not violations, violations)
+    scenario.screenshot(driver, f"{name}-phone")
+    desktop(driver)
+    errors = [error for error in console_errors(driver) if not is_refused_page(error)]
+    scenario.check(f"{name}: no JavaScript error", not errors, errors)
+
+
+def is_refused_page(error: dict) -> bool:
+    """A page that answered 4xx on purpose (a refused sign-in, a form shown again with its
+    error) is logged by the browser as a failed load; a script, a style sheet or a fragment
+    that failed to load is not excused."""
+    message = error.get("message", "")
+    return (error.get("source") == "network" and "/ui/assets/" not in message
+            and "/rows" not in message and "/live" not in message)
+
+
+def sign_in_with_key(scenario: Scenario, driver, parameters: dict, key: str) -> None:
+    driver.get(url(parameters, "/ui/servers"))
+    wait_for(driver, "#key-form", SHORT)
+    scenario.check("a page without a session sends the browser to sign in",
+                   "/ui/login" in driver.current_url, driver.current_url)
+    field = driver.find_element(By.ID, "api_key")
+    field.clear()
+    field.send_keys(key)
+    driver.find_element(By.CSS_SELECTOR, "#key-form button[type=submit]").click()
+
+
+def post_without_csrf(driver, path: str) -> int:
+    """A same-origin form post that lacks the CSRF token: what a script injected into the page
+    could try. Answers the status."""
+    return driver.execute_async_script(
+        """
+        const done = arguments[arguments.length - 1];
+        fetch(arguments[0], {method: "POST", body: new URLSearchParams({}), redirect: "manual"})
+          .then((answer) => done(answer.status)).catch((error) => done(String(error)));
+        """,
+        path,
+    )
+
+
+def post_with_page_csrf(driver, path: str) -> int:
+    """A form post forged with the page's own CSRF token (a viewer crafting the request)."""
+    return driver.execute_async_script(
+        """
+        const done = arguments[arguments.length - 1];
+        const token = document.getElementById("main").dataset.csrf;
+        fetch(arguments[0], {method: "POST", body: new URLSearchParams({csrf_token: token}),
+                             redirect: "manual"})
+          .then((answer) => done(answer.status)).catch((error) => done(String(error)));
+        """,
+        path,
+    )
+
+
+def api(parameters: dict, method: str, path: str, body: dict | None = None) -> dict:
+    """A REST call with the admin key, from outside the browser."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url(parameters, path), data=data, method=method)
+    request.add_header("X-API-Key", parameters["admin_key"])
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return json.loads(answer.read() or b"{}")
+
+
+def admin(scenario: Scenario, parameters: dict) -> None:
+    driver = new_driver()
+    # A wrong key is refused on the sign-in page itself.
+    sign_in_with_key(scenario, driver, parameters, "mcpgw_not-a-real-key-at-all")
+    wait_for(driver, "#login-error", SHORT)
+    scenario.check("a wrong API key is refused on the sign-in page", "/ui/login" in driver.current_url)
+    inspect_page(scenario, driver, "login")
+    field = driver.find_element(By.ID, "api_key")
+    field.clear()
+    field.send_keys(parameters["admin_key"])
+    driver.find_element(By.CSS_SELECTOR, "#key-form button[type=submit]").click()
+    wait_for(driver, "#server-rows", SHORT)
+    scenario.check("signing in with a key goes on to the page asked for",
+                   driver.current_url.endswith("/ui/servers"), driver.current_url)
+    cookies = {cookie["name"]: cookie for cookie in driver.get_cookies()}
+    session = cookies.get("mcpgw_session")
+    scenario.check("the session cookie is HttpOnly and SameSite=Strict",
+                   bool(session) and session.get("httpOnly") and session.get("sameSite") == "Strict",
+                   cookies)
+    inspect_page(scenario, driver, "servers")
+
+    driver.get(url(parameters, "/ui/"))
+    wait_for(driver, "#overview-live", SHORT)
+    inspect_page(scenario, driver, "overview")
+
+    # Create a server through the form; a bad id first.
+    driver.get(url(parameters, "/ui/servers/new"))
+    wait_for(driver, "#server-form", SHORT)
+    inspect_page(scenario, driver, "server-form")
+    driver.find_element(By.ID, "mcp_server_id").send_keys("bad id!")
+    driver.find_element(By.ID, "command").send_keys(parameters["fixture"])
+    driver.find_element(By.ID, "save").click()
+    error = wait_for(driver, "#form-error", SHORT).text
+    scenario.check("a bad id shows the API's own message", parameters["bad_id_message"] in error,
+                   {"shown": error, "api": parameters["bad_id_message"]})
+    scenario.check("the form keeps what was typed",
+                   driver.find_element(By.ID, "command").get_attribute("value") == parameters["fixture"])
+    field = driver.find_element(By.ID, "mcp_server_id")
+    field.clear()
+    field.send_keys("made")
+    driver.find_element(By.ID, "description").send_keys("made in the console")
+    driver.find_element(By.ID, "save").click()
+    wait_for_text(driver, ".notice", "created", SHORT)
+    scenario.check("the server was created", driver.current_url.endswith("/ui/servers/made?done=created"),
+                   driver.current_url)
+    listed = api(parameters, "GET", "/api/mcp_servers/made")
+    scenario.check("the API sees the server the form made",
+                   listed.get("description") == "made in the console", listed)
+
+    # Start it with the page's button; then watch the page change by itself.
+    driver.find_element(By.ID, "start").click()
+    wait_for_text(driver, "#server-state", "ready", LIVE)
+    scenario.check("Start starts the server", True)
+    driver.execute_script("window.consoleMarker = 'not reloaded';")
+    api(parameters, "POST", "/api/mcp_servers/made/stop")
+    wait_for_text(driver, "#server-state", "cold", LIVE)
+    api(parameters, "POST", "/api/mcp_servers/made/start")
+    wait_for_text(driver, "#server-state", "ready", LIVE)
+    # Another window makes the server write to stderr, through the tool's own form.
+    watched = driver.current_window_handle
+    driver.switch_to.new_window("tab")
+    driver.get(url(parameters, "/ui/tools/made__stderr"))
+    wait_for(driver, "#tool-form", SHORT)
+    driver.find_element(By.CSS_SELECTOR, "input[name='arg.lines']").send_keys("2")
+    driver.find_element(By.CSS_SELECTOR, "input[name='arg.text']").send_keys(STDERR_TEXT)
+    driver.find_element(By.ID, "call").click()
+    wait_for(driver, "#call-result", LIVE)
+    driver.close()
+    driver.switch_to.window(watched)
+    wait_for_text(driver, "#server-logs", STDERR_TEXT, LIVE)
+    scenario.check("the state and the stderr tail changed on the open page without a reload",
+                   driver.execute_script("return window.consoleMarker") == "not reloaded")
+    inspect_page(scenario, driver, "server")
+
+    # Call a tool from its form.
+    driver.get(url(parameters, "/ui/tools"))
+    wait_for(driver, "table", SHORT)
+    inspect_page(scenario, driver, "tools")
+    driver.get(url(parameters, "/ui/tools/made__add"))
+    wait_for(driver, "#tool-form", SHORT)
+    inputs = driver.find_elements(By.CSS_SELECTOR, "#tool-form input[name^='arg.']")
+    for field, value in zip(inputs, ["19", "23"]):
+        field.send_keys(value)
+    driver.find_element(By.ID, "call").click()
+    result = wait_for(driver, "#call-result", LIVE).text
+    scenario.check("the tool's form calls it and shows the result", "42" in result, result)
+    inspect_page(scenario, driver, "tool")
+
+    # Approve a pending discovered definition.
+    driver.get(url(parameters, "/ui/discovery"))
+    wait_for(driver, f"[data-pending='{parameters['pending']}']", LIVE)
+    inspect_page(scenario, driver, "discovery")
+    driver.find_element(
+        By.CSS_SELECTOR, f"[data-pending='{parameters['pending']}'] button.primary").click()
+    wait_for_text(driver, ".notice", "approved", SHORT)
+    approved = api(parameters, "GET", f"/api/mcp_servers/{parameters['pending']}")
+    scenario.check("approving registers the discovered server",
+                   approved.get("mcp_server_id") == parameters["pending"], approved)
+
+    # Make a key, see it once, revoke it.
+    driver.get(url(parameters, "/ui/access"))
+    wait_for(driver, "#key-form", SHORT)
+    driver.find_element(By.ID, "key-principal").send_keys("service:made-in-console")
+    driver.find_element(By.ID, "key-name").send_keys("console-key")
+    driver.find_element(By.ID, "create-key").click()
+    raw = wait_for(driver, "#new-key", SHORT).text.strip()
+    scenario.check("a new key is shown", raw.startswith("mcp_") and len(raw) > 20, raw)
+    inspect_page(scenario, driver, "access")
+    keys = api(parameters, "GET", "/api/auth/keys")["keys"]
+    made = [key for key in keys if key["name"] == "console-key"]
+    scenario.check("the API lists the key the console made", len(made) == 1, keys)
+    driver.get(url(parameters, "/ui/access"))
+    scenario.check("the raw key is never shown again", raw not in driver.page_source)
+    row = driver.find_element(By.CSS_SELECTOR, f"[data-key='{made[0]['key_id']}']")
+    driver.execute_script("window.confirm = () => true;")
+    row.find_element(By.CSS_SELECTOR, "button.danger").click()
+    wait_for_text(driver, ".notice", "revoked", SHORT)
+    keys = api(parameters, "GET", "/api/auth/keys")["keys"]
+    status = [key["status"] for key in keys if key["name"] == "console-key"]
+    scenario.check("revoking in the console revokes the key", status == ["revoked"], keys)
+
+    # A form without the CSRF token changes nothing.
+    status = post_without_csrf(driver, "/ui/servers/made/stop")
+    scenario.check("a form post without the CSRF token is refused", status == 403, status)
+    state = api(parameters, "GET", "/api/mcp_servers/made")["state"]
+    scenario.check("the refused post changed nothing", state == "ready", state)
+
+    # Sign out: the session ends on the server too.
+    old_session = driver.get_cookie("mcpgw_session")["value"]
+    driver.find_element(By.CSS_SELECTOR, ".who button").click()
+    wait_for_text(driver, ".notice", "signed out", SHORT)
+    driver.add_cookie({"name": "mcpgw_session", "value": old_session, "path": "/"})
+    driver.get(url(parameters, "/ui/servers"))
+    wait_for(driver, "#key-form", SHORT)
+    scenario.check("the old session cookie no longer opens a page", "/ui/login" in driver.current_url)
+
+
+def viewer(scenario: Scenario, parameters: dict) -> None:
+    driver = new_driver()
+    driver.get(url(parameters, "/ui/"))
+    wait_for(driver, "#password-form", SHORT)
+    driver.find_element(By.ID, "user_name").send_keys(parameters["viewer_user"])
+    driver.find_element(By.ID, "password").send_keys("wrong password, long enough")
+    driver.find_element(By.CSS_SELECTOR, "#password-form button[type=submit]").click()
+    wait_for(driver, "#login-error", SHORT)
+    scenario.check("a wrong password is refused", "/ui/login" in driver.current_url)
+    driver.find_element(By.ID, "password").send_keys(parameters["viewer_password"])
+    driver.find_element(By.CSS_SELECTOR, "#password-form button[type=submit]").click()
+    wait_for_text(driver, ".who", f"user:{parameters['viewer_user']}", SHORT)
+    scenario.check("a local user signs in with a password", True)
+    driver.get(url(parameters, "/ui/servers"))
+    wait_for(driver, "#server-rows", SHORT)
+    buttons = driver.find_elements(By.CSS_SELECTOR, "main form[method=post] button")
+    scenario.check("a viewer sees no button that changes anything", not buttons,
+                   [button.text for button in buttons])
+    scenario.check("a viewer is not offered to create a server",
+                   not driver.find_elements(By.ID, "new-server"))
+    inspect_page(scenario, driver, "servers-viewer")
+    driver.get(url(parameters, f"/ui/servers/{parameters['demo']}"))
+    wait_for(driver, "#server-live", SHORT)
+    scenario.check("a viewer's server page has no start, stop, edit or delete",
+                   not driver.find_elements(By.CSS_SELECTOR, "#start, #stop, #edit, #delete"))
+    inspect_page(scenario, driver, "server-viewer")
+    for path in (f"/ui/servers/{parameters['demo']}/stop", f"/ui/servers/{parameters['demo']}/delete",
+                 "/ui/access/keys"):
+        status = post_with_page_csrf(driver, path)
+        scenario.check(f"a viewer's forged post to {path} is refused", status == 403, status)
+    server = api(parameters, "GET", f"/api/mcp_servers/{parameters['demo']}")
+    scenario.check("the forged posts changed nothing", server.get("mcp_server_id") == parameters["demo"])
+
+
+def sso(scenario: Scenario, parameters: dict) -> None:
+    driver = new_driver()
+    driver.get(url(parameters, "/ui/"))
+    wait_for(driver, "#sso", SHORT)
+    inspect_page(scenario, driver, "login-sso")
+    driver.find_element(By.ID, "sso").click()
+    wait_for_text(driver, ".who", f"user:{parameters['sso_user']}", LIVE)
+    scenario.check("single sign-on goes through the provider and back, signed in", True)
+    cookie = driver.get_cookie("mcpgw_session")
+    scenario.check("single sign-on opens a session", bool(cookie))
+    driver.get(url(parameters, "/ui/servers"))
+    wait_for(driver, "#server-rows", SHORT)
+    scenario.check("the provider's group grants its role: an mcp_server_admin may start servers",
+                   bool(driver.find_elements(By.CSS_SELECTOR, "#server-rows button")))
+    inspect_page(scenario, driver, "servers-sso")
+
+
+SCENARIOS = {"admin": admin, "viewer": viewer, "sso": sso}
+
+
+def main(scenario: Scenario) -> None:
+    name, raw = scenario.args[0], scenario.args[1]
+    SCENARIOS[name](scenario, json.loads(raw))
+
+
+if __name__ == "__main__":
+    run_scenario(main)
