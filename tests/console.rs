@@ -75,7 +75,8 @@ struct Console {
     _discovered: tempfile::TempDir,
 }
 
-/// A gateway with authentication on, a fixture server `demo`, a filesystem discovery source
+/// A gateway with authentication on, a fixture server `demo` in a group `pool`, a filesystem
+/// discovery source
 /// holding one pending definition `found`, an admin key, and a viewer user. `extra` is appended
 /// to the configuration.
 fn console_gateway(extra: &str) -> Console {
@@ -86,7 +87,7 @@ fn console_gateway(extra: &str) -> Console {
     write_definition(discovered.path(), "found");
     let yaml = format!(
         "auth:\n  enabled: true\n  role_assignments:\n    - {{principal: \"group:ops\", role: mcp_server_admin}}\n\
-         mcp_servers:\n{}\
+         mcp_servers:\n{}  pool:\n    mode: group\n    strategy: round_robin\n    min_healthy: 1\n    members: [{{id: demo, weight: 3}}]\n\
          discovery:\n  refresh_interval_s: 3600\n  sources:\n    - {{id: files, type: filesystem, mode: additive, config: {{path: \"{}\"}}}}\n\
          {extra}",
         fixture_server_yaml("demo", &[]),

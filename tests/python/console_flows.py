@@ -259,6 +259,37 @@ def admin(scenario: Scenario, parameters: dict) -> None:
     state = api(parameters, "GET", "/api/mcp_servers/made")["state"]
     scenario.check("the refused post changed nothing", state == "ready", state)
 
+    # The groups, events and configuration pages.
+    driver.get(url(parameters, "/ui/groups"))
+    wait_for(driver, "[data-group='pool']", SHORT)
+    scenario.check("the groups page shows the group's member with its weight",
+                   "demo" in driver.find_element(By.CSS_SELECTOR, "[data-group='pool']").text)
+    inspect_page(scenario, driver, "groups")
+    driver.find_element(By.CSS_SELECTOR, "[data-group='pool'] button").click()
+    wait_for_text(driver, ".notice", "rebalanced", SHORT)
+    driver.get(url(parameters, "/ui/events?mcp_server_ids=made"))
+    wait_for_text(driver, "#live-state", "live", LIVE)
+    api(parameters, "POST", "/api/mcp_servers/made/stop")
+    wait_for(driver, "#event-rows tr[data-event-type='McpServerStopped']", LIVE)
+    api(parameters, "POST", "/api/mcp_servers/made/start")
+    wait_for(driver, "#event-rows tr[data-event-type='McpServerStarted']", LIVE)
+    scenario.check("the events page shows the filtered stream as it happens", True)
+    inspect_page(scenario, driver, "events")
+    driver.get(url(parameters, "/ui/config"))
+    wait_for(driver, "#reload", SHORT)
+    inspect_page(scenario, driver, "config")
+    driver.find_element(By.ID, "backup").click()
+    backup = wait_for(driver, "#backup-result", SHORT).text
+    scenario.check("a backup from the console names its file", ".bak1" in backup, backup)
+    driver.find_element(By.ID, "reload").click()
+    reloaded = wait_for(driver, "#reload-result", SHORT).text
+    scenario.check("a reload from the console says what it changed", "Unchanged" in reloaded, reloaded)
+
+    # Why is this denied: the viewer may list tools but not call them.
+    driver.get(url(parameters, "/ui/access?principal=user:" + parameters["viewer_user"] + "&tool=demo__echo"))
+    answer = wait_for(driver, "#why-answer", SHORT).text
+    scenario.check("why is this denied names the reason", "tool:invoke" in answer, answer)
+
     # Sign out: the session ends on the server too.
     old_session = driver.get_cookie("mcpgw_session")["value"]
     driver.find_element(By.CSS_SELECTOR, ".who button").click()

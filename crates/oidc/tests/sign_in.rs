@@ -6,6 +6,11 @@
 //! authorization request's `login_hint` (alice by default) at once. The tests play the browser
 //! with a cookie-keeping HTTP client that follows the provider's redirects and stops at the one
 //! to the console's callback address (nothing listens there: the `Location` header is read).
+//!
+//! The test kit's `SignInProvider` contract suite runs against the same provider (`mod contract`
+//! at the end); the tests here are the adapter's own: its settings (client authentication,
+//! scopes, claims in the ID token), and how it meets a provider that refuses, is renamed,
+//! changes its keys or is down.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -15,7 +20,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
-use mcpgw_authz::{PendingSignIn, SignInError, SignInProvider, SignInStart, VerifiedClaims};
+use mcpgw_authz::{SignInError, SignInProvider, SignInStart, VerifiedClaims};
 use mcpgw_core::{ErrorKind, Timestamp};
 use mcpgw_oidc::{OidcSignIn, SignInSettings};
 use reqwest::Url;
@@ -225,16 +230,17 @@ impl Browser {
     }
 
     /// Follows the provider's redirects from `authorize_url` until one leads to the callback
-    /// address, and answers that address's query.
-    async fn authorize(&self, authorize_url: &str) -> Callback {
-        let mut url = Url::parse(authorize_url).expect("the authorization address is a URL");
+    /// address, and answers that address's query; an `Err` says where the way back ended.
+    async fn authorize(&self, authorize_url: &str) -> Result<Callback, String> {
+        let mut url = Url::parse(authorize_url)
+            .map_err(|error| format!("the authorization address is no URL: {error}"))?;
         for _ in 0..12 {
             let response = self
                 .http
                 .get(url.clone())
                 .send()
                 .await
-                .unwrap_or_else(|error| panic!("GET {url}: {error}"));
+                .map_err(|error| format!("GET {url}: {error}"))?;
             let status = response.status();
             let location = response
                 .headers()
@@ -243,15 +249,21 @@ impl Browser {
                 .map(str::to_owned);
             let Some(location) = location.filter(|_| status.is_redirection()) else {
                 let body = response.text().await.unwrap_or_default();
-                panic!("GET {url} answered {status} without a redirect: {body}");
+                return Err(format!(
+                    "GET {url} answered {status} without a redirect: {body}"
+                ));
             };
-            let next = url.join(&location).expect("a usable Location");
+            let next = url.join(&location).map_err(|error| {
+                format!("GET {url}: an unusable Location {location:?}: {error}")
+            })?;
             if next.as_str().starts_with(REDIRECT_URI) {
-                return Callback(next.query_pairs().into_owned().collect());
+                return Ok(Callback(next.query_pairs().into_owned().collect()));
             }
             url = next;
         }
-        panic!("the provider never sent the browser back to {REDIRECT_URI}");
+        Err(format!(
+            "the provider never sent the browser back to {REDIRECT_URI}"
+        ))
     }
 
     /// Begins a sign-in and brings the browser back with its code.
@@ -260,7 +272,10 @@ impl Browser {
             .begin(REDIRECT_URI)
             .await
             .expect("the sign-in begins");
-        let callback = self.authorize(&start.authorize_url).await;
+        let callback = self
+            .authorize(&start.authorize_url)
+            .await
+            .unwrap_or_else(|problem| panic!("{problem}"));
         (start, callback)
     }
 }
@@ -297,44 +312,21 @@ fn assert_alice(claims: &VerifiedClaims) {
 // --- The tests ---------------------------------------------------------------------------------
 
 #[tokio::test]
-async fn alice_signs_in_with_the_groups_and_tenant_of_the_userinfo_endpoint() {
-    // The provider's ID token of the code flow carries only `sub`: groups and tenant come from
-    // its userinfo endpoint.
+async fn the_authorization_request_names_the_client_and_the_configured_scopes() {
     let provider = Provider::start(json!({}));
     let sign_in = provider.sign_in();
     assert_eq!(sign_in.issuer(), provider.issuer);
-
-    let (start, callback) = Browser::new().sign_in_start(&sign_in).await;
-    let asked = Url::parse(&start.authorize_url).unwrap();
-    let asked: HashMap<String, String> = asked.query_pairs().into_owned().collect();
-    assert_eq!(asked["response_type"], "code");
-    assert_eq!(asked["client_id"], "console");
-    assert_eq!(asked["redirect_uri"], REDIRECT_URI);
-    assert_eq!(asked["code_challenge_method"], "S256");
-    assert_eq!(asked["scope"], "openid groups");
-    assert_eq!(asked["state"], start.pending.state);
-    assert_eq!(asked["nonce"], start.pending.nonce);
-    assert!(!start.authorize_url.contains(&start.pending.pkce_verifier));
-    assert_eq!(start.pending.redirect_uri, REDIRECT_URI);
-
-    let claims = finish(&sign_in, &start, &callback)
+    let start = sign_in
+        .begin(REDIRECT_URI)
         .await
-        .unwrap_or_else(|error| panic!("{error}; provider stderr:\n{}", provider.stderr_text()));
-    assert_alice(&claims);
-}
-
-#[tokio::test]
-async fn an_account_without_groups_or_tenant_signs_in_with_none() {
-    let provider = Provider::start(json!({}));
-    let sign_in = provider.sign_in();
-    let start = sign_in.begin(REDIRECT_URI).await.unwrap();
-    let callback = Browser::new()
-        .authorize(&format!("{}&login_hint=bob", start.authorize_url))
-        .await;
-    let claims = finish(&sign_in, &start, &callback).await.unwrap();
-    assert_eq!(claims.subject, "bob");
-    assert!(claims.groups.is_empty(), "{:?}", claims.groups);
-    assert_eq!(claims.tenant, None);
+        .expect("the sign-in begins");
+    let asked: HashMap<String, String> = Url::parse(&start.authorize_url)
+        .expect("the authorization address is a URL")
+        .query_pairs()
+        .into_owned()
+        .collect();
+    assert_eq!(asked["client_id"], "console");
+    assert_eq!(asked["scope"], "openid groups");
 }
 
 #[tokio::test]
@@ -366,100 +358,6 @@ async fn a_public_client_signs_in_with_pkce_alone() {
 }
 
 #[tokio::test]
-async fn a_tampered_state_is_refused_without_spending_the_code() {
-    let provider = Provider::start(json!({}));
-    let sign_in = provider.sign_in();
-    let (start, callback) = Browser::new().sign_in_start(&sign_in).await;
-    // Bad input: the returned state with one character changed, cut short, and empty.
-    let state = callback.state();
-    let mut changed = state.to_owned();
-    let last = changed.pop().unwrap();
-    changed.push(if last == 'A' { 'B' } else { 'A' });
-    for tampered in [changed.as_str(), &state[..state.len() - 1], ""] {
-        let error = sign_in
-            .finish(&start.pending, tampered, callback.code())
-            .await
-            .expect_err("a tampered state must be refused");
-        assert_eq!(error, SignInError::StateMismatch);
-        assert_eq!(error.kind(), ErrorKind::Unauthenticated);
-    }
-    // The refusals came before the token endpoint: the code is still good.
-    assert_alice(&finish(&sign_in, &start, &callback).await.unwrap());
-}
-
-#[tokio::test]
-async fn a_reused_or_forged_code_is_refused() {
-    let provider = Provider::start(json!({}));
-    let sign_in = provider.sign_in();
-    let (start, callback) = Browser::new().sign_in_start(&sign_in).await;
-    assert_alice(&finish(&sign_in, &start, &callback).await.unwrap());
-
-    // Bad input: the same code a second time.
-    let reused = finish(&sign_in, &start, &callback)
-        .await
-        .expect_err("a code is good once");
-    assert!(matches!(reused, SignInError::CodeRejected(_)), "{reused}");
-    assert_eq!(reused.kind(), ErrorKind::Unauthenticated);
-    assert!(reused.to_string().contains("invalid_grant"), "{reused}");
-    assert!(!reused.to_string().contains(callback.code()), "{reused}");
-
-    // Bad input: a code the provider never issued, with a genuine state.
-    let (start, callback) = Browser::new().sign_in_start(&sign_in).await;
-    let forged = sign_in
-        .finish(&start.pending, callback.state(), "forged-code-1234")
-        .await
-        .expect_err("a forged code must be refused");
-    assert!(matches!(forged, SignInError::CodeRejected(_)), "{forged}");
-    assert!(forged.to_string().contains("invalid_grant"), "{forged}");
-}
-
-#[tokio::test]
-async fn a_code_redeemed_with_another_sign_ins_verifier_is_refused() {
-    // Bad input: a stolen code brought to the gateway with the verifier of a sign-in the thief
-    // started himself: PKCE binds the code to the sign-in that asked for it.
-    let provider = Provider::start(json!({}));
-    let sign_in = provider.sign_in();
-    let (victim, callback) = Browser::new().sign_in_start(&sign_in).await;
-    let thief = sign_in.begin(REDIRECT_URI).await.unwrap();
-    let pending = PendingSignIn {
-        pkce_verifier: thief.pending.pkce_verifier.clone(),
-        ..victim.pending.clone()
-    };
-    let error = sign_in
-        .finish(&pending, callback.state(), callback.code())
-        .await
-        .expect_err("another verifier must be refused");
-    assert!(matches!(error, SignInError::CodeRejected(_)), "{error}");
-    assert!(!error.to_string().contains(&thief.pending.pkce_verifier));
-}
-
-#[tokio::test]
-async fn an_id_token_for_another_nonce_is_refused() {
-    // Bad input: the pending sign-in's nonce differs from the one the ID token carries (an ID
-    // token injected from another sign-in).
-    let provider = Provider::start(json!({}));
-    let sign_in = provider.sign_in();
-    let (start, callback) = Browser::new().sign_in_start(&sign_in).await;
-    let pending = PendingSignIn {
-        nonce: "a-nonce-this-sign-in-never-sent".to_owned(),
-        ..start.pending.clone()
-    };
-    let error = sign_in
-        .finish(&pending, callback.state(), callback.code())
-        .await
-        .expect_err("another nonce must be refused");
-    assert!(matches!(error, SignInError::InvalidIdToken(_)), "{error}");
-    assert_eq!(error.kind(), ErrorKind::Unauthenticated);
-    let message = error.to_string();
-    assert!(message.contains("nonce"), "{message}");
-    assert!(!message.contains(&start.pending.nonce), "{message}");
-    assert!(
-        !message.contains("a-nonce-this-sign-in-never-sent"),
-        "{message}"
-    );
-}
-
-#[tokio::test]
 async fn a_wrong_client_secret_is_refused_with_a_clear_error() {
     // Bad input: the gateway set up with a secret the provider does not know.
     let provider = Provider::start(json!({}));
@@ -486,7 +384,8 @@ async fn the_provider_refusing_an_account_comes_back_as_an_error_callback() {
     let start = sign_in.begin(REDIRECT_URI).await.unwrap();
     let callback = Browser::new()
         .authorize(&format!("{}&login_hint=mallory", start.authorize_url))
-        .await;
+        .await
+        .unwrap_or_else(|problem| panic!("{problem}"));
     assert_eq!(callback.get("code"), None);
     assert_eq!(start.pending.check_state(callback.state()), Ok(()));
     let error = SignInError::refused(
@@ -578,4 +477,59 @@ async fn an_unreachable_issuer_is_unavailable_until_it_comes_up() {
         .await
         .expect_err("the token endpoint is gone");
     assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
+}
+
+/// The provider as the test kit's sign-in harness: the confidential client `console`, asking
+/// for groups, and the accounts alice (two groups and a tenant) and bob (neither). This
+/// provider's ID tokens carry only the subject, so the suite's sign-ins also show that groups
+/// and tenant are read from the userinfo endpoint.
+mod contract {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use async_trait::async_trait;
+    use mcpgw_authz::SignInProvider;
+    use mcpgw_testkit::sign_in::{SignInAccount, SignInHarness};
+    use reqwest::Url;
+    use serde_json::json;
+
+    use super::{Browser, Provider, REDIRECT_URI};
+
+    struct Harness(Provider);
+
+    #[async_trait]
+    impl SignInHarness for Harness {
+        fn provider(&self) -> Arc<dyn SignInProvider> {
+            Arc::new(self.0.sign_in())
+        }
+
+        fn redirect_uri(&self) -> String {
+            REDIRECT_URI.to_owned()
+        }
+
+        fn accounts(&self) -> Vec<SignInAccount> {
+            vec![
+                SignInAccount::new("alice")
+                    .in_groups(["ops", "Domain Users"])
+                    .of_tenant("acme"),
+                SignInAccount::new("bob"),
+            ]
+        }
+
+        /// A fresh browser, the account named to the provider's login step by `login_hint`.
+        async fn authorize(
+            &self,
+            authorize_url: &str,
+            account: &SignInAccount,
+        ) -> Result<BTreeMap<String, String>, String> {
+            let mut url = Url::parse(authorize_url)
+                .map_err(|error| format!("the authorization address is no URL: {error}"))?;
+            url.query_pairs_mut()
+                .append_pair("login_hint", &account.login);
+            let callback = Browser::new().authorize(url.as_str()).await?;
+            Ok(callback.0.into_iter().collect())
+        }
+    }
+
+    mcpgw_testkit::sign_in_provider_contract_suite!(Harness(Provider::start(json!({}))));
 }

@@ -8,9 +8,9 @@
 //!   [`process_spawner_suite`], [`history_suite`], [`runtime_suites`], [`token_verifier_suite`],
 //!   [`policy_decider_suite`], [`server_launcher_suite`], [`mcp_session_suite`] (and
 //!   [`mcp_session_relay_suite`] for what a session's server sends its client mid-call),
-//!   [`stdio_connector_suite`], [`event_suites`], [`mcp_frontend_suite`], [`user_store`]): one
-//!   set of tests per port that every implementation, fake or real, must pass. A downstream
-//!   adapter author runs the same suite.
+//!   [`stdio_connector_suite`], [`event_suites`], [`mcp_frontend_suite`], [`user_store`],
+//!   [`sign_in`]): one set of tests per port that every implementation, fake or real, must
+//!   pass. A downstream adapter author runs the same suite.
 //! - A tiny MCP server in memory ([`scripted_server`]) that speaks JSON-RPC over in-memory
 //!   pipes, for what talks MCP over stdio, without any process.
 //!
@@ -61,6 +61,7 @@ pub mod repository_suite;
 pub mod runtime_suites;
 pub mod scripted_server;
 pub mod server_launcher_suite;
+pub mod sign_in;
 pub mod stdio_connector_suite;
 pub mod token_verifier_suite;
 pub mod tool_list_store_suite;

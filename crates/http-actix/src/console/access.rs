@@ -1,5 +1,7 @@
 //! The access page: API keys (a new key is shown once, right after it is made; revoking ends
-//! every console session opened with it) and the roles with what they grant.
+//! every console session opened with it), the roles with what they grant, who holds which
+//! role, the tool access policies, and "why is this denied": what the gateway decides when a
+//! principal calls a tool, and the reason when it refuses.
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
@@ -9,7 +11,7 @@ use serde::Deserialize;
 
 use super::page::encode_component;
 use super::{Chrome, Problem, Visitor, check_csrf, render, see_other, visitor};
-use crate::dto::{ApiKeyView, RoleView};
+use crate::dto::{ApiKeyView, PolicyView, PrincipalView, RoleView};
 use crate::state::ApiState;
 
 pub(crate) struct KeyRow {
@@ -37,11 +39,79 @@ struct AccessPage {
     error: Option<String>,
     form_principal: String,
     form_name: String,
+    principals: Vec<PrincipalView>,
+    policies: Vec<PolicyView>,
+    why: Option<Why>,
+}
+
+/// The answer to "why is this denied".
+pub(crate) struct Why {
+    pub principal: String,
+    pub groups: String,
+    pub tool: String,
+    pub allowed: bool,
+    pub reason: String,
 }
 
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct Query {
     done: Option<String>,
+    /// "Why is this denied": the principal, its groups (comma-separated) and the tool.
+    principal: Option<String>,
+    groups: Option<String>,
+    tool: Option<String>,
+}
+
+/// What the gateway decides when `principal` (in `groups`) calls `tool` (`server__tool`):
+/// its roles, then the tool access policies of the tool and of its server.
+fn why(
+    state: &ApiState,
+    principal: &str,
+    groups: &str,
+    tool: &str,
+) -> Result<Why, Problem> {
+    use mcpgw_gateway::authz::{AccessPath, Identity, Permission, Principal};
+    let auth = state
+        .auth()
+        .ok_or_else(|| Problem::not_found("auth is not enabled in this gateway"))?;
+    let parsed = Principal::parse(principal.trim())
+        .map_err(|error| Problem::bad_form(&format!("principal: {error}")))?;
+    let mut identity = Identity::new(parsed);
+    for group in groups.split(',').map(str::trim).filter(|group| !group.is_empty()) {
+        identity.groups.push(
+            Principal::group(group)
+                .map_err(|error| Problem::bad_form(&format!("groups: {error}")))?,
+        );
+    }
+    let (server, name) = tool
+        .trim()
+        .split_once(mcpgw_gateway::NAME_SEPARATOR)
+        .ok_or_else(|| {
+            Problem::bad_form(&format!(
+                "tool: write it as server{}tool, as clients see it",
+                mcpgw_gateway::NAME_SEPARATOR
+            ))
+        })?;
+    let server = mcpgw_core::ServerId::parse(server)
+        .map_err(|error| Problem::bad_form(&format!("tool: {error}")))?;
+    let path = AccessPath::server_tool(&server, name)
+        .map_err(|error| Problem::bad_form(&format!("tool: {error}")))?;
+    let decision = auth
+        .authorizer()
+        .decide(&identity, Permission::ToolInvoke, Some(&path));
+    let (allowed, reason) = match decision {
+        mcpgw_gateway::authz::Decision::Allow { granted_by_role } => {
+            (true, format!("allowed: the role `{granted_by_role}` grants it"))
+        }
+        mcpgw_gateway::authz::Decision::Deny { reason } => (false, reason.to_string()),
+    };
+    Ok(Why {
+        principal: principal.trim().to_owned(),
+        groups: groups.trim().to_owned(),
+        tool: tool.trim().to_owned(),
+        allowed,
+        reason,
+    })
 }
 
 async fn access_page(
@@ -50,7 +120,7 @@ async fn access_page(
     done: Option<&str>,
 ) -> Result<AccessPage, Problem> {
     let enabled = state.auth().is_some();
-    let (keys, roles) = if enabled {
+    let (keys, roles, principals, policies) = if enabled {
         let keys = crate::auth_api::list_keys(state.clone())
             .await?
             .into_inner()
@@ -59,9 +129,23 @@ async fn access_page(
             .await?
             .into_inner()
             .roles;
-        (keys, roles)
+        let principals = crate::auth_api::list_principals(state.clone())
+            .await?
+            .into_inner()
+            .principals;
+        let policies = match state.auth() {
+            Some(auth) => auth
+                .list_policies()
+                .await
+                .map_err(crate::error::ApiError::from)?
+                .iter()
+                .map(PolicyView::from)
+                .collect(),
+            None => Vec::new(),
+        };
+        (keys, roles, principals, policies)
     } else {
-        (Vec::new(), Vec::new())
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new())
     };
     Ok(AccessPage {
         chrome: Chrome::new(visitor, "Access", "access", done),
@@ -81,6 +165,9 @@ async fn access_page(
         error: None,
         form_principal: String::new(),
         form_name: String::new(),
+        principals,
+        policies,
+        why: None,
     })
 }
 
@@ -92,7 +179,21 @@ pub(crate) async fn page(
 ) -> Result<HttpResponse, Problem> {
     let visitor = visitor(&request, &state).await?;
     visitor.require("GET", "/api/auth/keys").await?;
-    let page = access_page(&visitor, &state, query.done.as_deref()).await?;
+    let mut page = access_page(&visitor, &state, query.done.as_deref()).await?;
+    if let Some(principal) = query.principal.as_deref().filter(|text| !text.trim().is_empty()) {
+        match why(
+            &state,
+            principal,
+            query.groups.as_deref().unwrap_or_default(),
+            query.tool.as_deref().unwrap_or_default(),
+        ) {
+            Ok(answer) => page.why = Some(answer),
+            Err(problem) => {
+                page.error = Some(problem.message().to_owned());
+                return render(problem.status(), &page);
+            }
+        }
+    }
     render(StatusCode::OK, &page)
 }
 

@@ -30,7 +30,10 @@
 mod access;
 mod assets;
 mod catalogue;
+mod configuration;
 mod discovery;
+mod events;
+mod groups;
 mod login;
 mod overview;
 mod page;
@@ -368,6 +371,13 @@ pub(crate) fn mount(cfg: &mut web::ServiceConfig, state: &web::Data<ApiState>) {
         )
         .service(resource("/ui/discovery").route(web::get().to(discovery::page)))
         .service(resource("/ui/discovery/{id}/{action}").route(web::post().to(discovery::act)))
+        .service(resource("/ui/groups").route(web::get().to(groups::page)))
+        .service(
+            resource("/ui/groups/{id}/rebalance").route(web::post().to(groups::rebalance)),
+        )
+        .service(resource("/ui/events").route(web::get().to(events::page)))
+        .service(resource("/ui/config").route(web::get().to(configuration::page)))
+        .service(resource("/ui/config/{action}").route(web::post().to(configuration::act)))
         .service(resource("/ui/access").route(web::get().to(access::page)))
         .service(resource("/ui/access/keys").route(web::post().to(access::create_key)))
         .service(resource("/ui/access/keys/{id}/revoke").route(web::post().to(access::revoke_key)))

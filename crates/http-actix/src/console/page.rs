@@ -33,17 +33,15 @@ pub(crate) struct Chrome {
 }
 
 /// The sections of the console: (section, href, label, the REST route that reading it needs).
-const SECTIONS: [(&str, &str, &str, &str); 5] = [
+const SECTIONS: [(&str, &str, &str, &str); 8] = [
     ("overview", "/ui/", "Overview", "/api/system"),
     ("servers", "/ui/servers", "MCP servers", "/api/mcp_servers"),
     ("tools", "/ui/tools", "Tools", "/api/mcp_servers/{id}/tools"),
-    (
-        "discovery",
-        "/ui/discovery",
-        "Discovery",
-        "/api/discovery/pending",
-    ),
+    ("groups", "/ui/groups", "Groups", "/api/groups"),
+    ("discovery", "/ui/discovery", "Discovery", "/api/discovery/pending"),
     ("access", "/ui/access", "Access", "/api/auth/keys"),
+    ("events", "/ui/events", "Events", "/api/ws/events"),
+    ("config", "/ui/config", "Configuration", "/api/config/diff"),
 ];
 
 impl Chrome {
@@ -90,6 +88,7 @@ fn notice_of(done: &str) -> Option<&'static str> {
         "approved" => "The definition was approved and its server registered.",
         "rejected" => "The definition was rejected.",
         "revoked" => "The key was revoked.",
+        "rebalanced" => "The group was rebalanced.",
         "signed-out" => "You are signed out.",
         _ => return None,
     })
