@@ -10,6 +10,15 @@
 //! runs: auth off; auth on with an admin key; auth on without a credential, where every answer
 //! must be the documented 401. Each run is bounded (examples per operation, derandomized
 //! generation, a time budget, one worker) and killed if it outlives its deadline.
+//!
+//! The web console's routes have a document of their own, `/ui/openapi.json` (HTML pages,
+//! redirects, urlencoded forms, a session cookie), checked the same way in the same three
+//! modes, with its response headers too (where a redirect leads, the cookies a sign-in sets):
+//! auth off; auth on with a session that an admin key signed in over raw HTTP (its cookie on
+//! every request, its CSRF token in the forms); auth on without a session, where every page
+//! must answer the documented 303 to the sign-in page and every form the documented 401 (or the
+//! documented 422 of a form or query string that cannot be read at all, which is refused before
+//! the session is looked at).
 
 mod support;
 
@@ -18,9 +27,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use support::peers::repository_root;
-use support::{RunningGateway, cli_key, fixture_server_yaml, gateway};
+use support::{RunningGateway, cli_key, fixture_server_yaml, gateway, raw_exchange};
 
 /// Test cases per operation in the fuzzing phase.
 const MAX_EXAMPLES: &str = "5";
@@ -103,21 +112,43 @@ fn start(data_dir: tempfile::TempDir, auth_yaml: &str) -> (RunningGateway, tempf
     (gw, catalog)
 }
 
+/// What differs between the runs of the two documents.
+struct Suite {
+    config: &'static str,
+    checks: &'static str,
+    budget_seconds: &'static str,
+    excluded_paths: &'static [&'static str],
+}
+
+/// The REST API's runs.
+const API: Suite = Suite {
+    config: SCHEMATHESIS_CONFIG,
+    checks: CHECKS,
+    budget_seconds: RUN_BUDGET_SECONDS,
+    excluded_paths: EXCLUDED_PATHS,
+};
+
 /// Runs schemathesis on `location` (the document's URL, or a file with `--url`) and fails with
 /// its report unless every check passed.
 fn run_schemathesis(gw: &RunningGateway, location: &str, extra: &[&str]) {
+    run_suite(&API, gw, location, extra);
+}
+
+/// Runs schemathesis as `suite` says on `location` (the document's URL, or a file with `--url`)
+/// and fails with its report unless every check passed.
+fn run_suite(suite: &Suite, gw: &RunningGateway, location: &str, extra: &[&str]) {
     let work = tempfile::tempdir().unwrap();
     let config = work.path().join("schemathesis.toml");
-    std::fs::write(&config, SCHEMATHESIS_CONFIG).unwrap();
+    std::fs::write(&config, suite.config).unwrap();
     let mut command = Command::new(schemathesis());
     command
         .arg("--config-file")
         .arg(&config)
         .args(["--no-color", "run", location])
-        .args(["--checks", CHECKS])
+        .args(["--checks", suite.checks])
         .args(["--max-examples", MAX_EXAMPLES])
         .arg("--generation-deterministic")
-        .args(["--max-time", RUN_BUDGET_SECONDS])
+        .args(["--max-time", suite.budget_seconds])
         .args(["--workers", "1"])
         .args(["--phases", "examples,coverage,fuzzing"])
         .args(["--request-timeout", "20"])
@@ -130,7 +161,7 @@ fn run_schemathesis(gw: &RunningGateway, location: &str, extra: &[&str]) {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    for path in EXCLUDED_PATHS {
+    for path in suite.excluded_paths {
         command.args(["--exclude-path", path]);
     }
     let mut child = command.spawn().expect("schemathesis starts");
@@ -282,4 +313,286 @@ fn with_auth_on_a_request_without_a_key_gets_the_documented_401() {
         file.to_str().unwrap(),
         &["--url", &gw.base_url, "--include-path-regex", "^/api/"],
     );
+}
+
+// ----- the web console ---------------------------------------------------------------------------
+
+/// The console's document.
+const CONSOLE_DOCUMENT: &str = "/ui/openapi.json";
+
+/// The console's runs. Its pages answer in milliseconds and the coverage phase of its document
+/// takes a few seconds here; the budget bounds the fuzzing that follows, so that the three runs
+/// together add well under a minute.
+const CONSOLE: Suite = Suite {
+    config: CONSOLE_CONFIG,
+    checks: "not_a_server_error,status_code_conformance,response_schema_conformance,\
+             content_type_conformance,response_headers_conformance",
+    budget_seconds: "10",
+    excluded_paths: &[],
+};
+
+/// As [`SCHEMATHESIS_CONFIG`], for the console: `validation_mismatch` fails the run, and each
+/// 5xx allowed is an answer a page shows about a dependency that generated input can make
+/// unreachable, documented on its operation.
+const CONSOLE_CONFIG: &str = r#"
+[warnings]
+display = ["validation_mismatch"]
+fail-on = ["validation_mismatch"]
+
+# A server created through the form from generated fields runs a command that does not exist;
+# starting it shows the 503 McpServerUnavailableError page saying why.
+[[operations]]
+include-name = "POST /ui/servers/{id}/{action}"
+checks.not_a_server_error.expected-statuses = ["2xx", "3xx", "4xx", "503"]
+
+# A tool call whose server cannot start (or does not answer in time) shows the tool's page with
+# the front end's 502 or 504.
+[[operations]]
+include-name = "POST /ui/tools/{name}"
+checks.not_a_server_error.expected-statuses = ["2xx", "3xx", "4xx", "502", "504"]
+"#;
+
+/// The console's document as the gateway serves it (to anyone: it needs no session).
+fn console_document(gw: &RunningGateway) -> Value {
+    let answer = raw_exchange(
+        gw.address(),
+        format!(
+            "GET {CONSOLE_DOCUMENT} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            gw.address()
+        )
+        .as_bytes(),
+    );
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert!(
+        answer
+            .header("content-type")
+            .is_some_and(|value| value.starts_with("application/json")),
+        "{:?}",
+        answer.headers
+    );
+    serde_json::from_str(&answer.body).expect("the console's document is JSON")
+}
+
+/// Writes `document` where schemathesis reads it; answers the file's path.
+fn document_file(work: &tempfile::TempDir, document: &Value) -> String {
+    let file = work.path().join("console.json");
+    std::fs::write(&file, serde_json::to_vec(document).unwrap()).unwrap();
+    file.to_str().unwrap().to_owned()
+}
+
+/// The value of cookie `name` among an answer's `Set-Cookie` headers.
+fn set_cookie(answer: &support::RawAnswer, name: &str) -> Option<String> {
+    answer
+        .headers
+        .iter()
+        .filter(|(header, _)| header == "set-cookie")
+        .find_map(|(_, value)| {
+            let pair = value.split(';').next()?;
+            let (key, value) = pair.split_once('=')?;
+            (key == name).then(|| value.to_owned())
+        })
+}
+
+/// Signs in to the console with `key` as a browser does, over raw HTTP: the sign-in page's token
+/// and cookie, then the key form. Answers the session cookie's value.
+fn console_session(gw: &RunningGateway, key: &str) -> String {
+    let page = raw_exchange(
+        gw.address(),
+        format!(
+            "GET /ui/login HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            gw.address()
+        )
+        .as_bytes(),
+    );
+    assert_eq!(page.status, 200, "{}", page.body);
+    let token = set_cookie(&page, "mcpgw_login").expect("the sign-in page sets its token");
+    let form = format!("login_token={token}&api_key={key}");
+    let signed_in = raw_exchange(
+        gw.address(),
+        format!(
+            "POST /ui/login/key HTTP/1.1\r\nHost: {}\r\nCookie: mcpgw_login={token}\r\n\
+             Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n{form}",
+            gw.address(),
+            form.len()
+        )
+        .as_bytes(),
+    );
+    assert_eq!(signed_in.status, 303, "{}", signed_in.body);
+    set_cookie(&signed_in, "mcpgw_session").expect("signing in sets the session cookie")
+}
+
+/// The session's CSRF token, as its pages carry it (`data-csrf` on the body).
+fn csrf_token(gw: &RunningGateway, session: &str) -> String {
+    let page = raw_exchange(
+        gw.address(),
+        format!(
+            "GET /ui/servers HTTP/1.1\r\nHost: {}\r\nCookie: mcpgw_session={session}\r\n\
+             Connection: close\r\n\r\n",
+            gw.address()
+        )
+        .as_bytes(),
+    );
+    assert_eq!(page.status, 200, "{}", page.body);
+    page.body
+        .split("data-csrf=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .filter(|token| !token.is_empty())
+        .expect("the page carries the session's CSRF token")
+        .to_owned()
+}
+
+/// Every operation of `document`: (path, method, operation).
+fn console_operations(document: &mut Value) -> Vec<(String, String, &mut Value)> {
+    document["paths"]
+        .as_object_mut()
+        .unwrap()
+        .iter_mut()
+        .flat_map(|(path, item)| {
+            item.as_object_mut()
+                .unwrap()
+                .iter_mut()
+                .map(move |(method, operation)| (path.clone(), method.clone(), operation))
+        })
+        .collect()
+}
+
+/// Whether an operation needs a session (it takes the session scheme, and not as an option).
+fn needs_session(operation: &Value) -> bool {
+    operation["security"]
+        .as_array()
+        .is_some_and(|requirements| {
+            !requirements.is_empty()
+                && !requirements
+                    .iter()
+                    .any(|requirement| requirement == &json!({}))
+        })
+}
+
+#[test]
+fn with_auth_off_every_console_answer_matches_its_document() {
+    let (gw, _catalog) = start(tempfile::tempdir().unwrap(), "");
+    run_suite(&CONSOLE, &gw, &gw.url(CONSOLE_DOCUMENT), &[]);
+}
+
+#[test]
+fn with_auth_on_a_signed_in_admin_gets_only_documented_console_answers() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let key = admin_key(data_dir.path());
+    let (gw, _catalog) = start(data_dir, "auth:\n  enabled: true\n");
+    let session = console_session(&gw, &key);
+    let csrf = csrf_token(&gw, &session);
+    // The forms carry the session's token, as the pages hand it to the browser, so that the
+    // generated forms reach the actions behind it (a wrong token is a generated negative case,
+    // answered with the documented 403).
+    let mut document = console_document(&gw);
+    let mut forms = 0;
+    for schema in document["components"]["schemas"]
+        .as_object_mut()
+        .unwrap()
+        .values_mut()
+    {
+        // The server forms are `allOf` the fields and what each mode needs.
+        let fields = if schema.get("allOf").is_some() {
+            &mut schema["allOf"][0]
+        } else {
+            schema
+        };
+        if let Some(field) = fields["properties"].get_mut("csrf_token") {
+            *field = json!({"type": "string", "enum": [csrf]});
+            forms += 1;
+        }
+    }
+    assert!(forms >= 5, "only {forms} forms carry the CSRF token");
+    let work = tempfile::tempdir().unwrap();
+    let file = document_file(&work, &document);
+    run_suite(
+        &CONSOLE,
+        &gw,
+        &file,
+        &[
+            "--url",
+            &gw.base_url,
+            "--header",
+            &format!("Cookie: mcpgw_session={session}"),
+            // With the session's own CSRF token, signing out ends the session this run uses,
+            // and every later request would only be sent to sign in; the auth-off run and the
+            // run without a session exercise it.
+            "--exclude-name",
+            "POST /ui/logout",
+        ],
+    );
+    // The run did not lose its session: the pages still open.
+    let still = raw_exchange(
+        gw.address(),
+        format!(
+            "GET /ui/servers HTTP/1.1\r\nHost: {}\r\nCookie: mcpgw_session={session}\r\n\
+             Connection: close\r\n\r\n",
+            gw.address()
+        )
+        .as_bytes(),
+    );
+    assert_eq!(still.status, 200, "{}", still.body);
+}
+
+#[test]
+fn with_auth_on_a_console_request_without_a_session_is_sent_to_sign_in() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let (gw, _catalog) = start(data_dir, "auth:\n  enabled: true\n");
+    let mut document = console_document(&gw);
+    // Every operation that needs a session keeps only the answers to a request without one: a
+    // page (a GET) redirects to the sign-in page, which comes back to it afterwards; anything
+    // else answers 401. htmx's header, which turns a page's redirect into a 401, is left out.
+    // A query string or a form that cannot be read at all (a repeated field, a body that is not
+    // urlencoded) is refused with the documented 422 before the session is looked at; that
+    // answer is kept where it is documented. Anything else (a page served, a 403, a 404) is an
+    // undocumented status and fails the run.
+    let mut public = Vec::new();
+    let mut protected = 0;
+    for (path, method, operation) in console_operations(&mut document) {
+        if !needs_session(operation) {
+            public.push(format!("{} {path}", method.to_uppercase()));
+            continue;
+        }
+        protected += 1;
+        let responses = operation["responses"].as_object_mut().unwrap();
+        let kept = if method == "get" {
+            let mut redirect = responses
+                .get("303")
+                .cloned()
+                .unwrap_or_else(|| panic!("GET {path} needs a session but documents no 303"));
+            redirect["headers"]["Location"]["schema"]["pattern"] = json!(r"^/ui/login\?next=/ui/");
+            ("303", redirect)
+        } else {
+            let refused = responses
+                .get("401")
+                .cloned()
+                .unwrap_or_else(|| panic!("{method} {path} needs a session but documents no 401"));
+            ("401", refused)
+        };
+        let unreadable = responses.get("422").cloned();
+        responses.clear();
+        responses.insert(kept.0.to_owned(), kept.1);
+        if let Some(unreadable) = unreadable {
+            responses.insert("422".to_owned(), unreadable);
+        }
+        if let Some(parameters) = operation["parameters"].as_array_mut() {
+            parameters.retain(|parameter| parameter["name"] != "HX-Request");
+        }
+    }
+    assert!(
+        protected >= 20,
+        "only {protected} operations need a session"
+    );
+    let work = tempfile::tempdir().unwrap();
+    let file = document_file(&work, &document);
+    let mut extra = vec!["--url".to_owned(), gw.base_url.clone()];
+    // The sign-in pages, the assets and the document answer anyone; the other runs cover them.
+    for operation in &public {
+        extra.push("--exclude-name".to_owned());
+        extra.push(operation.clone());
+    }
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    run_suite(&CONSOLE, &gw, &file, &extra);
 }

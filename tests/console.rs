@@ -144,6 +144,25 @@ impl Console {
         })
     }
 
+    /// Waits until the gateway knows `server`'s tools (it learns them by starting it once).
+    fn wait_tools(&self, server: &str) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let (_, tools) = self.api("GET", &format!("/api/mcp_servers/{server}/tools"), None);
+            if tools["tools"]
+                .as_array()
+                .is_some_and(|tools| !tools.is_empty())
+            {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{server}'s tools never became known: {tools}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
     fn wait_pending(&self, name: &str) {
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
         loop {
@@ -188,6 +207,7 @@ fn an_operator_runs_the_fleet_from_the_console_with_an_api_key() {
 #[test]
 fn a_viewer_signed_in_with_a_password_can_change_nothing() {
     let console = console_gateway("");
+    console.wait_tools("demo");
     let report = scenario("viewer", &console.parameters());
     assert!(report["ok"] == true, "{report}");
     let (_, demo) = console.api("GET", "/api/mcp_servers/demo", None);
@@ -306,8 +326,8 @@ fn key_session(gw: &RunningGateway, key: &str) -> String {
 const PAGES: [&str; 10] = [
     "/ui/",
     "/ui/servers",
-    "/ui/servers/rows",
-    "/ui/servers/new",
+    "/ui/servers-rows",
+    "/ui/new-server",
     "/ui/servers/demo",
     "/ui/servers/demo/live",
     "/ui/servers/demo/edit",
@@ -597,4 +617,145 @@ fn the_console_can_be_turned_off_and_opens_without_signing_in_when_auth_is_off()
     );
     let answer = raw_exchange(open.address(), request.as_bytes());
     assert_eq!(answer.status, 403, "{}", answer.body);
+}
+
+#[test]
+fn a_password_session_ends_when_the_users_password_changes() {
+    let console = console_gateway("");
+    let gw = &console.gw;
+    let token = login_token(gw);
+    let answer = ui(
+        gw,
+        "POST",
+        "/ui/login/password",
+        &format!("mcpgw_login={token}"),
+        Some(&format!(
+            "login_token={token}&next=%2Fui%2Fservers&user_name={VIEWER}&password={}",
+            VIEWER_PASSWORD.replace(' ', "+")
+        )),
+    );
+    assert_eq!(answer.status, 303, "{}", answer.body);
+    let cookies = format!(
+        "mcpgw_session={}",
+        cookie_value(&answer, "mcpgw_session").unwrap()
+    );
+    assert_eq!(ui(gw, "GET", "/ui/servers", &cookies, None).status, 200);
+    // The password is changed from the command line, by another process on the same store.
+    std::thread::sleep(Duration::from_millis(20));
+    let mut child = Command::new(support::gateway_binary())
+        .args(["auth", "set-password", "--name", VIEWER])
+        .arg("--data-dir")
+        .arg(gw.data_dir.path())
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"another long passphrase\n")
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let after = ui(gw, "GET", "/ui/servers", &cookies, None);
+    assert_eq!(after.status, 303, "the old password's session is over");
+}
+
+#[test]
+fn behind_a_tls_proxy_the_cookies_are_secure() {
+    let console = console_gateway("");
+    let gw = &console.gw;
+    // Without the proxy's word the gateway speaks plain HTTP; a client's own
+    // `X-Forwarded-Proto` is not believed unless it comes from a trusted proxy.
+    let plain = login_with_headers(gw, "X-Forwarded-Proto: https\r\n");
+    assert!(!plain.contains("Secure"), "{plain}");
+    let trusting = gateway()
+        .data_dir(tempfile::tempdir().unwrap())
+        .config(&format!(
+            "auth:\n  enabled: true\n  trusted_proxies: [127.0.0.1]\nmcp_servers:\n{}",
+            fixture_server_yaml("demo", &[])
+        ))
+        .start();
+    let secure = login_with_headers(&trusting, "X-Forwarded-Proto: https\r\n");
+    assert!(secure.contains("Secure"), "{secure}");
+    assert!(
+        secure.contains("HttpOnly") && secure.contains("SameSite=Strict"),
+        "{secure}"
+    );
+}
+
+/// The sign-in token cookie the sign-in page sets when asked with `headers`.
+fn login_with_headers(gw: &RunningGateway, headers: &str) -> String {
+    let request = format!(
+        "GET /ui/login HTTP/1.1\r\nHost: {}\r\n{headers}Connection: close\r\n\r\n",
+        gw.address()
+    );
+    let answer = raw_exchange(gw.address(), request.as_bytes());
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    set_cookies(&answer)
+        .into_iter()
+        .find(|cookie| cookie.starts_with("mcpgw_login="))
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn each_role_starts_at_a_page_it_may_read_and_roles_made_from_the_command_line_apply() {
+    let console = console_gateway("");
+    let gw = &console.gw;
+    // An operator may not read the metrics or list servers: the console starts it elsewhere.
+    let (status, made) = console.api(
+        "POST",
+        "/api/auth/keys",
+        Some(&json!({"principal": "user:op", "name": "op", "role": "operator"})),
+    );
+    assert_eq!(status, 201, "{made}");
+    let cookies = format!(
+        "mcpgw_session={}",
+        key_session(gw, made["key"].as_str().unwrap())
+    );
+    let start = ui(gw, "GET", "/ui/", &cookies, None);
+    assert_eq!(start.status, 303, "{}", start.body);
+    let first = start.header("location").unwrap().to_owned();
+    assert_ne!(first, "/ui/servers", "an operator may not list servers");
+    assert_eq!(ui(gw, "GET", &first, &cookies, None).status, 200, "{first}");
+
+    // A user made while the gateway runs, with a role, gets the role within seconds.
+    cli_user(
+        gw.data_dir.path(),
+        "late",
+        "another long passphrase",
+        "viewer",
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let token = login_token(gw);
+        let answer = ui(
+            gw,
+            "POST",
+            "/ui/login/password",
+            &format!("mcpgw_login={token}"),
+            Some(&format!(
+                "login_token={token}&next=%2Fui%2Fservers&user_name=late&password=another+long+passphrase"
+            )),
+        );
+        assert_eq!(answer.status, 303, "{}", answer.body);
+        let cookies = format!(
+            "mcpgw_session={}",
+            cookie_value(&answer, "mcpgw_session").unwrap()
+        );
+        if ui(gw, "GET", "/ui/servers", &cookies, None).status == 200 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the role assigned from the command line never applied"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }

@@ -6,6 +6,10 @@
 //! or a gateway that stops serving. After each, a normal request is served promptly, and where
 //! the input is large the gateway's resident memory (VmRSS and its peak VmHWM, from
 //! /proc/<pid>/status) stays within a stated bound.
+//!
+//! The web console's routes (section 8) answer with its HTML error page instead (the status,
+//! and the error's name in `data-error`), or with the envelope where the checks in front of
+//! every route answer first (an oversized header, a foreign `Host`).
 
 mod support;
 
@@ -16,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use mcpgw_http_actix::HttpSettings;
 use serde_json::Value;
-use support::{RunningGateway, fixture_server_yaml, gateway, process_alive};
+use support::{RunningGateway, cli_key, fixture_server_yaml, gateway, process_alive};
 use tungstenite::{Message, WebSocket};
 
 /// How long a normal request may take while the gateway is under attack (a loaded 2-core
@@ -1436,4 +1440,778 @@ fn control_characters_in_server_ids_are_quoted_escaped() {
         "{message}"
     );
     assert_serves_promptly(&gw);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 8. The web console
+
+/// The console's form limit.
+const CONSOLE_FORM_LIMIT: usize = 256 * 1024;
+
+/// A console request: `headers` are more header lines; a body gets its `Content-Length`.
+fn ui_request(method: &str, target: &str, headers: &str, body: &[u8]) -> Vec<u8> {
+    let mut request =
+        format!("{method} {target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n{headers}");
+    if method == "POST" || !body.is_empty() {
+        request.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    request.push_str("\r\n");
+    let mut request = request.into_bytes();
+    request.extend_from_slice(body);
+    request
+}
+
+const FORM: &str = "Content-Type: application/x-www-form-urlencoded\r\n";
+
+/// Asserts that nothing was split or injected in a console answer's head: every line is
+/// `name: value`, no value holds a CR or LF, no header named by the attacker exists, and the
+/// only cookies set are the console's own.
+#[track_caller]
+fn assert_console_head(raw: &Raw) {
+    for (name, value) in &raw.headers {
+        assert!(
+            !name.is_empty() && name.bytes().all(|byte| byte.is_ascii_graphic()),
+            "a split header line: {:?}",
+            raw.head
+        );
+        assert!(!value.contains(['\r', '\n']), "{value:?}");
+        assert!(
+            !name.eq_ignore_ascii_case("x-injected"),
+            "an injected header: {}",
+            raw.head
+        );
+        if name.eq_ignore_ascii_case("set-cookie") {
+            assert!(
+                ["mcpgw_login=", "mcpgw_session=", "mcpgw_sso="]
+                    .iter()
+                    .any(|own| value.starts_with(own)),
+                "a cookie the console does not set: {}",
+                raw.head
+            );
+        }
+    }
+}
+
+/// Asserts a console page with one of `statuses` (HTML, nothing split or injected in its head);
+/// with `error`, the error page of that error (`data-error`). Answers the page.
+#[track_caller]
+fn assert_page(reply: &Reply, statuses: &[u16], error: Option<&str>) -> String {
+    let Reply::Answered(raw) = reply else {
+        panic!("expected a console page {statuses:?}, the connection was cut: {reply:?}");
+    };
+    let text = raw.text();
+    assert!(
+        statuses.contains(&raw.status),
+        "status {} not in {statuses:?}: {}",
+        raw.status,
+        &text[..text.len().min(2000)]
+    );
+    assert_console_head(raw);
+    if raw.status != 303 {
+        assert!(
+            raw.header("content-type")
+                .is_some_and(|value| value.starts_with("text/html")),
+            "{}",
+            raw.head
+        );
+    }
+    if let Some(error) = error {
+        assert!(
+            text.contains(&format!("data-error=\"{error}\"")),
+            "not the {error} page: {}",
+            &text[..text.len().min(2000)]
+        );
+    }
+    text
+}
+
+/// Asserts a clear refusal: a console page of a 4xx that says what is wrong (its alert), or the
+/// envelope of a 4xx where a check in front of every route answered first, or a protocol-level
+/// 4xx (no body); or a connection cut off.
+#[track_caller]
+fn assert_console_refusal(reply: &Reply, what: &str) {
+    let Reply::Answered(raw) = reply else {
+        return;
+    };
+    assert!(
+        (400..500).contains(&raw.status),
+        "{what}: {} {}",
+        raw.status,
+        raw.text()
+    );
+    assert_console_head(raw);
+    let content_type = raw.header("content-type").unwrap_or_default();
+    if content_type.starts_with("application/json") {
+        assert_envelope(reply, &[raw.status], None);
+    } else if content_type.starts_with("text/html") {
+        assert!(
+            raw.text().contains("role=\"alert\""),
+            "{what}: {}",
+            raw.text()
+        );
+    } else {
+        assert!(raw.body.is_empty(), "{what}: {}", raw.head);
+    }
+}
+
+/// The console answers a page promptly: `/ui/servers` (with `session`, when authentication is
+/// on) within [`PROMPTLY`].
+#[track_caller]
+fn assert_console_serves_promptly(gw: &RunningGateway, session: Option<&str>) {
+    assert!(
+        process_alive(gw.pid()),
+        "the gateway died:\n{}",
+        gw.stderr()
+    );
+    let cookie = session
+        .map(|session| format!("Cookie: mcpgw_session={session}\r\n"))
+        .unwrap_or_default();
+    let began = Instant::now();
+    let reply = exchange(gw, &ui_request("GET", "/ui/servers", &cookie, b""));
+    let took = began.elapsed();
+    let page = assert_page(&reply, &[200], None);
+    assert!(page.contains("data-server=\"demo\""), "{page}");
+    assert!(took < PROMPTLY, "a console page took {took:?}");
+}
+
+/// The value of cookie `name` among an answer's `Set-Cookie` headers.
+fn set_cookie_value(raw: &Raw, name: &str) -> Option<String> {
+    raw.headers
+        .iter()
+        .filter(|(header, _)| header.eq_ignore_ascii_case("set-cookie"))
+        .find_map(|(_, value)| {
+            let (key, value) = value.split(';').next()?.split_once('=')?;
+            (key == name).then(|| value.to_owned())
+        })
+}
+
+/// Signs in to the console with `key` as a browser does: the sign-in page's token and cookie,
+/// then the key form. Answers the session cookie's value.
+fn sign_in(gw: &RunningGateway, key: &str) -> String {
+    let Reply::Answered(page) = exchange(gw, &ui_request("GET", "/ui/login", "", b"")) else {
+        panic!("the sign-in page was cut off");
+    };
+    assert_eq!(page.status, 200, "{}", page.text());
+    let token = set_cookie_value(&page, "mcpgw_login").expect("the sign-in page sets its token");
+    let form = format!("login_token={token}&api_key={key}");
+    let reply = exchange(
+        gw,
+        &ui_request(
+            "POST",
+            "/ui/login/key",
+            &format!("{FORM}Cookie: mcpgw_login={token}\r\n"),
+            form.as_bytes(),
+        ),
+    );
+    let Reply::Answered(signed_in) = reply else {
+        panic!("signing in was cut off");
+    };
+    assert_eq!(signed_in.status, 303, "{}", signed_in.text());
+    set_cookie_value(&signed_in, "mcpgw_session").expect("a session cookie")
+}
+
+/// A gateway with the console and authentication on, the fixture server `demo`, and an admin
+/// key signed in: (gateway, the key, the session cookie's value).
+fn start_console_with_auth() -> (RunningGateway, String, String) {
+    let data = tempfile::tempdir().unwrap();
+    let key = cli_key(data.path(), "user:root", Some("admin"));
+    let gw = gateway()
+        .data_dir(data)
+        .config(&format!(
+            "probe_tools: false\nauth:\n  enabled: true\nmcp_servers:\n{}",
+            fixture_server_yaml("demo", &[])
+        ))
+        .start();
+    let session = sign_in(&gw, &key);
+    assert_console_serves_promptly(&gw, Some(&session));
+    (gw, key, session)
+}
+
+/// Bad input: a 20 MiB urlencoded form on POST /ui/servers, announced by its Content-Length and
+/// sent, then one of 20 MiB in chunks (its size only known by reading it): the console reads at
+/// most its 256 KiB form limit of either.
+#[test]
+fn a_console_form_far_over_the_limit_is_refused_and_never_buffered() {
+    let gw = start();
+    let form_head = |length: &str| {
+        format!(
+            "POST /ui/servers HTTP/1.1\r\nHost: localhost\r\n{FORM}Connection: close\r\n{length}\r\n"
+        )
+    };
+    let announced = within_memory(&gw, MEMORY_BOUND_KIB, || {
+        declared_body(
+            &gw,
+            &form_head(&format!("Content-Length: {}\r\n", 20 * MIB)),
+            20 * MIB,
+        )
+    });
+    let chunked = within_memory(&gw, MEMORY_BOUND_KIB, || {
+        chunked_body(&gw, &form_head("Transfer-Encoding: chunked\r\n"), 20 * MIB)
+    });
+    for (what, reply) in [("announced", announced), ("chunked", chunked)] {
+        if what == "chunked" && matches!(reply, Reply::CutOff(_)) {
+            // The gateway stopped reading at the limit and closed while the client still sent.
+            continue;
+        }
+        // The refusal names the limit; it is the form's error page (422 ValidationError, or
+        // 413 PayloadTooLargeError as the API answers an oversized body).
+        let page = assert_page(&reply, &[413, 422], None);
+        assert!(
+            page.contains("data-error=\"ValidationError\"")
+                || page.contains("data-error=\"PayloadTooLargeError\""),
+            "{what}: {page}"
+        );
+        assert!(
+            page.contains(&CONSOLE_FORM_LIMIT.to_string()),
+            "{what}: the page names the limit: {page}"
+        );
+    }
+    assert_console_serves_promptly(&gw, None);
+    // Nothing was created.
+    assert_eq!(
+        gw.get("/api/mcp_servers").json()["mcp_servers"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+/// Bad input: console forms that are not what a browser sends: a text/plain body, a
+/// multipart/form-data body, a body without a Content-Type, invalid UTF-8 (raw and
+/// percent-encoded), percent-garbage, a JSON body declared urlencoded, a field repeated, and
+/// 10,000 fields (distinct, and one repeated 10,000 times), on the forms of every kind of
+/// handler (a typed form, a free-form tool call, a sign-out, a server action).
+#[test]
+fn console_forms_of_the_wrong_shape_get_a_clear_refusal() {
+    let gw = start();
+    let many_fields: String = (0..10_000).map(|index| format!("&f{index}=v")).collect();
+    let repeated: String = (0..10_000).map(|_| "&mode=subprocess").collect();
+    let multipart =
+        "--x\r\nContent-Disposition: form-data; name=\"csrf_token\"\r\n\r\nx\r\n--x--\r\n";
+    let bodies: Vec<(&str, String, Vec<u8>)> = vec![
+        (
+            "text/plain",
+            "Content-Type: text/plain\r\n".into(),
+            b"csrf_token=x&mode=subprocess".to_vec(),
+        ),
+        (
+            "multipart",
+            "Content-Type: multipart/form-data; boundary=x\r\n".into(),
+            multipart.as_bytes().to_vec(),
+        ),
+        ("no Content-Type", String::new(), b"csrf_token=x".to_vec()),
+        (
+            "raw invalid UTF-8",
+            FORM.into(),
+            b"csrf_token=x&mcp_server_id=\xff\xfe&mode=\xc3\x28&command=\xed\xa0\x80".to_vec(),
+        ),
+        (
+            "encoded invalid UTF-8",
+            FORM.into(),
+            b"csrf_token=x&mcp_server_id=%FF%FE&mode=%C3%28&command=%ED%A0%80".to_vec(),
+        ),
+        (
+            "percent-garbage",
+            FORM.into(),
+            b"csrf_token=x&mcp_server_id=%zz%&&==&%%%&mode=%0&%=%".to_vec(),
+        ),
+        (
+            "JSON declared urlencoded",
+            FORM.into(),
+            br#"{"csrf_token":"x","mcp_server_id":"json","mode":"subprocess"}"#.to_vec(),
+        ),
+        (
+            "a repeated field",
+            FORM.into(),
+            b"csrf_token=x&csrf_token=y&mode=docker".to_vec(),
+        ),
+        (
+            "10,000 fields",
+            FORM.into(),
+            format!("csrf_token=x&mcp_server_id=many{many_fields}").into_bytes(),
+        ),
+        (
+            "one field 10,000 times",
+            FORM.into(),
+            format!("csrf_token=x&mcp_server_id=repeated{repeated}").into_bytes(),
+        ),
+    ];
+    for target in [
+        "/ui/servers",
+        "/ui/servers/demo",
+        "/ui/tools/demo__echo",
+        "/ui/logout",
+        "/ui/servers/demo/stop",
+        "/ui/access/keys",
+    ] {
+        for (what, headers, body) in &bodies {
+            let began = Instant::now();
+            let reply = exchange(&gw, &ui_request("POST", target, headers, body));
+            let what = format!("{what} on {target}");
+            // A button's form (signing out, stopping a server) carries only its token: where
+            // the body still reads as a form with one (authentication off takes any), the
+            // button did its work, and the other fields are ignored.
+            match &reply {
+                Reply::Answered(raw) if raw.status == 303 => {
+                    assert!(
+                        target == "/ui/logout" || target == "/ui/servers/demo/stop",
+                        "{what}: {}",
+                        raw.head
+                    );
+                    assert!(
+                        raw.header("location")
+                            .is_some_and(|to| to.starts_with("/ui/")),
+                        "{what}: {}",
+                        raw.head
+                    );
+                }
+                _ => assert_console_refusal(&reply, &what),
+            }
+            assert!(
+                began.elapsed() < Duration::from_secs(10),
+                "{what} took {:?}",
+                began.elapsed()
+            );
+        }
+    }
+    // No server was created or changed by any of them.
+    let listed = gw.get("/api/mcp_servers").json();
+    assert_eq!(
+        listed["mcp_servers"].as_array().unwrap().len(),
+        1,
+        "{listed}"
+    );
+    assert_console_serves_promptly(&gw, None);
+}
+
+/// Bad input: a console form whose head arrives at once and whose body trickles one byte a
+/// second, announced and chunked.
+#[test]
+fn a_slow_console_form_is_cut_off() {
+    let gw = start();
+    let timeout = HttpSettings::default().client_body_timeout;
+    let give_up = timeout + Duration::from_secs(10);
+    let trickled: Vec<_> = ["Content-Length: 500\r\n", "Transfer-Encoding: chunked\r\n"]
+        .into_iter()
+        .map(|length| {
+            let mut stream = connect(&gw);
+            stream
+                .write_all(
+                    format!(
+                        "POST /ui/servers HTTP/1.1\r\nHost: localhost\r\n{FORM}\
+                         Connection: close\r\n{length}\r\n"
+                    )
+                    .as_bytes(),
+                )
+                .unwrap();
+            let body: Vec<u8> = if length.contains("chunked") {
+                b"1\r\na\r\n".to_vec()
+            } else {
+                b"a".to_vec()
+            };
+            thread::spawn(move || trickle(stream, body, Duration::from_secs(1), give_up))
+        })
+        .collect();
+    thread::sleep(Duration::from_secs(2));
+    assert_console_serves_promptly(&gw, None);
+    assert_all_cut_off(trickled, timeout, "a slow console form");
+    assert_console_serves_promptly(&gw, None);
+}
+
+/// Bad input: query strings on the servers list with 10,000 parameters (unknown ones, which are
+/// ignored; distinct ones, which make the request line longer than any the gateway takes; and
+/// one parameter 10,000 times), and huge and control-character values in `q`, `page`, `state`
+/// and the sign-in page's `next`.
+#[test]
+fn console_query_strings_of_any_size_and_content_get_a_clear_answer() {
+    let gw = start();
+    // 10,000 parameters the list does not know: ignored, the list is served.
+    let unknown: String = (0..10_000).map(|_| "x=1&").collect();
+    let page = assert_page(
+        &get_raw(&gw, &format!("/ui/servers?{unknown}q=demo")),
+        &[200],
+        None,
+    );
+    assert!(page.contains("data-server=\"demo\""));
+    // 10,000 distinct parameters: a request line over the parser's limit, refused as such.
+    let distinct: String = (0..10_000).map(|index| format!("p{index}=v&")).collect();
+    let reply = get_raw(&gw, &format!("/ui/servers?{distinct}"));
+    assert_console_refusal(&reply, "10,000 distinct parameters");
+    // One parameter 10,000 times.
+    let repeated: String = (0..10_000).map(|_| "q=a&").collect();
+    assert_page(
+        &get_raw(&gw, &format!("/ui/servers?{repeated}")),
+        &[422],
+        Some("ValidationError"),
+    );
+
+    let huge = "a".repeat(30 * 1024);
+    let huge_digits = "9".repeat(10_000);
+    // A search for anything is a search: no match, and the text shown escaped.
+    for q in [
+        huge.as_str(),
+        "%00%0d%0aX-Injected:%201%1b[31m",
+        "%3Cscript%3Ealert(1)%3C/script%3E",
+    ] {
+        let page = assert_page(&get_raw(&gw, &format!("/ui/servers?q={q}")), &[200], None);
+        // Shown HTML-escaped (a line break inside an attribute is only text; the head is
+        // checked unsplit).
+        assert!(!page.contains("<script>alert"), "q is shown unescaped");
+        for target in ["/ui/tools", "/ui/servers-rows"] {
+            let reply = get_raw(&gw, &format!("{target}?q={q}"));
+            let Reply::Answered(raw) = &reply else {
+                panic!("{target}: {reply:?}")
+            };
+            assert!(
+                raw.status == 200 || raw.status == 404,
+                "{target}: {}",
+                raw.status
+            );
+            assert_console_head(raw);
+        }
+    }
+    // `page` and `state` out of what the list takes: its error page, the value quoted bounded
+    // and escaped.
+    for (name, value) in [
+        ("page", huge_digits.as_str()),
+        ("page", "0"),
+        ("page", "-1"),
+        ("page", "%00"),
+        ("page", "1%0d%0aX-Injected:%201"),
+        ("state", huge.as_str()),
+        ("state", "%0d%0a%00%1b"),
+        ("state", "READY"),
+    ] {
+        for target in ["/ui/servers", "/ui/servers-rows", "/ui/tools"] {
+            if target == "/ui/tools" && name == "state" {
+                continue;
+            }
+            let reply = get_raw(&gw, &format!("{target}?{name}={value}"));
+            let page = assert_page(&reply, &[422], Some("ValidationError"));
+            let alert = page
+                .split("data-error=\"ValidationError\">")
+                .nth(1)
+                .and_then(|rest| rest.split("</p>").next())
+                .unwrap_or_default();
+            assert!(alert.starts_with(name), "{target}?{name}: {alert}");
+            assert!(
+                alert.len() < 1024,
+                "{target}?{name}: a message of {} bytes",
+                alert.len()
+            );
+            assert!(
+                !alert.contains(['\r', '\n', '\0']),
+                "{target}?{name}: {alert:?}"
+            );
+        }
+    }
+    // `next` leads only into the console; anything else goes to the overview.
+    for next in [
+        huge.as_str(),
+        "%0d%0aX-Injected:%201",
+        "/ui/%0d%0aX-Injected:%201",
+        "//evil.example",
+        "https://evil.example/ui/",
+        "/ui/%00",
+        "/ui/\\evil",
+    ] {
+        let reply = get_raw(&gw, &format!("/ui/login?next={next}"));
+        let Reply::Answered(raw) = &reply else {
+            panic!("next={next}: {reply:?}")
+        };
+        // Authentication is off: the sign-in page sends the browser on.
+        assert_eq!(raw.status, 303, "next={next}: {}", raw.text());
+        assert_console_head(raw);
+        assert_eq!(raw.header("location"), Some("/ui/"), "next={next}");
+    }
+    assert_console_serves_promptly(&gw, None);
+}
+
+/// Bad input: ids in console paths that try to climb out (`..`, encoded and raw), NUL bytes,
+/// invalid UTF-8, a 10 KB id and a 10 KB tool name, on every console route that takes one,
+/// pages and actions.
+#[test]
+fn odd_ids_in_console_paths_answer_404_and_read_no_file() {
+    let gw = start();
+    let long = "a".repeat(10 * 1024);
+    let ids = [
+        "..%2F..%2Fetc%2Fpasswd",
+        "%2e%2e%2f%2e%2e%2fetc%2fpasswd",
+        "%00",
+        "demo%00",
+        "demo%00.yaml",
+        "%FF%FE",
+        "%C3%A9t%C3%A9",
+        long.as_str(),
+        "demo%0d%0aX-Injected:%201",
+    ];
+    let mut checked = 0;
+    for id in ids {
+        for target in [
+            format!("/ui/servers/{id}"),
+            format!("/ui/servers/{id}/live"),
+            format!("/ui/servers/{id}/edit"),
+            format!("/ui/tools/{id}"),
+            format!("/ui/assets/{id}"),
+        ] {
+            let page = assert_page(&get_raw(&gw, &target), &[404], None);
+            assert!(page.contains("role=\"alert\""), "{target}: {page}");
+            assert!(!page.contains("root:"), "{target}");
+            checked += 1;
+        }
+        for target in [
+            format!("/ui/servers/{id}"),
+            format!("/ui/servers/{id}/start"),
+            format!("/ui/servers/demo/{id}"),
+            format!("/ui/tools/{id}"),
+            format!("/ui/discovery/{id}/approve"),
+            format!("/ui/access/keys/{id}/revoke"),
+            format!("/ui/groups/{id}/rebalance"),
+            format!("/ui/config/{id}"),
+        ] {
+            // With the form's token (any, authentication being off), so that the id is judged.
+            let reply = exchange(
+                &gw,
+                &ui_request(
+                    "POST",
+                    &target,
+                    FORM,
+                    b"csrf_token=x&mode=subprocess&command=x",
+                ),
+            );
+            let page = assert_page(&reply, &[404, 405, 422], None);
+            assert!(!page.contains("root:"), "{target}");
+            checked += 1;
+        }
+    }
+    // Raw, unnormalized `..` segments.
+    for target in [
+        "/ui/../../../../etc/passwd",
+        "/ui/assets/../../../../etc/passwd",
+        "/ui/servers/../../../etc/passwd",
+        "/ui/%2e%2e/%2e%2e/etc/passwd",
+    ] {
+        let reply = get_raw(&gw, target);
+        let Reply::Answered(raw) = &reply else {
+            panic!("{target}: {reply:?}")
+        };
+        assert_eq!(raw.status, 404, "{target}: {}", raw.text());
+        assert!(!raw.text().contains("root:"), "{target}");
+        checked += 1;
+    }
+    assert!(checked > 100, "{checked}");
+    // `demo` is still there, unchanged.
+    let listed = gw.get("/api/mcp_servers").json();
+    assert_eq!(
+        listed["mcp_servers"].as_array().unwrap().len(),
+        1,
+        "{listed}"
+    );
+    assert_console_serves_promptly(&gw, None);
+}
+
+/// Bad input: `Cookie` headers with thousands of cookies (under and over the header limit), a
+/// 30 KiB session cookie and one over the header limit, session cookies of invalid bytes (bytes
+/// over 0x7F, which are not text; control characters, which are not a header value), a forged
+/// session next to the real one, and the session cookie sent twice; on pages and on forms.
+#[test]
+fn hostile_console_cookies_never_open_a_session_nor_break_the_console() {
+    let (gw, _key, session) = start_console_with_auth();
+    let limit = HttpSettings::default().max_header_bytes;
+    let crowd =
+        |count: usize| -> String { (0..count).map(|index| format!("c{index}=v; ")).collect() };
+    let three_thousand = crowd(3_000);
+    assert!(three_thousand.len() < limit);
+    let five_thousand = crowd(5_000);
+    assert!(five_thousand.len() > limit);
+    let big_session = "s".repeat(30 * 1024);
+    let huge_session = "s".repeat(limit + 1024);
+    // (what, the Cookie header's value as bytes, the answer a page gets: 303 sent to sign in,
+    // 200 served, 431 or 400 refused before any handler)
+    let cases: Vec<(&str, Vec<u8>, &[u16])> = vec![
+        ("3,000 cookies", three_thousand.clone().into_bytes(), &[303]),
+        (
+            "3,000 cookies and the session last",
+            format!("{three_thousand}mcpgw_session={session}").into_bytes(),
+            &[200],
+        ),
+        ("5,000 cookies", five_thousand.into_bytes(), &[431]),
+        (
+            "a 30 KiB session cookie",
+            format!("mcpgw_session={big_session}").into_bytes(),
+            &[303],
+        ),
+        (
+            "a session cookie over the header limit",
+            format!("mcpgw_session={huge_session}").into_bytes(),
+            &[431],
+        ),
+        (
+            "a session cookie of bytes over 0x7F",
+            [
+                b"mcpgw_session=".as_slice(),
+                &[0xFF, 0xFE, 0x80, 0xC3, 0x28],
+            ]
+            .concat(),
+            &[303, 400],
+        ),
+        (
+            "a session cookie with control characters",
+            [b"mcpgw_session=".as_slice(), &[0x01, 0x7F, b'a']].concat(),
+            &[303, 400],
+        ),
+        (
+            "a forged session first, the real one after",
+            format!("mcpgw_session=forged; mcpgw_session={session}").into_bytes(),
+            &[303],
+        ),
+        (
+            "an empty session cookie",
+            b"mcpgw_session=".to_vec(),
+            &[303],
+        ),
+        (
+            "a cookie without a value",
+            b"mcpgw_session".to_vec(),
+            &[303],
+        ),
+    ];
+    for (what, cookie, page_statuses) in &cases {
+        let request = |method: &str, target: &str, body: &[u8]| {
+            let mut request = format!(
+                "{method} {target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n{FORM}\
+                 Content-Length: {}\r\nCookie: ",
+                body.len()
+            )
+            .into_bytes();
+            request.extend_from_slice(cookie);
+            request.extend_from_slice(b"\r\n\r\n");
+            request.extend_from_slice(body);
+            request
+        };
+        let began = Instant::now();
+        let reply = exchange(&gw, &request("GET", "/ui/servers", b""));
+        let Reply::Answered(raw) = &reply else {
+            panic!("{what}: {reply:?}")
+        };
+        assert!(
+            page_statuses.contains(&raw.status),
+            "{what}: {} {}",
+            raw.status,
+            raw.text()
+        );
+        assert_console_head(raw);
+        match raw.status {
+            303 => assert!(
+                raw.header("location")
+                    .is_some_and(|to| to.starts_with("/ui/login?next=")),
+                "{what}: {}",
+                raw.head
+            ),
+            200 => {
+                assert!(raw.text().contains("data-server=\"demo\""), "{what}");
+            }
+            _ => assert_console_refusal(&reply, what),
+        }
+        // A form with any of them and no valid session changes nothing.
+        let reply = exchange(
+            &gw,
+            &request("POST", "/ui/servers/demo/stop", b"csrf_token=x"),
+        );
+        let Reply::Answered(raw) = &reply else {
+            panic!("{what}: {reply:?}")
+        };
+        if page_statuses == &[200] {
+            // The real session with a wrong CSRF token.
+            assert_page(&reply, &[403], Some("AccessDeniedError"));
+        } else {
+            assert!(
+                [401, 400, 431].contains(&raw.status),
+                "{what}: a form got {} {}",
+                raw.status,
+                raw.text()
+            );
+            assert_console_refusal(&reply, what);
+        }
+        assert!(
+            began.elapsed() < Duration::from_secs(5),
+            "{what} took {:?}",
+            began.elapsed()
+        );
+    }
+    assert_console_serves_promptly(&gw, Some(&session));
+}
+
+/// Bad input: a 200 KiB API key and a sign-in form of 10,000 fields, with a valid sign-in token,
+/// on the sign-in form; then the right key still signs in.
+#[test]
+fn a_hostile_sign_in_form_is_refused_and_signing_in_still_works() {
+    let (gw, key, session) = start_console_with_auth();
+    let Reply::Answered(page) = exchange(&gw, &ui_request("GET", "/ui/login", "", b"")) else {
+        panic!("the sign-in page was cut off");
+    };
+    let token = set_cookie_value(&page, "mcpgw_login").unwrap();
+    let cookie = format!("{FORM}Cookie: mcpgw_login={token}\r\n");
+    let huge_key = format!("login_token={token}&api_key=mcp_{}", "k".repeat(200 * 1024));
+    let reply = exchange(
+        &gw,
+        &ui_request("POST", "/ui/login/key", &cookie, huge_key.as_bytes()),
+    );
+    let page = assert_page(&reply, &[401], None);
+    assert!(page.contains("role=\"alert\""), "{page}");
+    let Reply::Answered(raw) = &reply else {
+        unreachable!()
+    };
+    assert!(set_cookie_value(raw, "mcpgw_session").is_none());
+    let fields: String = (0..10_000).map(|index| format!("&f{index}=v")).collect();
+    let many = format!("login_token={token}&user_name=nobody&password=wrong-password{fields}");
+    let reply = exchange(
+        &gw,
+        &ui_request("POST", "/ui/login/password", &cookie, many.as_bytes()),
+    );
+    let Reply::Answered(raw) = &reply else {
+        panic!("{reply:?}")
+    };
+    assert_page(&reply, &[401], None);
+    assert!(set_cookie_value(raw, "mcpgw_session").is_none());
+    // The session open before is untouched, and the right key still signs in.
+    assert_console_serves_promptly(&gw, Some(&session));
+    let again = sign_in(&gw, &key);
+    assert_ne!(again, session);
+    assert_console_serves_promptly(&gw, Some(&again));
+}
+
+/// Bad input: console requests that a page on another site makes the browser send: a `Host`
+/// that is not the gateway's (DNS rebinding), with a CR LF smuggled in, and forms posted with a
+/// foreign `Origin` and with `Origin: null`. The checks in front of every route refuse them in
+/// the envelope, before the console sees them.
+#[test]
+fn console_requests_from_another_site_are_refused_before_the_console() {
+    let gw = start();
+    for host in ["evil.example", "evil.example%0d%0aX-Injected:%201"] {
+        for (method, target) in [("GET", "/ui/servers"), ("POST", "/ui/servers/demo/stop")] {
+            let request = format!(
+                "{method} {target} HTTP/1.1\r\nHost: {host}\r\n{FORM}Content-Length: 12\r\n\
+                 Connection: close\r\n\r\ncsrf_token=x"
+            );
+            let reply = exchange(&gw, request.as_bytes());
+            assert_envelope(&reply, &[421], Some("MisdirectedRequestError"));
+        }
+    }
+    for origin in ["https://evil.example", "null"] {
+        let reply = exchange(
+            &gw,
+            &ui_request(
+                "POST",
+                "/ui/servers/demo/start",
+                &format!("{FORM}Origin: {origin}\r\n"),
+                b"csrf_token=x",
+            ),
+        );
+        assert_envelope(&reply, &[403], Some("ForbiddenOriginError"));
+    }
+    // Nothing was started.
+    assert_eq!(gw.get("/api/mcp_servers/demo").json()["state"], "cold");
+    assert_console_serves_promptly(&gw, None);
 }

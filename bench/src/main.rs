@@ -14,6 +14,9 @@
 //!   concurrency 16; and the p50/p99 at concurrency 1 of a group of 3 servers without delay
 //!   against one such server outside it, which is the latency group routing adds.
 //!
+//! - `console`: the web console's pages with 1,000 servers and 5,000 tools: p50/p99 of each
+//!   page at concurrency 1 (see `console.rs`).
+//!
 //! - `auth`: what API-key authentication and authorization add to `GET /api/mcp_servers` and
 //!   to a tool call at concurrency 1, with one key and with 10,000 keys in the store.
 //!
@@ -67,6 +70,7 @@
 
 mod auth;
 mod bare;
+mod console;
 mod cpu;
 mod docker;
 mod events;
@@ -93,6 +97,7 @@ fn main() -> anyhow::Result<()> {
         "control-plane" => control_plane(),
         "data-plane" => data_plane(),
         "groups" => groups::run(),
+        "console" => console::run(),
         "auth" => auth::run(),
         "events" => events::run(),
         "ratelimit" => ratelimit::run(),
@@ -105,7 +110,7 @@ fn main() -> anyhow::Result<()> {
         other => match bare::Bare::of_scenario(other) {
             Some(bare) => bare::serve(bare),
             None => bail!(
-                "unknown scenario `{other}`; the scenarios are: control-plane, data-plane, groups, auth, events, ratelimit, docker, load, cpu, floor, cpu-check, soak, bare-responder, bare-relay, actix-responder, actix-relay"
+                "unknown scenario `{other}`; the scenarios are: control-plane, data-plane, groups, console, auth, events, ratelimit, docker, load, cpu, floor, cpu-check, soak, bare-responder, bare-relay, actix-responder, actix-relay"
             ),
         },
     }

@@ -158,7 +158,7 @@ def admin(scenario: Scenario, parameters: dict) -> None:
     inspect_page(scenario, driver, "overview")
 
     # Create a server through the form; a bad id first.
-    driver.get(url(parameters, "/ui/servers/new"))
+    driver.get(url(parameters, "/ui/new-server"))
     wait_for(driver, "#server-form", SHORT)
     inspect_page(scenario, driver, "server-form")
     driver.find_element(By.ID, "mcp_server_id").send_keys("bad id!")
@@ -290,7 +290,14 @@ def admin(scenario: Scenario, parameters: dict) -> None:
     answer = wait_for(driver, "#why-answer", SHORT).text
     scenario.check("why is this denied names the reason", "tool:invoke" in answer, answer)
 
+    # An error page is a page too.
+    driver.get(url(parameters, "/ui/servers/no-such-server"))
+    wait_for(driver, "[data-error='McpServerNotFoundError']", SHORT)
+    inspect_page(scenario, driver, "error")
+
     # Sign out: the session ends on the server too.
+    driver.get(url(parameters, "/ui/servers"))
+    wait_for(driver, "#server-rows", SHORT)
     old_session = driver.get_cookie("mcpgw_session")["value"]
     driver.find_element(By.CSS_SELECTOR, ".who button").click()
     wait_for_text(driver, ".notice", "signed out", SHORT)
@@ -326,6 +333,9 @@ def viewer(scenario: Scenario, parameters: dict) -> None:
     scenario.check("a viewer's server page has no start, stop, edit or delete",
                    not driver.find_elements(By.CSS_SELECTOR, "#start, #stop, #edit, #delete"))
     inspect_page(scenario, driver, "server-viewer")
+    driver.get(url(parameters, "/ui/tools/pool__echo"))
+    wait_for(driver, "#no-call", SHORT)
+    scenario.check("a viewer is not offered to call a tool", not driver.find_elements(By.ID, "tool-form"))
     for path in (f"/ui/servers/{parameters['demo']}/stop", f"/ui/servers/{parameters['demo']}/delete",
                  "/ui/access/keys"):
         status = post_with_page_csrf(driver, path)

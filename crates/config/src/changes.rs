@@ -60,6 +60,22 @@ pub fn changes(old: &GatewayConfig, new: &GatewayConfig) -> ConfigChanges {
     }
 }
 
+/// What [`changes`] answers for `config` against itself, without comparing anything: every
+/// server and group unchanged. For when the file's text is the running one's, which parses to
+/// the same configuration.
+pub fn no_changes(config: &GatewayConfig) -> ConfigChanges {
+    let (servers, groups) = split_by_kind(&config.mcp_servers);
+    let unchanged = |definitions: Definitions<'_>| SectionChanges {
+        unchanged: definitions.keys().map(|id| (*id).to_owned()).collect(),
+        ..SectionChanges::default()
+    };
+    ConfigChanges {
+        servers: unchanged(servers),
+        groups: unchanged(groups),
+        restart_required: Vec::new(),
+    }
+}
+
 type Definitions<'config> = BTreeMap<&'config str, &'config ServerDefinition>;
 
 fn split_by_kind(

@@ -53,7 +53,7 @@ mod validate;
 
 use mcpgw_core::{ServerId, ServerOrigin, ServerSpec};
 
-pub use changes::{ConfigChanges, SectionChanges, changes};
+pub use changes::{ConfigChanges, SectionChanges, changes, no_changes};
 pub use convert::{DEFAULT_DOCKER_NETWORK, DEFAULT_DOCKER_READ_ONLY, GroupDefinition, GroupMember};
 pub use error::{ConfigError, ConfigErrorKind, ConfigErrors, ConfigWarning};
 pub use expand::VariableReference;

@@ -89,6 +89,12 @@ fn equal_configurations_change_nothing() {
         changes.groups.unchanged,
         names(&["old_pool", "pool", "steady_pool"])
     );
+    // Said without comparing: the same answer.
+    assert_eq!(super::no_changes(&parse_ok(BEFORE)), changes);
+    assert_eq!(
+        super::no_changes(&GatewayConfig::default()),
+        super::changes(&GatewayConfig::default(), &GatewayConfig::default())
+    );
 }
 
 #[test]

@@ -1939,7 +1939,9 @@ fn the_console_section_has_its_defaults_and_refuses_what_cannot_work() {
     let sso = config.console.sso.as_ref().unwrap();
     assert_eq!(sso.scopes, ["groups"]);
     assert!(
-        !crate::sanitized(&config).to_string().contains("s3cret-value"),
+        !crate::sanitized(&config)
+            .to_string()
+            .contains("s3cret-value"),
         "the client secret is masked when the configuration is shown"
     );
 

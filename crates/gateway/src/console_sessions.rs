@@ -11,8 +11,11 @@
 //! - its two deadlines: it ends after [`SessionSettings::idle`] without a request, and after
 //!   [`SessionSettings::absolute`] whatever happens (or when the API key it was opened with
 //!   expires, if that is sooner);
-//! - how it was opened, so that revoking the API key or deleting the local user ends it at
-//!   once ([`ConsoleSessions::close_opened_with_key`], [`ConsoleSessions::close_for_principal`]).
+//! - how it was opened (and with which API key), so that the console can check on every
+//!   request that what opened it still stands (the key not revoked, the local user's password
+//!   unchanged) and end it otherwise; [`ConsoleSessions::close_opened_with_key`] and
+//!   [`ConsoleSessions::close_for_principal`] end sessions at once for an embedder that revokes
+//!   by other means.
 //!
 //! Sign-ins in progress with an identity provider are kept here too, by their `state`, for at
 //! most [`PENDING_SIGN_IN_LIFETIME`]: the browser never holds the PKCE verifier or the nonce.
@@ -517,11 +520,7 @@ mod tests {
         let key = KeyHash::of("mcpgw_0123456789");
         let expires = clock.wall().plus(Duration::from_secs(120));
         let keyed = store
-            .open(
-                alice(),
-                SignInMethod::ApiKey,
-                Some((key, Some(expires))),
-            )
+            .open(alice(), SignInMethod::ApiKey, Some((key, Some(expires))))
             .unwrap();
         let other = store.open(alice(), SignInMethod::Password, None).unwrap();
         clock.advance(Duration::from_secs(119));

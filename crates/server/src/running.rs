@@ -22,9 +22,9 @@ use crate::{StartError, settings};
 const MAINTENANCE_PERIOD: Duration = Duration::from_secs(1);
 /// How often idle rate-limit buckets are forgotten.
 const BUCKET_EVICTION_PERIOD: Duration = Duration::from_secs(5);
-/// How often API keys are read again from the auth store, for keys that another process (the
-/// `auth create-key` command) wrote while the gateway runs. Keys made over the API are in
-/// memory at once.
+/// How often API keys, roles, role assignments and tool policies are read again from the auth
+/// store, for what another process (`auth create-key`, `auth create-user --role`) wrote while
+/// the gateway runs. What is made over the API is in memory at once.
 const KEY_REFRESH_PERIOD: Duration = Duration::from_secs(5);
 /// How often the Prometheus histograms are trimmed.
 const METRICS_UPKEEP_PERIOD: Duration = Duration::from_secs(5);
@@ -174,7 +174,10 @@ impl RunningGateway {
         ));
         tasks.push(parts.groups.spawn_recovery(MAINTENANCE_PERIOD));
         if parts.config.auth.enabled {
-            tasks.push(spawn_key_refresh(parts.auth_store.clone()));
+            tasks.push(spawn_auth_refresh(
+                parts.auth_store.clone(),
+                parts.auth.clone(),
+            ));
         }
         tasks.push(mcpgw_gateway::spawn_rate_limit_eviction(
             parts.rate_limiter.clone(),
@@ -429,7 +432,7 @@ fn mcp_http_handler(
     })
 }
 
-fn spawn_key_refresh(store: Arc<dyn AuthStore>) -> JoinHandle<()> {
+fn spawn_auth_refresh(store: Arc<dyn AuthStore>, auth: Arc<AuthService>) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(KEY_REFRESH_PERIOD);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -438,6 +441,9 @@ fn spawn_key_refresh(store: Arc<dyn AuthStore>) -> JoinHandle<()> {
             ticker.tick().await;
             if let Err(error) = store.refresh_keys().await {
                 tracing::warn!(%error, "could not read the API keys again from the store");
+            }
+            if let Err(error) = auth.refresh().await {
+                tracing::warn!(%error, "could not read the roles and policies again from the store");
             }
         }
     })

@@ -64,12 +64,7 @@ pub(crate) struct Query {
 
 /// What the gateway decides when `principal` (in `groups`) calls `tool` (`server__tool`):
 /// its roles, then the tool access policies of the tool and of its server.
-fn why(
-    state: &ApiState,
-    principal: &str,
-    groups: &str,
-    tool: &str,
-) -> Result<Why, Problem> {
+fn why(state: &ApiState, principal: &str, groups: &str, tool: &str) -> Result<Why, Problem> {
     use mcpgw_gateway::authz::{AccessPath, Identity, Permission, Principal};
     let auth = state
         .auth()
@@ -77,7 +72,11 @@ fn why(
     let parsed = Principal::parse(principal.trim())
         .map_err(|error| Problem::bad_form(&format!("principal: {error}")))?;
     let mut identity = Identity::new(parsed);
-    for group in groups.split(',').map(str::trim).filter(|group| !group.is_empty()) {
+    for group in groups
+        .split(',')
+        .map(str::trim)
+        .filter(|group| !group.is_empty())
+    {
         identity.groups.push(
             Principal::group(group)
                 .map_err(|error| Problem::bad_form(&format!("groups: {error}")))?,
@@ -100,9 +99,10 @@ fn why(
         .authorizer()
         .decide(&identity, Permission::ToolInvoke, Some(&path));
     let (allowed, reason) = match decision {
-        mcpgw_gateway::authz::Decision::Allow { granted_by_role } => {
-            (true, format!("allowed: the role `{granted_by_role}` grants it"))
-        }
+        mcpgw_gateway::authz::Decision::Allow { granted_by_role } => (
+            true,
+            format!("allowed: the role `{granted_by_role}` grants it"),
+        ),
         mcpgw_gateway::authz::Decision::Deny { reason } => (false, reason.to_string()),
     };
     Ok(Why {
@@ -180,7 +180,11 @@ pub(crate) async fn page(
     let visitor = visitor(&request, &state).await?;
     visitor.require("GET", "/api/auth/keys").await?;
     let mut page = access_page(&visitor, &state, query.done.as_deref()).await?;
-    if let Some(principal) = query.principal.as_deref().filter(|text| !text.trim().is_empty()) {
+    if let Some(principal) = query
+        .principal
+        .as_deref()
+        .filter(|text| !text.trim().is_empty())
+    {
         match why(
             &state,
             principal,

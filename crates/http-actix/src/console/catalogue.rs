@@ -148,6 +148,8 @@ struct ToolPage {
     error: Option<String>,
     result: Option<String>,
     result_is_error: bool,
+    /// Whether the visitor's roles let it call tools: without, the form is not shown.
+    can_call: bool,
 }
 
 fn fields_of(tool: &Tool, values: &HashMap<String, String>) -> (Vec<Field>, bool) {
@@ -288,6 +290,7 @@ fn tool_page(visitor: &Visitor, tool: &Tool, form: &HashMap<String, String>) -> 
         error: None,
         result: None,
         result_is_error: false,
+        can_call: visitor.may_call_tools(),
     }
 }
 

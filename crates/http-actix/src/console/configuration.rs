@@ -23,7 +23,10 @@ struct ConfigPage {
     can_backup: bool,
 }
 
-async fn config_page(visitor: &Visitor, state: &web::Data<ApiState>) -> Result<ConfigPage, Problem> {
+async fn config_page(
+    visitor: &Visitor,
+    state: &web::Data<ApiState>,
+) -> Result<ConfigPage, Problem> {
     let enabled = state.gateway().config().is_some();
     let diff = if enabled {
         crate::config_api::diff_config(state.clone())

@@ -28,7 +28,10 @@ pub(crate) struct Query {
 }
 
 /// A comma-separated filter, each entry checked: event types must be known, ids plain.
-fn filter(raw: Option<&str>, check: impl Fn(&str) -> Result<(), String>) -> Result<String, Problem> {
+fn filter(
+    raw: Option<&str>,
+    check: impl Fn(&str) -> Result<(), String>,
+) -> Result<String, Problem> {
     let entries: Vec<&str> = raw
         .unwrap_or_default()
         .split(',')

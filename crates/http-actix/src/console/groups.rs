@@ -78,7 +78,8 @@ pub(crate) async fn page(
             .iter()
             .map(|group| GroupView {
                 rebalance: format!("/ui/groups/{}/rebalance", encode_component(&group.group_id)),
-                can_rebalance: visitor.may("POST", &format!("/api/groups/{}/rebalance", group.group_id)),
+                can_rebalance: visitor
+                    .may("POST", &format!("/api/groups/{}/rebalance", group.group_id)),
                 id: group.group_id.clone(),
                 description: group.description.clone().unwrap_or_default(),
                 strategy: name_of(&group.strategy),

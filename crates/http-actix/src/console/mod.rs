@@ -35,6 +35,7 @@ mod discovery;
 mod events;
 mod groups;
 mod login;
+mod openapi;
 mod overview;
 mod page;
 mod servers;
@@ -43,8 +44,8 @@ use std::sync::Arc;
 
 use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderValue};
-use actix_web::{HttpRequest, HttpResponse, web};
-use mcpgw_gateway::authz::{BuiltInRole, Decision, Identity, KeyHash, Permission, SignInProvider};
+use actix_web::{HttpMessage as _, HttpRequest, HttpResponse, web};
+use mcpgw_gateway::authz::{BuiltInRole, Decision, Identity, Permission, SignInProvider};
 use mcpgw_gateway::{
     AuthService, ConsoleSession, ConsoleSessions, OsSecrets, SessionSettings, TokioClock,
 };
@@ -128,6 +129,7 @@ impl Console {
 }
 
 /// Who is looking at a page: the session, and what its roles allow.
+#[derive(Clone)]
 pub(crate) struct Visitor {
     pub session: ConsoleSession,
     auth: Option<Arc<AuthService>>,
@@ -141,15 +143,22 @@ impl Visitor {
     /// Whether the REST route `method path` is open to this visitor, for showing or hiding a
     /// control. The snapshot alone answers (the policy engine is asked when the action runs).
     pub fn may(&self, method: &str, path: &str) -> bool {
-        let Some(auth) = &self.auth else {
-            return true;
-        };
-        let Some(permission) = Permission::for_rest_route(method, path) else {
-            return false;
-        };
-        auth.authorizer()
-            .decide(self.identity(), permission, None)
-            .is_allowed()
+        self.auth.is_none()
+            || Permission::for_rest_route(method, path).is_some_and(|needed| self.holds(needed))
+    }
+
+    /// Whether the roles let this visitor call tools at all (`tools/call`); which tools, the
+    /// tool access policies decide, and the catalogue lists only those.
+    pub fn may_call_tools(&self) -> bool {
+        self.holds(Permission::ToolInvoke)
+    }
+
+    fn holds(&self, permission: Permission) -> bool {
+        self.auth.as_ref().is_none_or(|auth| {
+            auth.authorizer()
+                .decide(self.identity(), permission, None)
+                .is_allowed()
+        })
     }
 
     /// Refuses the action unless the REST route `method path` is open to this visitor, asking
@@ -200,6 +209,9 @@ pub(crate) fn cookie(request: &HttpRequest, name: &str) -> Option<String> {
 /// Who is asking, or the answer that sends them to sign in (a redirect for a page, a 401 page
 /// for anything else).
 pub(crate) async fn visitor(request: &HttpRequest, state: &ApiState) -> Result<Visitor, Problem> {
+    if let Some(known) = request.extensions().get::<Visitor>() {
+        return Ok(known.clone());
+    }
     let console = console_of(state)?;
     let Some(auth) = enabled_auth(state) else {
         let identity = Identity::anonymous().with_key_role(BuiltInRole::Admin.role_name());
@@ -215,10 +227,9 @@ pub(crate) async fn visitor(request: &HttpRequest, state: &ApiState) -> Result<V
     let Some(session) = session else {
         return Err(Problem::sign_in_needed(request));
     };
-    if let Some(key) = &session.key
-        && !key_still_good(&auth, key).await
-    {
-        // The key was revoked or expired: the session ends with it.
+    if !still_good(&auth, &session).await {
+        // The key was revoked or expired, or the local user was disabled, deleted or given a
+        // new password: the session ends with it.
         if let Some(token) = cookie(request, SESSION_COOKIE) {
             console.sessions.close(&token);
         }
@@ -230,8 +241,19 @@ pub(crate) async fn visitor(request: &HttpRequest, state: &ApiState) -> Result<V
     })
 }
 
-async fn key_still_good(auth: &AuthService, key: &KeyHash) -> bool {
-    auth.key_standing(key).await.is_some()
+/// Whether what opened `session` still stands: the API key is neither revoked nor expired;
+/// the local user still exists, is not disabled, and kept the password it signed in with.
+async fn still_good(auth: &AuthService, session: &ConsoleSession) -> bool {
+    if let Some(key) = &session.key {
+        return auth.key_standing(key).await.is_some();
+    }
+    if session.method == mcpgw_gateway::SignInMethod::Password {
+        return match auth.user(session.identity.principal.name()).await {
+            Ok(user) => !user.disabled && user.password_changed_at <= session.opened_at,
+            Err(_) => false,
+        };
+    }
+    true
 }
 
 /// The identity of the console session a request carries, for the event stream's WebSocket:
@@ -242,12 +264,9 @@ pub(crate) async fn session_identity(request: &HttpRequest, state: &ApiState) ->
     let auth = enabled_auth(state)?;
     let token = cookie(request, SESSION_COOKIE)?;
     let session = console.sessions.get(&token)?;
-    if let Some(key) = &session.key
-        && !key_still_good(&auth, key).await
-    {
-        return None;
-    }
-    Some(session.identity)
+    still_good(&auth, &session)
+        .await
+        .then_some(session.identity)
 }
 
 /// Checks a form's CSRF token against the session's.
@@ -321,13 +340,21 @@ pub(crate) fn mount(cfg: &mut web::ServiceConfig, state: &web::Data<ApiState>) {
         );
         return;
     }
-    let resource = |path: &str| {
+    // Each resource answers a method it does not serve with 405 and the methods it does.
+    // Every page but the sign-in pages and the public files needs a session, checked before
+    // anything of the request is read.
+    let resource = |path: &str, allow: &'static str| {
+        let public = PUBLIC_PATHS.contains(&path);
         web::resource(path)
+            .wrap(actix_web::middleware::Condition::new(
+                !public,
+                actix_web::middleware::from_fn(require_session),
+            ))
             .app_data(state.clone())
             .app_data(
                 web::FormConfig::default()
-                    .limit(256 * 1024)
-                    .error_handler(|error, _| Problem::bad_form(&error.to_string()).into_error()),
+                    .limit(FORM_LIMIT_BYTES)
+                    .error_handler(|error, _| form_problem(error).into_error()),
             )
             .app_data(web::QueryConfig::default().error_handler(|error, _| {
                 Problem::bad_form(&format!("the query string is invalid: {error}")).into_error()
@@ -336,53 +363,135 @@ pub(crate) fn mount(cfg: &mut web::ServiceConfig, state: &web::Data<ApiState>) {
                 web::PathConfig::default()
                     .error_handler(|_, _| Problem::not_found("no such page").into_error()),
             )
-            .default_service(web::to(|| async { Problem::method_not_allowed() }))
+            .default_service(web::to(move || async move {
+                Problem::method_not_allowed(allow)
+            }))
     };
-    cfg.service(resource(CONSOLE_PATH).route(web::get().to(|| async { see_other("/ui/") })))
-        .service(resource("/ui/").route(web::get().to(overview::page)))
-        .service(resource("/ui/overview/live").route(web::get().to(overview::live)))
-        .service(resource("/ui/assets/{name}").route(web::get().to(assets::asset)))
-        .service(resource("/ui/login").route(web::get().to(login::page)))
-        .service(resource("/ui/login/key").route(web::post().to(login::with_key)))
-        .service(resource("/ui/login/password").route(web::post().to(login::with_password)))
-        .service(resource("/ui/login/sso").route(web::get().to(login::begin_sso)))
-        .service(resource("/ui/login/sso/callback").route(web::get().to(login::finish_sso)))
-        .service(resource("/ui/logout").route(web::post().to(login::logout)))
+    cfg.service(resource(CONSOLE_PATH, "GET").route(web::get().to(|| async { see_other("/ui/") })))
+        .service(resource("/ui/", "GET").route(web::get().to(overview::page)))
+        .service(resource("/ui/overview/live", "GET").route(web::get().to(overview::live)))
+        .service(resource("/ui/assets/{name}", "GET").route(web::get().to(assets::asset)))
         .service(
-            resource("/ui/servers")
+            resource(openapi::CONSOLE_OPENAPI_PATH, "GET").route(web::get().to(openapi::document)),
+        )
+        .service(resource("/ui/login", "GET").route(web::get().to(login::page)))
+        .service(resource("/ui/login/key", "POST").route(web::post().to(login::with_key)))
+        .service(resource("/ui/login/password", "POST").route(web::post().to(login::with_password)))
+        .service(resource("/ui/login/sso", "GET").route(web::get().to(login::begin_sso)))
+        .service(resource("/ui/login/sso/callback", "GET").route(web::get().to(login::finish_sso)))
+        .service(resource("/ui/logout", "POST").route(web::post().to(login::logout)))
+        .service(
+            resource("/ui/servers", "GET, POST")
                 .route(web::get().to(servers::list))
                 .route(web::post().to(servers::create)),
         )
-        .service(resource("/ui/servers/rows").route(web::get().to(servers::rows)))
-        .service(resource("/ui/servers/new").route(web::get().to(servers::new_form)))
+        // Outside `/ui/servers/`, so that no server id is shadowed by them.
+        .service(resource("/ui/servers-rows", "GET").route(web::get().to(servers::rows)))
+        .service(resource("/ui/new-server", "GET").route(web::get().to(servers::new_form)))
         .service(
-            resource("/ui/servers/{id}")
+            resource("/ui/servers/{id}", "GET, POST")
                 .route(web::get().to(servers::detail))
                 .route(web::post().to(servers::update)),
         )
-        .service(resource("/ui/servers/{id}/live").route(web::get().to(servers::live)))
-        .service(resource("/ui/servers/{id}/edit").route(web::get().to(servers::edit_form)))
-        .service(resource("/ui/servers/{id}/{action}").route(web::post().to(servers::act)))
-        .service(resource("/ui/tools").route(web::get().to(catalogue::list)))
+        .service(resource("/ui/servers/{id}/live", "GET").route(web::get().to(servers::live)))
+        .service(resource("/ui/servers/{id}/edit", "GET").route(web::get().to(servers::edit_form)))
+        .service(resource("/ui/servers/{id}/{action}", "POST").route(web::post().to(servers::act)))
+        .service(resource("/ui/tools", "GET").route(web::get().to(catalogue::list)))
         .service(
-            resource("/ui/tools/{name}")
+            resource("/ui/tools/{name}", "GET, POST")
                 .route(web::get().to(catalogue::tool))
                 .route(web::post().to(catalogue::call)),
         )
-        .service(resource("/ui/discovery").route(web::get().to(discovery::page)))
-        .service(resource("/ui/discovery/{id}/{action}").route(web::post().to(discovery::act)))
-        .service(resource("/ui/groups").route(web::get().to(groups::page)))
+        .service(resource("/ui/discovery", "GET").route(web::get().to(discovery::page)))
         .service(
-            resource("/ui/groups/{id}/rebalance").route(web::post().to(groups::rebalance)),
+            resource("/ui/discovery/{id}/{action}", "POST").route(web::post().to(discovery::act)),
         )
-        .service(resource("/ui/events").route(web::get().to(events::page)))
-        .service(resource("/ui/config").route(web::get().to(configuration::page)))
-        .service(resource("/ui/config/{action}").route(web::post().to(configuration::act)))
-        .service(resource("/ui/access").route(web::get().to(access::page)))
-        .service(resource("/ui/access/keys").route(web::post().to(access::create_key)))
-        .service(resource("/ui/access/keys/{id}/revoke").route(web::post().to(access::revoke_key)))
+        .service(resource("/ui/groups", "GET").route(web::get().to(groups::page)))
         .service(
-            resource("/ui/{tail:.*}")
-                .route(web::get().to(|| async { Problem::not_found("no such page") })),
+            resource("/ui/groups/{id}/rebalance", "POST").route(web::post().to(groups::rebalance)),
+        )
+        .service(resource("/ui/events", "GET").route(web::get().to(events::page)))
+        .service(resource("/ui/config", "GET").route(web::get().to(configuration::page)))
+        .service(resource("/ui/config/{action}", "POST").route(web::post().to(configuration::act)))
+        .service(resource("/ui/access", "GET").route(web::get().to(access::page)))
+        .service(resource("/ui/access/keys", "POST").route(web::post().to(access::create_key)))
+        .service(
+            resource("/ui/access/keys/{id}/revoke", "POST")
+                .route(web::post().to(access::revoke_key)),
+        )
+        .service(
+            web::resource("/ui/{tail:.*}")
+                .default_service(web::to(|| async { Problem::not_found("no such page") })),
         );
+}
+
+/// The console's paths that need no session: the sign-in pages, the files every page loads,
+/// the description of the routes, and the redirect of the bare `/ui`.
+const PUBLIC_PATHS: [&str; 9] = [
+    CONSOLE_PATH,
+    "/ui/assets/{name}",
+    openapi::CONSOLE_OPENAPI_PATH,
+    "/ui/login",
+    "/ui/login/key",
+    "/ui/login/password",
+    "/ui/login/sso",
+    "/ui/login/sso/callback",
+    "/ui/logout",
+];
+
+/// Answers a request without a session (a page with the redirect to sign in, anything else with
+/// 401) before its query or form is read; with one, hands the visitor on to the handler.
+async fn require_session(
+    request: actix_web::dev::ServiceRequest,
+    next: actix_web::middleware::Next<impl actix_web::body::MessageBody + 'static>,
+) -> Result<
+    actix_web::dev::ServiceResponse<
+        actix_web::body::EitherBody<impl actix_web::body::MessageBody + 'static>,
+    >,
+    actix_web::Error,
+> {
+    use actix_web::ResponseError as _;
+    let Some(state) = request.app_data::<web::Data<ApiState>>().cloned() else {
+        return Ok(crate::guard::unmounted(request).map_into_right_body());
+    };
+    match visitor(request.request(), &state).await {
+        Ok(known) => {
+            request.extensions_mut().insert(known);
+            next.call(request)
+                .await
+                .map(actix_web::dev::ServiceResponse::map_into_left_body)
+        }
+        Err(problem) => {
+            let response = problem.error_response();
+            Ok(request.into_response(response).map_into_right_body())
+        }
+    }
+}
+
+/// The largest form the console reads.
+pub(crate) const FORM_LIMIT_BYTES: usize = 256 * 1024;
+
+/// A form that could not be read, answered as the API answers the same fault in a body.
+fn form_problem(error: actix_web::error::UrlencodedError) -> Problem {
+    use actix_web::error::UrlencodedError;
+    match error {
+        UrlencodedError::Overflow { .. } => {
+            Problem::from(crate::error::ApiError::payload_too_large(FORM_LIMIT_BYTES))
+        }
+        UrlencodedError::ContentType => Problem::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            crate::error::names::UNSUPPORTED_MEDIA_TYPE,
+            "console forms are sent as application/x-www-form-urlencoded, as a browser sends \
+             them",
+        ),
+        UrlencodedError::Payload(payload) if crate::limits::is_body_timeout(&payload) => {
+            Problem::from(crate::error::ApiError::body_timeout(&payload))
+        }
+        UrlencodedError::Payload(payload) => Problem::new(
+            StatusCode::BAD_REQUEST,
+            crate::error::names::BAD_REQUEST,
+            format!("the form could not be read ({payload}); send it again"),
+        ),
+        other => Problem::bad_form(&other.to_string()),
+    }
 }

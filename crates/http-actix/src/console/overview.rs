@@ -216,8 +216,11 @@ pub(crate) async fn page(
 ) -> Result<HttpResponse, Problem> {
     let visitor = visitor(&request, &state).await?;
     if !visitor.may("GET", "/api/system") {
-        // Someone who may not read the metrics starts at what they may read.
-        return Ok(super::see_other("/ui/servers"));
+        // Someone who may not read the metrics starts at the first section they may read.
+        return match super::page::first_section(&visitor) {
+            Some(href) => Ok(super::see_other(href)),
+            None => Err(Problem::forbidden()),
+        };
     }
     visitor.require("GET", "/api/system").await?;
     let console = super::console_of(&state)?;

@@ -38,11 +38,24 @@ const SECTIONS: [(&str, &str, &str, &str); 8] = [
     ("servers", "/ui/servers", "MCP servers", "/api/mcp_servers"),
     ("tools", "/ui/tools", "Tools", "/api/mcp_servers/{id}/tools"),
     ("groups", "/ui/groups", "Groups", "/api/groups"),
-    ("discovery", "/ui/discovery", "Discovery", "/api/discovery/pending"),
+    (
+        "discovery",
+        "/ui/discovery",
+        "Discovery",
+        "/api/discovery/pending",
+    ),
     ("access", "/ui/access", "Access", "/api/auth/keys"),
     ("events", "/ui/events", "Events", "/api/ws/events"),
     ("config", "/ui/config", "Configuration", "/api/config/diff"),
 ];
+
+/// The first section of the console `visitor` may read, for where to start.
+pub(crate) fn first_section(visitor: &Visitor) -> Option<&'static str> {
+    SECTIONS
+        .iter()
+        .find(|(_, _, _, route)| visitor.may("GET", route))
+        .map(|(_, href, _, _)| *href)
+}
 
 impl Chrome {
     /// The frame for a page of `section`; `done` is the `?done=` of a redirect after an action.
@@ -125,6 +138,8 @@ pub(crate) struct Problem {
     message: String,
     /// Where to send the browser instead of showing the page.
     redirect: Option<String>,
+    /// The methods a 405's page takes, for `Allow`.
+    allow: Option<&'static str>,
 }
 
 #[derive(Template)]
@@ -143,6 +158,7 @@ impl Problem {
             name: name.to_owned(),
             message: message.into(),
             redirect: None,
+            allow: None,
         }
     }
 
@@ -200,12 +216,15 @@ impl Problem {
         )
     }
 
-    pub fn method_not_allowed() -> Self {
-        Self::new(
+    /// 405, with `allow` (the methods the page takes) sent as `Allow`.
+    pub fn method_not_allowed(allow: &'static str) -> Self {
+        let mut problem = Self::new(
             StatusCode::METHOD_NOT_ALLOWED,
             names::METHOD_NOT_ALLOWED,
-            "this page does not take that method",
-        )
+            format!("this page takes {allow} only"),
+        );
+        problem.allow = Some(allow);
+        problem
     }
 
     pub fn console_off() -> Self {
@@ -255,10 +274,10 @@ impl ResponseError for Problem {
         let mut response = HttpResponse::build(self.status)
             .content_type("text/html; charset=utf-8")
             .body(body);
-        if self.status == StatusCode::METHOD_NOT_ALLOWED {
+        if let Some(allow) = self.allow {
             response
                 .headers_mut()
-                .insert(header::ALLOW, HeaderValue::from_static("GET, POST"));
+                .insert(header::ALLOW, HeaderValue::from_static(allow));
         }
         secure(response)
     }

@@ -231,7 +231,7 @@ pub(crate) async fn list(
     render(StatusCode::OK, &page)
 }
 
-/// `GET /ui/servers/rows`: the list's table body alone, for its live refresh.
+/// `GET /ui/servers-rows`: the list's table body alone, for its live refresh.
 pub(crate) async fn rows(
     request: HttpRequest,
     state: web::Data<ApiState>,
@@ -590,8 +590,9 @@ fn body_of(form: &ServerForm, id: Option<&str>) -> Result<Map<String, Value>, Pr
     if let Some(description) = text(&form.description) {
         set("description", Value::String(description));
     }
+    // A remote server's address is its definition's `endpoint`.
     if let Some(url) = text(&form.url) {
-        set("url", Value::String(url));
+        set("endpoint", Value::String(url));
     }
     if let Some(image) = text(&form.image) {
         set("image", Value::String(image));
@@ -697,7 +698,7 @@ fn form_page(
     }
 }
 
-/// `GET /ui/servers/new`.
+/// `GET /ui/new-server`.
 pub(crate) async fn new_form(
     request: HttpRequest,
     state: web::Data<ApiState>,
@@ -802,7 +803,7 @@ fn form_of_definition(snapshot: &ServerSnapshot) -> Result<ServerForm, Problem> 
     };
     let mode = take_text("mode");
     let description = take_text("description");
-    let url = take_text("url");
+    let url = take_text("endpoint");
     let image = take_text("image");
     let mut take_list = |name: &str| match definition.remove(name) {
         Some(Value::Array(items)) if items.iter().all(Value::is_string) => Some(
