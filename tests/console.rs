@@ -35,10 +35,11 @@ use support::{
 const VIEWER: &str = "vera";
 const VIEWER_PASSWORD: &str = "a long enough passphrase";
 
-/// Makes a local user with `mcpgw auth create-user`, the password on stdin.
-fn cli_user(data_dir: &Path, name: &str, password: &str, role: &str) {
+/// Runs `mcpgw auth ARGS --data-dir DATA_DIR` with `password` on stdin; fails on failure.
+fn cli_with_password(data_dir: &Path, args: &[&str], password: &str) {
     let mut child = Command::new(support::gateway_binary())
-        .args(["auth", "create-user", "--name", name, "--role", role])
+        .arg("auth")
+        .args(args)
         .arg("--data-dir")
         .arg(data_dir)
         .stdin(Stdio::piped())
@@ -55,8 +56,17 @@ fn cli_user(data_dir: &Path, name: &str, password: &str, role: &str) {
     let output = child.wait_with_output().unwrap();
     assert!(
         output.status.success(),
-        "create-user: {}",
+        "auth {args:?}: {}",
         String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Makes a local user with `mcpgw auth create-user`.
+fn cli_user(data_dir: &Path, name: &str, password: &str, role: &str) {
+    cli_with_password(
+        data_dir,
+        &["create-user", "--name", name, "--role", role],
+        password,
     );
 }
 
@@ -305,6 +315,21 @@ fn login_token(gw: &RunningGateway) -> String {
     token
 }
 
+/// Posts the password sign-in form as the sign-in page would, going on to `/ui/servers`.
+fn password_sign_in(gw: &RunningGateway, user: &str, password: &str) -> support::RawAnswer {
+    let token = login_token(gw);
+    ui(
+        gw,
+        "POST",
+        "/ui/login/password",
+        &format!("mcpgw_login={token}"),
+        Some(&format!(
+            "login_token={token}&next=%2Fui%2Fservers&user_name={user}&password={}",
+            password.replace(' ', "+")
+        )),
+    )
+}
+
 /// Signs in with `key`; answers the session cookie's value.
 fn key_session(gw: &RunningGateway, key: &str) -> String {
     let token = login_token(gw);
@@ -382,6 +407,16 @@ fn no_console_page_or_action_is_reachable_without_a_session() {
             );
         }
     }
+    // Bad input that cannot even be read gets the same answer: the session is looked at first.
+    let repeated = ui(gw, "GET", "/ui/servers?state=a&state=b&page=x", "", None);
+    assert_eq!(repeated.status, 303, "{}", repeated.body);
+    let request = format!(
+        "POST /ui/access/keys HTTP/1.1\r\nHost: {}\r\nContent-Type: text/plain\r\n\
+         Content-Length: 3\r\nConnection: close\r\n\r\nabc",
+        gw.address()
+    );
+    let plain = raw_exchange(gw.address(), request.as_bytes());
+    assert_eq!(plain.status, 401, "{}", plain.body);
     // The sign-in page and the assets are public.
     assert_eq!(ui(gw, "GET", "/ui/login", "", None).status, 200);
     assert_eq!(
@@ -548,16 +583,7 @@ fn repeated_wrong_passwords_lock_the_address_out() {
     let mut last = None;
     // Bad input: the viewer's name with wrong passwords, until the lockout answers.
     for attempt in 0..20 {
-        let token = login_token(gw);
-        let answer = ui(
-            gw,
-            "POST",
-            "/ui/login/password",
-            &format!("mcpgw_login={token}"),
-            Some(&format!(
-                "login_token={token}&user_name={VIEWER}&password=wrong-password-{attempt}"
-            )),
-        );
+        let answer = password_sign_in(gw, VIEWER, &format!("wrong-password-{attempt}"));
         assert!(cookie_value(&answer, "mcpgw_session").is_none());
         if answer.status == 429 {
             last = Some(answer);
@@ -576,17 +602,7 @@ fn repeated_wrong_passwords_lock_the_address_out() {
     let locked = last.expect("the address is locked out after repeated failures");
     assert!(locked.header("retry-after").is_some());
     // Even the right password waits for the lockout to end.
-    let token = login_token(gw);
-    let answer = ui(
-        gw,
-        "POST",
-        "/ui/login/password",
-        &format!("mcpgw_login={token}"),
-        Some(&format!(
-            "login_token={token}&user_name={VIEWER}&password={}",
-            VIEWER_PASSWORD.replace(' ', "+")
-        )),
-    );
+    let answer = password_sign_in(gw, VIEWER, VIEWER_PASSWORD);
     assert_eq!(answer.status, 429, "{}", answer.body);
 }
 
@@ -623,17 +639,7 @@ fn the_console_can_be_turned_off_and_opens_without_signing_in_when_auth_is_off()
 fn a_password_session_ends_when_the_users_password_changes() {
     let console = console_gateway("");
     let gw = &console.gw;
-    let token = login_token(gw);
-    let answer = ui(
-        gw,
-        "POST",
-        "/ui/login/password",
-        &format!("mcpgw_login={token}"),
-        Some(&format!(
-            "login_token={token}&next=%2Fui%2Fservers&user_name={VIEWER}&password={}",
-            VIEWER_PASSWORD.replace(' ', "+")
-        )),
-    );
+    let answer = password_sign_in(gw, VIEWER, VIEWER_PASSWORD);
     assert_eq!(answer.status, 303, "{}", answer.body);
     let cookies = format!(
         "mcpgw_session={}",
@@ -642,25 +648,10 @@ fn a_password_session_ends_when_the_users_password_changes() {
     assert_eq!(ui(gw, "GET", "/ui/servers", &cookies, None).status, 200);
     // The password is changed from the command line, by another process on the same store.
     std::thread::sleep(Duration::from_millis(20));
-    let mut child = Command::new(support::gateway_binary())
-        .args(["auth", "set-password", "--name", VIEWER])
-        .arg("--data-dir")
-        .arg(gw.data_dir.path())
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"another long passphrase\n")
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    cli_with_password(
+        gw.data_dir.path(),
+        &["set-password", "--name", VIEWER],
+        "another long passphrase",
     );
     let after = ui(gw, "GET", "/ui/servers", &cookies, None);
     assert_eq!(after.status, 303, "the old password's session is over");
@@ -734,16 +725,7 @@ fn each_role_starts_at_a_page_it_may_read_and_roles_made_from_the_command_line_a
     );
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     loop {
-        let token = login_token(gw);
-        let answer = ui(
-            gw,
-            "POST",
-            "/ui/login/password",
-            &format!("mcpgw_login={token}"),
-            Some(&format!(
-                "login_token={token}&next=%2Fui%2Fservers&user_name=late&password=another+long+passphrase"
-            )),
-        );
+        let answer = password_sign_in(gw, "late", "another long passphrase");
         assert_eq!(answer.status, 303, "{}", answer.body);
         let cookies = format!(
             "mcpgw_session={}",

@@ -10,7 +10,7 @@ use mcpgw_gateway::CreateKeyRequest;
 use serde::Deserialize;
 
 use super::page::encode_component;
-use super::{Chrome, Problem, Visitor, check_csrf, render, see_other, visitor};
+use super::{Chrome, Problem, Visitor, render, see_other, visitor};
 use crate::dto::{ApiKeyView, PolicyView, PrincipalView, RoleView};
 use crate::state::ApiState;
 
@@ -216,8 +216,7 @@ pub(crate) async fn create_key(
     state: web::Data<ApiState>,
     form: web::Form<KeyForm>,
 ) -> Result<HttpResponse, Problem> {
-    let visitor = visitor(&request, &state).await?;
-    check_csrf(&visitor, form.csrf_token.as_deref())?;
+    let visitor = super::poster(&request, &state, form.csrf_token.as_deref()).await?;
     visitor.require("POST", "/api/auth/keys").await?;
     let Some(auth) = state.auth() else {
         return Err(Problem::not_found("auth is not enabled in this gateway"));
@@ -269,20 +268,14 @@ pub(crate) async fn create_key(
     }
 }
 
-#[derive(Debug, Deserialize)]
-pub(crate) struct RevokeForm {
-    csrf_token: Option<String>,
-}
-
 /// `POST /ui/access/keys/{id}/revoke`: revokes as `DELETE /api/auth/keys/{id}` does.
 pub(crate) async fn revoke_key(
     request: HttpRequest,
     state: web::Data<ApiState>,
     key_id: web::Path<String>,
-    form: web::Form<RevokeForm>,
+    form: web::Form<super::ButtonForm>,
 ) -> Result<HttpResponse, Problem> {
-    let visitor = visitor(&request, &state).await?;
-    check_csrf(&visitor, form.csrf_token.as_deref())?;
+    let visitor = super::poster(&request, &state, form.csrf_token.as_deref()).await?;
     let key_id = key_id.into_inner();
     visitor
         .require("DELETE", &format!("/api/auth/keys/{key_id}"))

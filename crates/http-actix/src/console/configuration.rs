@@ -5,9 +5,8 @@
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
-use serde::Deserialize;
 
-use super::{Chrome, Problem, Visitor, check_csrf, render, visitor};
+use super::{Chrome, Problem, Visitor, render, visitor};
 use crate::state::ApiState;
 
 #[derive(Template)]
@@ -58,21 +57,15 @@ pub(crate) async fn page(
     render(StatusCode::OK, &config_page(&visitor, &state).await?)
 }
 
-#[derive(Debug, Deserialize)]
-pub(crate) struct ActionForm {
-    csrf_token: Option<String>,
-}
-
 /// `POST /ui/config/{reload|backup}`: the page again, with what the action did or why it
 /// was refused (an invalid file changes nothing and says why).
 pub(crate) async fn act(
     request: HttpRequest,
     state: web::Data<ApiState>,
     action: web::Path<String>,
-    form: web::Form<ActionForm>,
+    form: web::Form<super::ButtonForm>,
 ) -> Result<HttpResponse, Problem> {
-    let visitor = visitor(&request, &state).await?;
-    check_csrf(&visitor, form.csrf_token.as_deref())?;
+    let visitor = super::poster(&request, &state, form.csrf_token.as_deref()).await?;
     let mut status = StatusCode::OK;
     let outcome = match action.as_str() {
         "reload" => {

@@ -8,7 +8,7 @@ use askama::Template;
 use serde::Deserialize;
 
 use super::page::encode_component;
-use super::{Chrome, Problem, check_csrf, render, see_other, visitor};
+use super::{Chrome, Problem, render, see_other, visitor};
 use crate::state::ApiState;
 
 pub(crate) struct PendingView {
@@ -92,20 +92,14 @@ pub(crate) async fn page(
     render(StatusCode::OK, &page)
 }
 
-#[derive(Debug, Deserialize)]
-pub(crate) struct DecisionForm {
-    csrf_token: Option<String>,
-}
-
 /// `POST /ui/discovery/{name}/{approve|reject}`.
 pub(crate) async fn act(
     request: HttpRequest,
     state: web::Data<ApiState>,
     path: web::Path<(String, String)>,
-    form: web::Form<DecisionForm>,
+    form: web::Form<super::ButtonForm>,
 ) -> Result<HttpResponse, Problem> {
-    let visitor = visitor(&request, &state).await?;
-    check_csrf(&visitor, form.csrf_token.as_deref())?;
+    let visitor = super::poster(&request, &state, form.csrf_token.as_deref()).await?;
     let (name, action) = path.into_inner();
     match action.as_str() {
         "approve" => {

@@ -8,7 +8,7 @@ use askama::Template;
 use serde::{Deserialize, Serialize};
 
 use super::page::encode_component;
-use super::{Chrome, Problem, check_csrf, render, see_other, visitor};
+use super::{Chrome, Problem, render, see_other, visitor};
 use crate::state::ApiState;
 
 /// The name a serialized enumeration goes by (`round_robin`, `healthy`).
@@ -108,20 +108,14 @@ pub(crate) async fn page(
     render(StatusCode::OK, &page)
 }
 
-#[derive(Debug, Deserialize)]
-pub(crate) struct ActionForm {
-    csrf_token: Option<String>,
-}
-
 /// `POST /ui/groups/{id}/rebalance`.
 pub(crate) async fn rebalance(
     request: HttpRequest,
     state: web::Data<ApiState>,
     id: web::Path<String>,
-    form: web::Form<ActionForm>,
+    form: web::Form<super::ButtonForm>,
 ) -> Result<HttpResponse, Problem> {
-    let visitor = visitor(&request, &state).await?;
-    check_csrf(&visitor, form.csrf_token.as_deref())?;
+    let visitor = super::poster(&request, &state, form.csrf_token.as_deref()).await?;
     let id = id.into_inner();
     visitor
         .require("POST", &format!("/api/groups/{id}/rebalance"))

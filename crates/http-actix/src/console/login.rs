@@ -481,16 +481,11 @@ pub(crate) async fn finish_sso(
     Ok(response)
 }
 
-#[derive(Debug, Deserialize)]
-pub(crate) struct LogoutForm {
-    csrf_token: Option<String>,
-}
-
 /// Signs out: the session ends on the server, and the cookie is cleared.
 pub(crate) async fn logout(
     request: HttpRequest,
     state: web::Data<ApiState>,
-    form: web::Form<LogoutForm>,
+    form: web::Form<super::ButtonForm>,
 ) -> Result<HttpResponse, Problem> {
     let console = console_of(&state)?;
     let visitor = match super::visitor(&request, &state).await {

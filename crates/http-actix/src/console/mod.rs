@@ -269,6 +269,23 @@ pub(crate) async fn session_identity(request: &HttpRequest, state: &ApiState) ->
         .then_some(session.identity)
 }
 
+/// A form that carries nothing but the CSRF token: the buttons that act on one thing.
+#[derive(Debug, serde::Deserialize)]
+pub(crate) struct ButtonForm {
+    pub csrf_token: Option<String>,
+}
+
+/// The visitor who posted a form, once the form's CSRF token checks out.
+pub(crate) async fn poster(
+    request: &HttpRequest,
+    state: &ApiState,
+    csrf_token: Option<&str>,
+) -> Result<Visitor, Problem> {
+    let visitor = visitor(request, state).await?;
+    check_csrf(&visitor, csrf_token)?;
+    Ok(visitor)
+}
+
 /// Checks a form's CSRF token against the session's.
 pub(crate) fn check_csrf(visitor: &Visitor, presented: Option<&str>) -> Result<(), Problem> {
     match presented {

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::page::encode_component;
-use super::{Chrome, Problem, Visitor, check_csrf, render, see_other, visitor};
+use super::{Chrome, Problem, Visitor, render, see_other, visitor};
 use crate::definition::definition_rules;
 use crate::dto::{InvocationEntry, ServerDetails};
 use crate::state::ApiState;
@@ -438,20 +438,14 @@ fn definition_text(details: &ServerDetails) -> String {
     serde_yaml::to_string(&value).unwrap_or_default()
 }
 
-#[derive(Debug, Deserialize)]
-pub(crate) struct ActionForm {
-    csrf_token: Option<String>,
-}
-
 /// `POST /ui/servers/{id}/{action}`: start, stop, restart or delete.
 pub(crate) async fn act(
     request: HttpRequest,
     state: web::Data<ApiState>,
     path: web::Path<(String, String)>,
-    form: web::Form<ActionForm>,
+    form: web::Form<super::ButtonForm>,
 ) -> Result<HttpResponse, Problem> {
-    let visitor = visitor(&request, &state).await?;
-    check_csrf(&visitor, form.csrf_token.as_deref())?;
+    let visitor = super::poster(&request, &state, form.csrf_token.as_deref()).await?;
     let (raw_id, action) = path.into_inner();
     let id = server_id(&raw_id)?;
     let api = format!("/api/mcp_servers/{id}");
@@ -716,8 +710,7 @@ pub(crate) async fn create(
     state: web::Data<ApiState>,
     form: web::Form<ServerForm>,
 ) -> Result<HttpResponse, Problem> {
-    let visitor = visitor(&request, &state).await?;
-    check_csrf(&visitor, form.csrf_token.as_deref())?;
+    let visitor = super::poster(&request, &state, form.csrf_token.as_deref()).await?;
     visitor.require("POST", "/api/mcp_servers").await?;
     let id = form
         .mcp_server_id
@@ -861,8 +854,7 @@ pub(crate) async fn update(
     id: web::Path<String>,
     form: web::Form<ServerForm>,
 ) -> Result<HttpResponse, Problem> {
-    let visitor = visitor(&request, &state).await?;
-    check_csrf(&visitor, form.csrf_token.as_deref())?;
+    let visitor = super::poster(&request, &state, form.csrf_token.as_deref()).await?;
     let id = server_id(&id)?;
     visitor
         .require("PUT", &format!("/api/mcp_servers/{id}"))
@@ -901,5 +893,93 @@ pub(crate) async fn update(
             );
             render(problem.status(), &page)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn form(fields: &[(&str, &str)]) -> ServerForm {
+        let mut form = ServerForm::default();
+        for (name, value) in fields {
+            let value = Some((*value).to_owned());
+            match *name {
+                "mode" => form.mode = value,
+                "url" => form.url = value,
+                "command" => form.command = value,
+                "env" => form.env = value,
+                "more" => form.more = value,
+                other => panic!("no field {other}"),
+            }
+        }
+        form
+    }
+
+    #[test]
+    fn the_form_becomes_the_body_the_api_takes() {
+        let body = body_of(
+            &form(&[
+                ("mode", "remote"),
+                ("url", " http://upstream.test/mcp "),
+                ("env", "A=1\n\n B = two=parts\n"),
+                ("more", "idle_ttl_s: 300\n"),
+            ]),
+            Some("made"),
+        )
+        .unwrap();
+        assert_eq!(
+            Value::Object(body),
+            json!({"mcp_server_id": "made", "mode": "remote",
+                   "endpoint": "http://upstream.test/mcp",
+                   "env": {"A": "1", "B": " two=parts"}, "idle_ttl_s": 300})
+        );
+        let body = body_of(&form(&[("command", "server\n--flag\n\n")]), None).unwrap();
+        assert_eq!(body["command"], json!(["server", "--flag"]));
+    }
+
+    #[test]
+    fn a_form_that_cannot_be_a_definition_says_which_field() {
+        // Bad input: an environment line without `=`, more settings that are not YAML, and
+        // more settings that are YAML but not a mapping.
+        let error = body_of(&form(&[("env", "JUSTANAME")]), None).unwrap_err();
+        assert!(error.message().contains("NAME=value"), "{error}");
+        let error = body_of(&form(&[("more", "a: [unclosed")]), None).unwrap_err();
+        assert!(
+            error.message().starts_with("more settings: not YAML"),
+            "{error}"
+        );
+        let error = body_of(&form(&[("more", "- a list")]), None).unwrap_err();
+        assert!(error.message().contains("mapping"), "{error}");
+    }
+
+    #[test]
+    fn masked_values_keep_the_secret_they_stand_for() {
+        let mut submitted = json!({"env": {"KEPT": SECRET_MASK, "CHANGED": "new"},
+                                   "headers": {"Authorization": SECRET_MASK},
+                                   "description": SECRET_MASK});
+        let current = json!({"env": {"KEPT": "s3cret", "CHANGED": "old"},
+                             "headers": {"Authorization": "Bearer t0ken"}});
+        unmask(&mut submitted, &current);
+        assert_eq!(
+            submitted,
+            json!({"env": {"KEPT": "s3cret", "CHANGED": "new"},
+                   "headers": {"Authorization": "Bearer t0ken"},
+                   // Nothing to put back: a value that happens to read `***` stays.
+                   "description": SECRET_MASK})
+        );
+        let mut definition = json!({"env": {"A": "1"}, "headers": {"H": "v"},
+                                    "token_exchange": {"client_secret": "x", "client_id": "c"}})
+        .as_object()
+        .unwrap()
+        .clone();
+        mask(&mut definition);
+        assert_eq!(
+            Value::Object(definition),
+            json!({"env": {"A": SECRET_MASK}, "headers": {"H": SECRET_MASK},
+                   "token_exchange": {"client_secret": SECRET_MASK, "client_id": "c"}})
+        );
     }
 }
