@@ -2060,12 +2060,18 @@ mod tests {
             };
             assert!(required.contains(&json!(token)), "{path}: {required:?}");
             assert!(
-                operation["responses"]["422"]["description"]
+                operation["responses"]["413"]["description"]
                     .as_str()
                     .unwrap()
                     .contains("256 KiB"),
                 "{path}"
             );
+            for status in ["400", "408", "415", "422"] {
+                assert!(
+                    operation["responses"].get(status).is_some(),
+                    "{path} documents no {status}"
+                );
+            }
         }
         assert!(posts >= 10, "only {posts} posts");
         // The server form takes the registered launch modes too.
