@@ -13,9 +13,7 @@
 //!   expires, if that is sooner);
 //! - how it was opened (and with which API key), so that the console can check on every
 //!   request that what opened it still stands (the key not revoked, the local user's password
-//!   unchanged) and end it otherwise; [`ConsoleSessions::close_opened_with_key`] and
-//!   [`ConsoleSessions::close_for_principal`] end sessions at once for an embedder that revokes
-//!   by other means.
+//!   unchanged) and end it otherwise.
 //!
 //! Sign-ins in progress with an identity provider are kept here too, by their `state`, for at
 //! most [`PENDING_SIGN_IN_LIFETIME`]: the browser never holds the PKCE verifier or the nonce.
@@ -28,7 +26,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use mcpgw_authz::{Identity, KeyHash, PendingSignIn, Principal, SecretSource};
+use mcpgw_authz::{Identity, KeyHash, PendingSignIn, SecretSource};
 use mcpgw_core::{Clock, MonoTime, Timestamp};
 use sha2::{Digest as _, Sha256};
 
@@ -304,24 +302,6 @@ impl ConsoleSessions {
         self.maps().sessions.remove(&Self::digest(token)).is_some()
     }
 
-    /// Ends every session opened with the API key whose hash is `key`.
-    pub fn close_opened_with_key(&self, key: &KeyHash) -> usize {
-        let mut maps = self.maps();
-        let before = maps.sessions.len();
-        maps.sessions
-            .retain(|_, stored| stored.session.key.as_ref() != Some(key));
-        before - maps.sessions.len()
-    }
-
-    /// Ends every session of `principal` (a local user deleted, say).
-    pub fn close_for_principal(&self, principal: &Principal) -> usize {
-        let mut maps = self.maps();
-        let before = maps.sessions.len();
-        maps.sessions
-            .retain(|_, stored| &stored.session.identity.principal != principal);
-        before - maps.sessions.len()
-    }
-
     /// How many sessions are open (expired ones not yet swept may be counted).
     pub fn open_count(&self) -> usize {
         self.maps().sessions.len()
@@ -408,6 +388,8 @@ mod tests {
     use async_trait::async_trait;
     use mcpgw_authz::RandomnessError;
 
+    use mcpgw_authz::Principal;
+
     use super::*;
 
     /// A clock moved by hand.
@@ -442,9 +424,9 @@ mod tests {
 
     impl SecretSource for Counter {
         fn fill(&self, destination: &mut [u8]) -> Result<(), RandomnessError> {
-            let seed = self.0.fetch_add(1, Ordering::SeqCst);
+            let first = self.0.fetch_add(1, Ordering::SeqCst);
             for (index, byte) in destination.iter_mut().enumerate() {
-                *byte = seed.wrapping_add(u8::try_from(index % 251).unwrap());
+                *byte = first.wrapping_add(u8::try_from(index % 251).unwrap());
             }
             Ok(())
         }
@@ -515,7 +497,7 @@ mod tests {
     }
 
     #[test]
-    fn a_session_ends_with_its_key_and_when_the_key_expires() {
+    fn a_session_ends_when_its_key_expires_and_names_its_key() {
         let (store, clock) = sessions(SessionSettings::default());
         let key = KeyHash::of("mcpgw_0123456789");
         let expires = clock.wall().plus(Duration::from_secs(120));
@@ -528,17 +510,14 @@ mod tests {
         clock.advance(Duration::from_secs(1));
         assert!(store.get(&keyed.token).is_none(), "the key expired");
 
+        assert!(store.get(&other.token).is_some(), "another session stays");
+        // A key that never expires: the session holds the key, which the console checks on
+        // every request (revocation is tested end to end in tests/console.rs).
         let keyed = store
             .open(alice(), SignInMethod::ApiKey, Some((key, None)))
             .unwrap();
-        assert_eq!(store.close_opened_with_key(&key), 1);
-        assert!(store.get(&keyed.token).is_none(), "the key was revoked");
-        assert!(store.get(&other.token).is_some(), "another session stays");
-        assert_eq!(
-            store.close_for_principal(&Principal::parse("user:alice").unwrap()),
-            1
-        );
-        assert!(store.get(&other.token).is_none());
+        assert_eq!(store.get(&keyed.token).unwrap().key, Some(key));
+        assert_eq!(store.get(&other.token).unwrap().key, None);
     }
 
     #[test]

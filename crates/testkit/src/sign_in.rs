@@ -1139,7 +1139,7 @@ mod tests {
 
     // ----- the suite catches broken providers ---------------------------------------------
 
-    /// Ways a provider can break the contract, each built on the fake.
+    /// Ways a provider can break the rules of the port, each built on the fake.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     enum Flaw {
         /// Keeps every promise: the fake as it is.

@@ -221,13 +221,7 @@ pub(crate) async fn create_key(
     let Some(auth) = state.auth() else {
         return Err(Problem::not_found("auth is not enabled in this gateway"));
     };
-    let text = |field: &Option<String>| {
-        field
-            .as_deref()
-            .map(str::trim)
-            .filter(|value| !value.is_empty())
-            .map(str::to_owned)
-    };
+    let text = super::page::filled;
     let expires_in_days = match text(&form.expires_in_days) {
         None => None,
         Some(raw) => match raw.parse::<i64>() {

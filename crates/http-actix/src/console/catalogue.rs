@@ -73,16 +73,7 @@ pub(crate) async fn list(
     let visitor = visitor(&request, &state).await?;
     let tools = tools_of(&state, &visitor)?;
     let needle = query.q.as_deref().unwrap_or_default().trim().to_lowercase();
-    let page = match query.page.as_deref().filter(|raw| !raw.is_empty()) {
-        None => 1,
-        Some(raw) => raw
-            .parse::<usize>()
-            .ok()
-            .filter(|page| *page >= 1)
-            .ok_or_else(|| {
-                Problem::bad_form(&format!("page: must be a whole number from 1; got `{raw}`"))
-            })?,
-    };
+    let page = super::page::page_number(query.page.as_deref())?;
     let matching: Vec<&Tool> = tools
         .iter()
         .filter(|tool| {

@@ -291,6 +291,29 @@ impl actix_web::Responder for Problem {
     }
 }
 
+/// A form field's text, trimmed; `None` when it is absent or blank.
+pub(crate) fn filled(field: &Option<String>) -> Option<String> {
+    field
+        .as_deref()
+        .map(str::trim)
+        .filter(|value| !value.is_empty())
+        .map(str::to_owned)
+}
+
+/// The `page` of a paginated list: 1 when absent or blank; not a whole number from 1 is refused.
+pub(crate) fn page_number(raw: Option<&str>) -> Result<usize, Problem> {
+    match raw.filter(|raw| !raw.is_empty()) {
+        None => Ok(1),
+        Some(raw) => raw
+            .parse::<usize>()
+            .ok()
+            .filter(|page| *page >= 1)
+            .ok_or_else(|| {
+                Problem::bad_form(&format!("page: must be a whole number from 1; got `{raw}`"))
+            }),
+    }
+}
+
 /// Percent-encodes a query component.
 pub(crate) fn encode_component(raw: &str) -> String {
     let mut out = String::with_capacity(raw.len());

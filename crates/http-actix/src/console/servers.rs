@@ -9,7 +9,7 @@ use actix_web::http::StatusCode;
 use actix_web::web::{self, Bytes};
 use actix_web::{HttpRequest, HttpResponse};
 use askama::Template;
-use mcpgw_config::{SECRET_MASK, ServerDefinition};
+use mcpgw_config::ServerDefinition;
 use mcpgw_core::{ServerId, ServerSnapshot, ServerState, Tool};
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -134,16 +134,7 @@ fn listing(visitor: &Visitor, state: &ApiState, query: &ListQuery) -> Result<Lis
             ))
         })?),
     };
-    let page = match query.page.as_deref().filter(|raw| !raw.is_empty()) {
-        None => 1,
-        Some(raw) => raw
-            .parse::<usize>()
-            .ok()
-            .filter(|page| *page >= 1)
-            .ok_or_else(|| {
-                Problem::bad_form(&format!("page: must be a whole number from 1; got `{raw}`"))
-            })?,
-    };
+    let page = super::page::page_number(query.page.as_deref())?;
     let needle = query.q.as_deref().unwrap_or_default().trim().to_lowercase();
     let manager = state.gateway().servers();
     let all = manager.list(wanted_state);
@@ -571,13 +562,7 @@ fn body_of(form: &ServerForm, id: Option<&str>) -> Result<Map<String, Value>, Pr
     if let Some(id) = id {
         set("mcp_server_id", Value::String(id.to_owned()));
     }
-    let text = |field: &Option<String>| {
-        field
-            .as_deref()
-            .map(str::trim)
-            .filter(|value| !value.is_empty())
-            .map(str::to_owned)
-    };
+    let text = super::page::filled;
     if let Some(mode) = text(&form.mode) {
         set("mode", Value::String(mode));
     }
@@ -613,42 +598,29 @@ fn body_of(form: &ServerForm, id: Option<&str>) -> Result<Map<String, Value>, Pr
     Ok(object)
 }
 
-/// Puts the current value back wherever the form sent the mask it was shown: the browser never
-/// sees a secret, and saving the form keeps it.
-fn unmask(submitted: &mut Value, current: &Value) {
-    match submitted {
-        Value::String(text) if text == SECRET_MASK => {
-            if let Value::String(real) = current {
-                *text = real.clone();
-            }
+/// Puts the current value back wherever the form sent a value exactly as it was shown masked
+/// (`shown`: the current definition through the configuration's masking rules), so the browser
+/// never sees a secret and saving the form keeps it. A value the form changed is the form's.
+fn unmask(submitted: &mut Value, current: &Value, shown: &Value) {
+    match (submitted, current, shown) {
+        (Value::String(text), Value::String(real), Value::String(masked))
+            if text == masked && real != masked =>
+        {
+            text.clone_from(real);
         }
-        Value::Object(object) => {
+        (Value::Object(object), Value::Object(current), Value::Object(shown)) => {
             for (key, value) in object.iter_mut() {
-                if let Some(current) = current.get(key) {
-                    unmask(value, current);
+                if let (Some(current), Some(shown)) = (current.get(key), shown.get(key)) {
+                    unmask(value, current, shown);
                 }
             }
         }
-        _ => {}
-    }
-}
-
-/// Masks every value of the secret-bearing maps of a definition.
-fn mask(definition: &mut Map<String, Value>) {
-    for field in ["env", "headers"] {
-        if let Some(Value::Object(values)) = definition.get_mut(field) {
-            for value in values.values_mut() {
-                *value = Value::String(SECRET_MASK.to_owned());
+        (Value::Array(items), Value::Array(current), Value::Array(shown)) => {
+            for ((item, current), shown) in items.iter_mut().zip(current).zip(shown) {
+                unmask(item, current, shown);
             }
         }
-    }
-    if let Some(Value::Object(exchange)) = definition.get_mut("token_exchange")
-        && exchange.contains_key("client_secret")
-    {
-        exchange.insert(
-            "client_secret".to_owned(),
-            Value::String(SECRET_MASK.to_owned()),
-        );
+        _ => {}
     }
 }
 
@@ -784,8 +756,7 @@ fn current_definition(snapshot: &ServerSnapshot) -> Result<Map<String, Value>, P
 }
 
 fn form_of_definition(snapshot: &ServerSnapshot) -> Result<ServerForm, Problem> {
-    let mut definition = current_definition(snapshot)?;
-    mask(&mut definition);
+    let mut definition = mcpgw_config::sanitized_definition(&current_definition(snapshot)?);
     let mut take_text = |name: &str| match definition.remove(name) {
         Some(Value::String(text)) => Some(text),
         Some(other) => {
@@ -864,11 +835,13 @@ pub(crate) async fn update(
         .servers()
         .snapshot(&id)
         .map_err(crate::error::ApiError::from)?;
-    let current = Value::Object(current_definition(&snapshot).unwrap_or_default());
+    let current = current_definition(&snapshot).unwrap_or_default();
+    let shown = Value::Object(mcpgw_config::sanitized_definition(&current));
+    let current = Value::Object(current);
     let outcome = match body_of(&form, None) {
         Ok(body) => {
             let mut body = Value::Object(body);
-            unmask(&mut body, &current);
+            unmask(&mut body, &current, &shown);
             let bytes = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
             crate::servers::update_server(state.clone(), web::Path::from(id.to_string()), Ok(bytes))
                 .await
@@ -898,6 +871,7 @@ pub(crate) async fn update(
 
 #[cfg(test)]
 mod tests {
+    use mcpgw_config::SECRET_MASK;
     use serde_json::json;
 
     use super::*;
@@ -956,30 +930,36 @@ mod tests {
     }
 
     #[test]
-    fn masked_values_keep_the_secret_they_stand_for() {
-        let mut submitted = json!({"env": {"KEPT": SECRET_MASK, "CHANGED": "new"},
-                                   "headers": {"Authorization": SECRET_MASK},
-                                   "description": SECRET_MASK});
-        let current = json!({"env": {"KEPT": "s3cret", "CHANGED": "old"},
-                             "headers": {"Authorization": "Bearer t0ken"}});
-        unmask(&mut submitted, &current);
-        assert_eq!(
-            submitted,
-            json!({"env": {"KEPT": "s3cret", "CHANGED": "new"},
-                   "headers": {"Authorization": "Bearer t0ken"},
-                   // Nothing to put back: a value that happens to read `***` stays.
-                   "description": SECRET_MASK})
-        );
-        let mut definition = json!({"env": {"A": "1"}, "headers": {"H": "v"},
-                                    "token_exchange": {"client_secret": "x", "client_id": "c"}})
+    fn values_left_as_shown_keep_the_secret_they_stand_for() {
+        let current = json!({"command": ["server", "--token", "t0p-secret"],
+                             "env": {"KEPT": "s3cret", "CHANGED": "old"},
+                             "headers": {"Authorization": "Bearer t0ken"},
+                             "description": "plain"})
         .as_object()
         .unwrap()
         .clone();
-        mask(&mut definition);
+        let shown = mcpgw_config::sanitized_definition(&current);
+        // The form shows no secret, secret-looking arguments included.
+        let shown_text = Value::Object(shown.clone()).to_string();
+        for secret in ["t0p-secret", "s3cret", "t0ken"] {
+            assert!(!shown_text.contains(secret), "{shown_text}");
+        }
+        // Sent back as shown, each keeps its value; what the form changed is the form's; a
+        // value that happens to read `***` where nothing was masked stays as sent.
+        let mut submitted = Value::Object(shown.clone());
+        submitted["env"]["CHANGED"] = json!("new");
+        submitted["description"] = json!(SECRET_MASK);
+        unmask(
+            &mut submitted,
+            &Value::Object(current),
+            &Value::Object(shown),
+        );
         assert_eq!(
-            Value::Object(definition),
-            json!({"env": {"A": SECRET_MASK}, "headers": {"H": SECRET_MASK},
-                   "token_exchange": {"client_secret": SECRET_MASK, "client_id": "c"}})
+            submitted,
+            json!({"command": ["server", "--token", "t0p-secret"],
+                   "env": {"KEPT": "s3cret", "CHANGED": "new"},
+                   "headers": {"Authorization": "Bearer t0ken"},
+                   "description": SECRET_MASK})
         );
     }
 }
