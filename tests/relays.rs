@@ -802,9 +802,9 @@ fn replicas_with_one_secret_resume_each_others_requests() {
             .env("MCP_REQUEST_STATE_SECRET", secret)
             .start()
     };
-    let first = start("one secret for the fleet");
-    let second = start("one secret for the fleet");
-    let other = start("another secret");
+    let first = start("one secret for the whole fleet of gateways");
+    let second = start("one secret for the whole fleet of gateways");
+    let other = start("another secret, long enough to be accepted");
     let ask = json!({"name": "conf__test_input_required_result_elicitation", "arguments": {}});
     let state = server_question(&stateless_call(&first, None, ask.clone()), "user_name");
     let mut retry = ask;

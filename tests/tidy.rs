@@ -55,9 +55,11 @@ const ADAPTER_CRATES: &[&str] = &[
     "mcpgw-discovery-files",
     "mcpgw-config-file",
     "mcpgw-store-sqlite",
+    "mcpgw-store-postgres",
     "mcpgw-oidc",
     "mcpgw-policy-opa",
     "mcpgw-ratelimit",
+    "mcpgw-ratelimit-redis",
 ];
 const TEST_SUPPORT_CRATES: &[&str] = &["mcpgw-testkit", "mcpgw-fixtures"];
 /// The composition root as a library: the default adapters wired into a gateway, which the

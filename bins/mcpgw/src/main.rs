@@ -81,6 +81,16 @@ fn config_check(cli: &Cli) -> Result<ExitCode, StartError> {
     }
 }
 
+/// Where the auth commands write: the shared store the configuration file names, else the
+/// SQLite store under `--data-dir`.
+fn store_location(cli: &Cli) -> Result<mcpgw_server::StoreLocation, StartError> {
+    mcpgw_server::StoreLocation::for_gateway(
+        &cli.data_dir,
+        cli.config.as_deref(),
+        &mcpgw_server::process_environment(),
+    )
+}
+
 /// Prints the raw key alone on stdout's first line (the only time it is shown); what was made
 /// goes to stderr. A request that is wrong exits 2.
 fn create_key(cli: &Cli, request: &cli::CreateKey) -> Result<ExitCode, StartError> {
@@ -90,7 +100,7 @@ fn create_key(cli: &Cli, request: &cli::CreateKey) -> Result<ExitCode, StartErro
         role: request.role.as_deref(),
         expires_in_days: request.expires_in_days,
     };
-    let issued = match mcpgw_server::keys::create_key(&cli.data_dir, request)? {
+    let issued = match mcpgw_server::keys::create_key(&store_location(cli)?, request)? {
         Ok(issued) => issued,
         Err(error) => {
             eprintln!("mcpgw: {error}");
@@ -108,8 +118,12 @@ fn create_user(cli: &Cli, request: &cli::CreateUser) -> Result<ExitCode, StartEr
     let Some(password) = password_from_stdin(&request.name)? else {
         return Ok(ExitCode::from(2));
     };
-    let outcome =
-        mcpgw_server::users::create_user(&cli.data_dir, &request.name, &password, &request.roles)?;
+    let outcome = mcpgw_server::users::create_user(
+        &store_location(cli)?,
+        &request.name,
+        &password,
+        &request.roles,
+    )?;
     Ok(match outcome {
         Ok(created) => {
             eprintln!("{}", mcpgw_server::users::describe(&created));
@@ -128,7 +142,7 @@ fn set_password(cli: &Cli, request: &cli::SetPassword) -> Result<ExitCode, Start
         return Ok(ExitCode::from(2));
     };
     Ok(
-        match mcpgw_server::users::set_password(&cli.data_dir, &request.name, &password)? {
+        match mcpgw_server::users::set_password(&store_location(cli)?, &request.name, &password)? {
             Ok(user) => {
                 eprintln!("set a new password for user {}", user.name);
                 ExitCode::SUCCESS

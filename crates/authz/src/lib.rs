@@ -126,7 +126,8 @@ pub use principal::{
     PrincipalPattern,
 };
 pub use rate_limit::{
-    RateLimitCaller, RateLimitDecision, RateLimitKey, RateLimitPolicy, RateLimitScope, RateLimiter,
+    Admission, PendingDecision, RateLimitBackendStatus, RateLimitCaller, RateLimitDecision,
+    RateLimitFailMode, RateLimitKey, RateLimitPolicy, RateLimitScope, RateLimiter,
 };
 pub use role::{
     BuiltInRole, ROLE_DESCRIPTION_MAX_BYTES, ROLE_MAX_GRANTS, ROLE_NAME_MAX_LEN, Role, RoleBook,

@@ -348,9 +348,12 @@ static CATALOGUE: [PermissionInfo; Permission::ALL.len()] = [
     info(
         Permission::MetricsRead,
         "metrics:read",
-        "read uptime, version and the metrics summary (the prometheus endpoint /metrics needs \
-         no permission)",
-        &[rest("GET", "/api/system")],
+        "read uptime, version, the metrics summary and the fleet's replicas (the prometheus \
+         endpoint /metrics needs no permission)",
+        &[
+            rest("GET", "/api/system"),
+            rest("GET", "/api/system/replicas"),
+        ],
     ),
     info(
         Permission::EventsRead,
@@ -838,6 +841,7 @@ mod tests {
         ("POST", "/api/config/backup", Permission::ConfigBackup),
         ("GET", "/api/config/diff", Permission::ConfigRead),
         ("GET", "/api/system", Permission::MetricsRead),
+        ("GET", "/api/system/replicas", Permission::MetricsRead),
         ("POST", "/api/auth/keys", Permission::AuthManage),
         ("GET", "/api/auth/keys", Permission::AuthRead),
         ("DELETE", "/api/auth/keys/{key_id}", Permission::AuthManage),

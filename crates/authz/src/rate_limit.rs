@@ -3,9 +3,14 @@
 //! Token buckets: REST requests per caller, and tool calls per caller and tool.
 //! A caller is its principal, or its client address when it is anonymous (no principal, or
 //! `user:anonymous`), so that anonymous clients do not share one bucket. Counting happens behind
-//! the [`RateLimiter`] port (the bundled adapter keeps lock-free token buckets in memory).
+//! the [`RateLimiter`] port: the bundled adapter keeps lock-free token buckets in memory and
+//! answers at once; an adapter that keeps the buckets in a store shared by several replicas
+//! answers through [`Admission::Later`], and says how its store is doing through
+//! [`RateLimiter::backend_status`].
 
+use std::future::Future;
 use std::net::IpAddr;
+use std::pin::Pin;
 use std::time::Duration;
 
 use crate::principal::ANONYMOUS_USER_NAME;
@@ -180,22 +185,283 @@ impl RateLimitDecision {
     }
 }
 
+/// What a limiter does when the store that keeps its buckets cannot answer (unreachable, or not
+/// within its time): `open` admits the request, `closed` refuses it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum RateLimitFailMode {
+    /// Admit, as a full bucket would: an outage of the store never stops traffic, and limits
+    /// do not hold while it lasts.
+    #[default]
+    Open,
+    /// Refuse with a wait of [`RateLimitFailMode::CLOSED_RETRY_AFTER`]: limits never go
+    /// unenforced, and an outage of the store stops the traffic it limits.
+    Closed,
+}
+
+impl RateLimitFailMode {
+    /// How long a request refused because the store cannot answer is told to wait.
+    pub const CLOSED_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+    /// The word of the configuration and of the readiness probe: `open` or `closed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RateLimitFailMode::Open => "open",
+            RateLimitFailMode::Closed => "closed",
+        }
+    }
+
+    /// The decision for a request the store could not count, under `policy`. Open: allowed,
+    /// with what a full bucket answers (`burst - 1` left). Closed: refused, nothing left,
+    /// retry after [`RateLimitFailMode::CLOSED_RETRY_AFTER`]. A policy that is not enabled
+    /// needs no store: [`RateLimitDecision::UNLIMITED`] either way.
+    pub fn decision(self, policy: &RateLimitPolicy) -> RateLimitDecision {
+        if !policy.is_enabled() {
+            return RateLimitDecision::UNLIMITED;
+        }
+        match self {
+            RateLimitFailMode::Open => RateLimitDecision {
+                allowed: true,
+                limit: policy.burst,
+                remaining: policy.burst - 1,
+                retry_after: Duration::ZERO,
+            },
+            RateLimitFailMode::Closed => RateLimitDecision {
+                allowed: false,
+                limit: policy.burst,
+                remaining: 0,
+                retry_after: Self::CLOSED_RETRY_AFTER,
+            },
+        }
+    }
+}
+
+/// How the store behind a limiter is doing, for the readiness probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimitBackendStatus {
+    /// The store's name, as the probe shows it (`redis`).
+    pub backend: &'static str,
+    /// Whether the store answered the last time the limiter asked it.
+    pub up: bool,
+    /// What checks do while it does not answer.
+    pub on_unavailable: RateLimitFailMode,
+}
+
+impl RateLimitBackendStatus {
+    /// The store is down and the limiter refuses every request meanwhile: a replica in this
+    /// state serves nothing that is limited, so it should not be sent traffic.
+    pub fn refuses_traffic(&self) -> bool {
+        !self.up && self.on_unavailable == RateLimitFailMode::Closed
+    }
+}
+
+/// A decision that a limiter is still making; it owns all it needs, so it can be awaited
+/// anywhere.
+pub type PendingDecision = Pin<Box<dyn Future<Output = RateLimitDecision> + Send + 'static>>;
+
+/// A limiter's answer to one request: the decision itself, or a decision to wait for.
+///
+/// Callers match on it, so that the answer of a limiter that decides in memory costs neither an
+/// allocation nor a suspension:
+///
+/// ```rust
+/// # use mcpgw_authz::{Admission, RateLimitDecision};
+/// # async fn decide(admission: Admission) -> RateLimitDecision {
+/// match admission {
+///     Admission::Now(decision) => decision,
+///     Admission::Later(pending) => pending.await,
+/// }
+/// # }
+/// ```
+pub enum Admission {
+    /// Decided without waiting (buckets in this process).
+    Now(RateLimitDecision),
+    /// Being decided by a store the limiter had to ask (buckets shared by several replicas).
+    Later(PendingDecision),
+}
+
+impl Admission {
+    /// The decision, waiting for it when it is being made.
+    pub async fn decision(self) -> RateLimitDecision {
+        match self {
+            Admission::Now(decision) => decision,
+            Admission::Later(pending) => pending.await,
+        }
+    }
+}
+
+impl std::fmt::Debug for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Admission::Now(decision) => f.debug_tuple("Now").field(decision).finish(),
+            Admission::Later(_) => f.write_str("Later(..)"),
+        }
+    }
+}
+
 /// Counts requests against token buckets.
 ///
 /// Contract for implementors:
-/// - `check` takes one token from the key's bucket when one is there and answers allowed, with
-///   the whole tokens left; otherwise it answers refused, `remaining` 0, and how long until a
-///   token is back. A new key starts with a full bucket (`burst` tokens).
-/// - `check` is cheap (well under a microsecond) and never blocks on I/O.
+/// - A request takes one token from the key's bucket when one is there and is allowed, with the
+///   whole tokens left; otherwise it is refused, `remaining` 0, with how long until a token is
+///   back. A new key starts with a full bucket (`burst` tokens). Every answer names `burst` as
+///   the limit.
+/// - Callers ask through `admit`. A limiter whose buckets are in this process implements
+///   `check`, which is cheap (well under a microsecond) and never blocks on I/O, and keeps the
+///   default `admit`, which answers [`Admission::Now`] with it: nothing is allocated. A limiter
+///   whose buckets are in a shared store overrides `admit` to answer [`Admission::Later`] with
+///   the store's decision, and answers `check` (which must not wait for the store either) as
+///   its [`RateLimitFailMode`] says for a store that cannot answer.
 /// - Buckets of keys not seen for [`RateLimitPolicy::refill_time`] may be forgotten; `evict_idle`
-///   forgets them now and answers how many went. Memory is bounded by the keys seen within that
-///   time.
-/// - With a policy that is not enabled, every check is [`RateLimitDecision::UNLIMITED`] and no
-///   bucket is kept.
+///   forgets those this process holds now and answers how many went; `tracked` counts the
+///   buckets this process holds. Memory is bounded by the keys seen within that time. A limiter
+///   whose store forgets idle buckets by itself holds none: both answer 0.
+/// - With a policy that is not enabled, every answer is [`RateLimitDecision::UNLIMITED`], at
+///   once, and no bucket is kept.
+/// - `backend_status` is `None` for buckets in this process; a limiter with a store answers how
+///   the store is doing, without asking it (the readiness probe reads it on every request).
 pub trait RateLimiter: Send + Sync {
     fn policy(&self) -> RateLimitPolicy;
     fn check(&self, key: &RateLimitKey<'_>) -> RateLimitDecision;
+    /// Takes a token for `key`, at once or through the limiter's store.
+    fn admit(&self, key: &RateLimitKey<'_>) -> Admission {
+        Admission::Now(self.check(key))
+    }
     fn evict_idle(&self) -> usize;
-    /// Buckets held now.
+    /// Buckets held now, in this process.
     fn tracked(&self) -> usize;
+    /// How the store that keeps the buckets is doing; `None` when they are in this process.
+    fn backend_status(&self) -> Option<RateLimitBackendStatus> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+    use std::time::Duration;
+
+    use super::*;
+
+    fn poll_once<F: Future>(future: F) -> Poll<F::Output> {
+        let mut future = std::pin::pin!(future);
+        future
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+    }
+
+    const POLICY: RateLimitPolicy = RateLimitPolicy {
+        requests_per_second: 2.0,
+        burst: 5,
+    };
+
+    #[test]
+    fn failing_open_admits_as_a_full_bucket_would() {
+        let decision = RateLimitFailMode::Open.decision(&POLICY);
+        assert_eq!(
+            decision,
+            RateLimitDecision {
+                allowed: true,
+                limit: 5,
+                remaining: 4,
+                retry_after: Duration::ZERO,
+            }
+        );
+    }
+
+    #[test]
+    fn failing_closed_refuses_for_a_second() {
+        let decision = RateLimitFailMode::Closed.decision(&POLICY);
+        assert!(!decision.allowed);
+        assert_eq!((decision.limit, decision.remaining), (5, 0));
+        assert_eq!(decision.retry_after, Duration::from_secs(1));
+        assert_eq!(decision.retry_after_seconds(), 1);
+    }
+
+    #[test]
+    fn a_policy_that_is_off_needs_no_store_whatever_the_mode() {
+        // Bad input: a policy with no burst, and one with a rate that is not a number.
+        for off in [
+            RateLimitPolicy {
+                requests_per_second: 2.0,
+                burst: 0,
+            },
+            RateLimitPolicy {
+                requests_per_second: f64::NAN,
+                burst: 5,
+            },
+        ] {
+            for mode in [RateLimitFailMode::Open, RateLimitFailMode::Closed] {
+                assert_eq!(
+                    mode.decision(&off),
+                    RateLimitDecision::UNLIMITED,
+                    "{mode:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_modes_have_the_words_of_the_configuration() {
+        assert_eq!(RateLimitFailMode::default(), RateLimitFailMode::Open);
+        assert_eq!(RateLimitFailMode::Open.as_str(), "open");
+        assert_eq!(RateLimitFailMode::Closed.as_str(), "closed");
+    }
+
+    #[test]
+    fn only_a_store_that_is_down_and_fails_closed_refuses_traffic() {
+        let status = |up, on_unavailable| RateLimitBackendStatus {
+            backend: "redis",
+            up,
+            on_unavailable,
+        };
+        assert!(status(false, RateLimitFailMode::Closed).refuses_traffic());
+        assert!(!status(false, RateLimitFailMode::Open).refuses_traffic());
+        assert!(!status(true, RateLimitFailMode::Closed).refuses_traffic());
+        assert!(!status(true, RateLimitFailMode::Open).refuses_traffic());
+    }
+
+    #[test]
+    fn an_admission_hands_over_its_decision_now_or_when_it_is_made() {
+        let refused = RateLimitFailMode::Closed.decision(&POLICY);
+        assert_eq!(
+            poll_once(Admission::Now(refused).decision()),
+            Poll::Ready(refused)
+        );
+        let later = Admission::Later(Box::pin(async move { refused }));
+        assert_eq!(format!("{later:?}"), "Later(..)");
+        assert_eq!(poll_once(later.decision()), Poll::Ready(refused));
+    }
+
+    /// A limiter that only implements what the port requires.
+    struct Fixed(RateLimitDecision);
+
+    impl RateLimiter for Fixed {
+        fn policy(&self) -> RateLimitPolicy {
+            POLICY
+        }
+        fn check(&self, _key: &RateLimitKey<'_>) -> RateLimitDecision {
+            self.0
+        }
+        fn evict_idle(&self) -> usize {
+            0
+        }
+        fn tracked(&self) -> usize {
+            0
+        }
+    }
+
+    #[test]
+    fn by_default_a_limiter_admits_with_its_check_at_once_and_has_no_store() {
+        let decision = RateLimitFailMode::Open.decision(&POLICY);
+        let limiter = Fixed(decision);
+        let caller = RateLimitCaller::Unknown;
+        let key = RateLimitKey {
+            scope: RateLimitScope::Rest,
+            caller: &caller,
+            tool: None,
+        };
+        assert!(matches!(limiter.admit(&key), Admission::Now(now) if now == decision));
+        assert_eq!(limiter.backend_status(), None);
+    }
 }

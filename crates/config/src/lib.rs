@@ -64,11 +64,12 @@ pub use sanitize::{
     sanitized_launch_settings, sanitized_source_settings, secret_values,
 };
 pub use schema::{
-    ApiKeyConfig, AuthConfig, ConfigReloadConfig, ConsoleConfig, ConsoleSsoConfig,
+    ApiKeyConfig, AuthConfig, ClusterConfig, ConfigReloadConfig, ConsoleConfig, ConsoleSsoConfig,
     ContainerRuntime, DiscoveryConfig, DiscoveryMode, DiscoverySourceConfig, EventLogConfig,
     GatewayConfig, GroupMemberDefinition, GroupStrategy, IssuerConfig, McpEndpointConfig,
-    OAuthConfig, OidcConfig, OpaConfig, RateLimitConfig, RoleAssignmentConfig, ServerDefinition,
-    ServerMode, ToolNaming,
+    OAuthConfig, OidcConfig, OpaConfig, RateLimitBackend, RateLimitConfig, RateLimitOnUnavailable,
+    RedisRateLimitConfig, RoleAssignmentConfig, ServerDefinition, ServerMode, StoreConfig,
+    ToolNaming,
 };
 pub use text_diff::unified_diff;
 pub use validate::{HEALTH_CHECK_INTERVAL_S, IDLE_TTL_S, MAX_CONSECUTIVE_FAILURES};

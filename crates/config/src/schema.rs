@@ -39,6 +39,13 @@ pub struct GatewayConfig {
     pub rate_limit: RateLimitConfig,
     #[serde(default, deserialize_with = "de::null_as_default")]
     pub event_log: EventLogConfig,
+    /// Where the gateway keeps its state. Absent (or empty): SQLite files under the data
+    /// directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<StoreConfig>,
+    /// How replicas sharing one store work together.
+    #[serde(default, deserialize_with = "de::null_as_default")]
+    pub cluster: ClusterConfig,
     #[serde(default)]
     pub tool_names: ToolNaming,
     /// How long a tool call may take before the gateway answers a timeout.
@@ -115,6 +122,8 @@ impl Default for GatewayConfig {
             console: ConsoleConfig::default(),
             rate_limit: RateLimitConfig::default(),
             event_log: EventLogConfig::default(),
+            store: None,
+            cluster: ClusterConfig::default(),
             tool_names: ToolNaming::default(),
             tool_timeout_s: GatewayConfig::DEFAULT_TOOL_TIMEOUT_S,
             config_reload: ConfigReloadConfig::default(),
@@ -137,6 +146,8 @@ impl PartialEq for GatewayConfig {
             && self.auth == other.auth
             && self.rate_limit == other.rate_limit
             && self.event_log == other.event_log
+            && self.store == other.store
+            && self.cluster == other.cluster
             && self.tool_names == other.tool_names
             && self.tool_timeout_s == other.tool_timeout_s
             && self.probe_concurrency == other.probe_concurrency
@@ -444,6 +455,75 @@ impl DiscoveryMode {
     }
 }
 
+/// The `store` section: a PostgreSQL database that several replicas share, instead of the SQLite
+/// files under the data directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    /// `postgres://user@host:port/database` (a password in it is masked wherever the
+    /// configuration is shown; prefer `password_file` or `${VAR}`).
+    pub url: String,
+    /// A file holding the password (a mounted secret); its content, without a trailing newline,
+    /// wins over a password in the URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password_file: Option<String>,
+    /// Connections this replica opens at most (1..=100, default 8).
+    #[serde(default = "default_store_max_connections")]
+    pub max_connections: u64,
+}
+
+impl StoreConfig {
+    pub const DEFAULT_MAX_CONNECTIONS: u64 = 8;
+}
+
+fn default_store_max_connections() -> u64 {
+    StoreConfig::DEFAULT_MAX_CONNECTIONS
+}
+
+/// The `cluster` section: how replicas that share a PostgreSQL store see each other. Without a
+/// `store` section only `secret_file` matters (a lone gateway has no fleet).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClusterConfig {
+    /// This replica's name in the fleet view and the event log; default the host name (a
+    /// pod's name on Kubernetes), else the data directory's instance id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replica_id: Option<String>,
+    /// How often a replica records that it is alive and what its servers are doing (1..=60,
+    /// default 5).
+    pub heartbeat_interval_s: u64,
+    /// How long work that must run once (discovery scans, event-log compaction, the
+    /// configuration file watch) stays with a replica that stopped renewing it (3..=300,
+    /// default 15, more than the heartbeat interval).
+    pub lease_s: u64,
+    /// How often every shared record is read again, whatever notifications said (1..=3600,
+    /// default 30): what heals a notification lost with a dropped connection.
+    pub resync_interval_s: u64,
+    /// A file holding the fleet's shared secret (at least 32 characters): it signs MCP session
+    /// ids and input-required request states so that any replica resumes them. The
+    /// `MCP_CLUSTER_SECRET` environment variable may give it instead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret_file: Option<String>,
+}
+
+impl ClusterConfig {
+    pub const DEFAULT_HEARTBEAT_INTERVAL_S: u64 = 5;
+    pub const DEFAULT_LEASE_S: u64 = 15;
+    pub const DEFAULT_RESYNC_INTERVAL_S: u64 = 30;
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        Self {
+            replica_id: None,
+            heartbeat_interval_s: Self::DEFAULT_HEARTBEAT_INTERVAL_S,
+            lease_s: Self::DEFAULT_LEASE_S,
+            resync_interval_s: Self::DEFAULT_RESYNC_INTERVAL_S,
+            secret_file: None,
+        }
+    }
+}
+
 /// The `console` section: the web console under `/ui/`, its sessions, and single sign-on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -666,12 +746,28 @@ fn global_scope() -> String {
 
 /// The `rate_limit` section; the environment (`MCP_RATE_LIMIT_RPS`, `MCP_RATE_LIMIT_BURST`) wins
 /// over it, which the binary applies.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RateLimitConfig {
     /// Steady requests per second; 0 turns limiting off.
     pub rps: f64,
     pub burst: u32,
+    /// Where the buckets are kept: `local` (in each replica, the default) or `redis` (one limit
+    /// for the whole fleet; `redis` says where).
+    #[serde(skip_serializing_if = "RateLimitBackend::is_local")]
+    pub backend: RateLimitBackend,
+    /// The Redis of `backend: redis`; required then, and read only then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis: Option<RedisRateLimitConfig>,
+}
+
+impl RateLimitConfig {
+    /// The Redis to keep the buckets in, when `backend` is `redis`.
+    pub fn redis_backend(&self) -> Option<&RedisRateLimitConfig> {
+        match self.backend {
+            RateLimitBackend::Local => None,
+            RateLimitBackend::Redis => self.redis.as_ref(),
+        }
+    }
 }
 
 impl Default for RateLimitConfig {
@@ -679,7 +775,158 @@ impl Default for RateLimitConfig {
         Self {
             rps: 10.0,
             burst: 20,
+            backend: RateLimitBackend::Local,
+            redis: None,
         }
+    }
+}
+
+/// The keys of the `rate_limit` section as written, before the check across them.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RateLimitFields {
+    rps: f64,
+    burst: u32,
+    backend: RateLimitBackend,
+    redis: Option<RedisRateLimitConfig>,
+}
+
+impl Default for RateLimitFields {
+    fn default() -> Self {
+        let RateLimitConfig {
+            rps,
+            burst,
+            backend,
+            redis,
+        } = RateLimitConfig::default();
+        Self {
+            rps,
+            burst,
+            backend,
+            redis,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for RateLimitConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let RateLimitFields {
+            rps,
+            burst,
+            backend,
+            redis,
+        } = RateLimitFields::deserialize(deserializer)?;
+        if backend == RateLimitBackend::Redis && redis.is_none() {
+            return Err(serde::de::Error::missing_field("redis"));
+        }
+        Ok(Self {
+            rps,
+            burst,
+            backend,
+            redis,
+        })
+    }
+}
+
+/// Where rate-limit buckets are kept: the `rate_limit.backend` key.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RateLimitBackend {
+    /// In each replica's memory: behind N replicas a caller gets up to N times the rate.
+    #[default]
+    Local,
+    /// In Redis, shared by every replica that names the same one: one limit for the fleet.
+    Redis,
+}
+
+impl RateLimitBackend {
+    pub fn is_local(&self) -> bool {
+        *self == RateLimitBackend::Local
+    }
+}
+
+/// What rate-limited requests get while Redis does not answer: `rate_limit.redis.on_unavailable`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RateLimitOnUnavailable {
+    /// Admitted: an outage of Redis never stops traffic, and limits do not hold meanwhile.
+    #[default]
+    Open,
+    /// Refused with 429 and `Retry-After: 1`; the replica's readiness probe answers 503.
+    Closed,
+}
+
+/// `rate_limit.redis`: the Redis that keeps the fleet's buckets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedisRateLimitConfig {
+    /// `redis://[[user]:password@]host[:port][/database]`, or `redis+unix:///path` /
+    /// `unix:///path`. Give the password as `${VAR}`; it is masked wherever the configuration
+    /// is shown.
+    #[serde(deserialize_with = "redis_url")]
+    pub url: String,
+    /// How long one request may wait for Redis before it is decided without it, in
+    /// milliseconds (1..=60000, default 50).
+    #[serde(
+        default = "default_redis_timeout_ms",
+        deserialize_with = "redis_timeout_ms"
+    )]
+    pub timeout_ms: u64,
+    /// `open` (default) or `closed`.
+    #[serde(default)]
+    pub on_unavailable: RateLimitOnUnavailable,
+}
+
+impl RedisRateLimitConfig {
+    pub const DEFAULT_TIMEOUT_MS: u64 = 50;
+    pub const MAX_TIMEOUT_MS: u64 = 60_000;
+
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms)
+    }
+
+    /// Whether requests are refused while Redis does not answer (`on_unavailable: closed`).
+    pub fn fails_closed(&self) -> bool {
+        self.on_unavailable == RateLimitOnUnavailable::Closed
+    }
+}
+
+fn default_redis_timeout_ms() -> u64 {
+    RedisRateLimitConfig::DEFAULT_TIMEOUT_MS
+}
+
+/// The schemes of the Redis URLs the gateway can use, as an error names them.
+const REDIS_URL_FORMS: &str =
+    "redis://[[user]:password@]host[:port][/database], redis+unix:///path or unix:///path";
+
+/// A Redis URL: one of the schemes the gateway can use, with something after it. The value is
+/// never repeated in an error: it may hold a password.
+fn redis_url<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    use serde::de::{Error, Unexpected};
+    let url = String::deserialize(deserializer)?;
+    match url.split_once("://") {
+        Some(("redis" | "redis+unix" | "unix", rest)) if !rest.is_empty() => Ok(url),
+        Some(("rediss", _)) => Err(D::Error::invalid_value(
+            Unexpected::Other("a TLS URL (rediss://), which is not supported"),
+            &REDIS_URL_FORMS,
+        )),
+        _ => Err(D::Error::invalid_value(
+            Unexpected::Other("a text that is no Redis URL"),
+            &REDIS_URL_FORMS,
+        )),
+    }
+}
+
+fn redis_timeout_ms<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+    use serde::de::{Error, Unexpected};
+    let milliseconds = u64::deserialize(deserializer)?;
+    if (1..=RedisRateLimitConfig::MAX_TIMEOUT_MS).contains(&milliseconds) {
+        Ok(milliseconds)
+    } else {
+        Err(D::Error::invalid_value(
+            Unexpected::Unsigned(milliseconds),
+            &"a number of milliseconds from 1 to 60000",
+        ))
     }
 }
 

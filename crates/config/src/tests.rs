@@ -197,7 +197,8 @@ fn the_full_example_parses_into_servers_groups_and_sections() {
         config.rate_limit,
         RateLimitConfig {
             rps: 10.0,
-            burst: 20
+            burst: 20,
+            ..RateLimitConfig::default()
         }
     );
     assert_eq!(config.tool_names, ToolNaming::Prefixed);
@@ -267,7 +268,8 @@ fn defaults_are_the_documented_ones() {
         config.rate_limit,
         RateLimitConfig {
             rps: 10.0,
-            burst: 20
+            burst: 20,
+            ..RateLimitConfig::default()
         }
     );
     assert_eq!(config.tool_names, ToolNaming::Prefixed);
@@ -326,7 +328,8 @@ fn bare_tool_names_and_other_top_level_keys_parse() {
         config.rate_limit,
         RateLimitConfig {
             rps: 0.5,
-            burst: 20
+            burst: 20,
+            ..RateLimitConfig::default()
         }
     );
 }
@@ -526,7 +529,7 @@ fn unknown_keys_name_the_key_and_suggest_the_nearest() {
         (
             "rate_limit: {zzz: 1}\n",
             (1, 14, "rate_limit.zzz"),
-            "unknown key `zzz`; valid keys are `rps` or `burst`",
+            "unknown key `zzz`; valid keys are `rps`, `burst`, `backend` or `redis`",
         ),
     ] {
         let error = only_error(text);
@@ -1965,4 +1968,241 @@ fn the_console_section_has_its_defaults_and_refuses_what_cannot_work() {
     }
     let error = only_error("console: {sesion_idle_minutes: 5}\n");
     assert!(error.message.contains("session_idle_minutes"), "{error}");
+}
+
+#[test]
+fn the_store_and_cluster_sections_have_their_defaults_and_refuse_what_cannot_work() {
+    let config = parse_ok("mcp_servers: {}\n");
+    assert!(config.store.is_none(), "SQLite stays the default");
+    assert_eq!(config.cluster, crate::ClusterConfig::default());
+    assert_eq!(config.cluster.heartbeat_interval_s, 5);
+    assert_eq!(config.cluster.lease_s, 15);
+    assert_eq!(config.cluster.resync_interval_s, 30);
+    let config = parse_ok("store:\n");
+    assert!(config.store.is_none(), "an empty section keeps SQLite");
+
+    let config = parse_ok(
+        "store: {url: \"postgres://mcpgw:pg-s3cret-value@db.internal:5432/mcpgw\", password_file: /run/secrets/pg}\ncluster: {replica_id: gw-0, lease_s: 20, secret_file: /run/secrets/fleet}\n",
+    );
+    let store = config.store.as_ref().unwrap();
+    assert_eq!(store.max_connections, 8);
+    assert_eq!(store.password_file.as_deref(), Some("/run/secrets/pg"));
+    assert_eq!(config.cluster.replica_id.as_deref(), Some("gw-0"));
+    assert_eq!(config.cluster.lease_s, 20);
+    let shown = crate::sanitized(&config).to_string();
+    assert!(
+        !shown.contains("pg-s3cret-value"),
+        "the URL's password is masked when the configuration is shown: {shown}"
+    );
+    assert!(shown.contains("db.internal:5432/mcpgw"), "{shown}");
+
+    // Bad input: a URL of another database, an empty password file, a pool of 0 and of 101,
+    // intervals out of range, a lease no longer than the heartbeat, a replica name with a
+    // blank, an empty secret file, and misspelt keys.
+    let errors = parse_errors(
+        "store: {url: \"mysql://db/mcpgw\", password_file: \" \", max_connections: 0}\ncluster: {replica_id: \"two words\", heartbeat_interval_s: 61, lease_s: 2, resync_interval_s: 0, secret_file: \"\"}\n",
+    );
+    let paths: Vec<&str> = errors.iter().map(|error| error.path.as_str()).collect();
+    for path in [
+        "store.url",
+        "store.password_file",
+        "store.max_connections",
+        "cluster.replica_id",
+        "cluster.heartbeat_interval_s",
+        "cluster.lease_s",
+        "cluster.resync_interval_s",
+        "cluster.secret_file",
+    ] {
+        assert!(paths.contains(&path), "{path} not in {errors:#?}");
+    }
+    let error = only_error("store: {url: \"postgres://db/mcpgw\", max_connections: 101}\n");
+    assert_eq!(error.path, "store.max_connections");
+    let error = only_error("cluster: {heartbeat_interval_s: 10, lease_s: 10}\n");
+    assert_eq!(error.path, "cluster.lease_s");
+    let error = only_error("store: {url: \"postgres://db/mcpgw\", pasword_file: /x}\n");
+    assert!(error.message.contains("password_file"), "{error}");
+    let error = only_error("store: {password_file: /x}\n");
+    assert!(error.message.contains("url"), "{error}");
+    let error = only_error("cluster: {leas_s: 5}\n");
+    assert!(error.message.contains("lease_s"), "{error}");
+}
+
+// --- rate_limit: buckets in Redis ---
+
+fn with_redis_password(name: &str) -> Option<String> {
+    (name == "REDIS_PASSWORD").then(|| "r3dis-s3cret".to_owned())
+}
+
+#[test]
+fn a_redis_backend_is_read_with_its_defaults_and_its_password_from_the_environment() {
+    let text = "rate_limit:\n  rps: 5\n  burst: 10\n  backend: redis\n  redis:\n    url: \"redis://:${REDIS_PASSWORD}@redis.internal:6379/0\"\n";
+    let config = parse("gateway.yaml", text, &with_redis_password)
+        .unwrap_or_else(|errors| panic!("{errors}"));
+    assert_eq!(
+        config.rate_limit.backend,
+        crate::schema::RateLimitBackend::Redis
+    );
+    let redis = config
+        .rate_limit
+        .redis_backend()
+        .expect("the Redis settings");
+    assert_eq!(redis.url, "redis://:r3dis-s3cret@redis.internal:6379/0");
+    assert_eq!(redis.timeout_ms, 50);
+    assert_eq!(redis.timeout(), Duration::from_millis(50));
+    assert_eq!(
+        redis.on_unavailable,
+        crate::schema::RateLimitOnUnavailable::Open
+    );
+    assert!(!redis.fails_closed());
+
+    let config = parse_ok(
+        "rate_limit: {backend: redis, redis: {url: \"unix:///run/redis.sock\", timeout_ms: 200, on_unavailable: closed}}\n",
+    );
+    let redis = config
+        .rate_limit
+        .redis_backend()
+        .expect("the Redis settings");
+    assert_eq!(redis.timeout(), Duration::from_millis(200));
+    assert!(redis.fails_closed());
+    assert_eq!((config.rate_limit.rps, config.rate_limit.burst), (10.0, 20));
+}
+
+#[test]
+fn buckets_are_local_by_default_and_a_redis_section_alone_changes_nothing() {
+    for text in [
+        "rate_limit: {rps: 5}\n",
+        "rate_limit: {backend: local}\n",
+        "rate_limit: {backend: local, redis: {url: \"redis://cache:6379\"}}\n",
+    ] {
+        let config = parse_ok(text);
+        assert_eq!(
+            config.rate_limit.backend,
+            crate::schema::RateLimitBackend::Local,
+            "{text}"
+        );
+        assert_eq!(config.rate_limit.redis_backend(), None, "{text}");
+    }
+    assert_eq!(
+        RateLimitConfig::default().backend,
+        crate::schema::RateLimitBackend::Local
+    );
+}
+
+#[test]
+fn a_redis_backend_without_its_redis_is_a_missing_key() {
+    // Bad input: `backend: redis` and nowhere to keep the buckets, also with an empty section.
+    for text in [
+        "rate_limit: {backend: redis}\n",
+        "rate_limit:\n  backend: redis\n  redis:\n",
+    ] {
+        let error = only_error(text);
+        assert_eq!(error.kind, ConfigErrorKind::MissingKey, "{text}");
+        assert_eq!(error.path, "rate_limit", "{text}");
+        assert_eq!(error.line, Some(1), "{text}");
+        assert_eq!(error.message, "missing key `redis`; add it");
+    }
+    let error = only_error("rate_limit:\n  backend: redis\n  redis: {timeout_ms: 10}\n");
+    assert_eq!(error.kind, ConfigErrorKind::MissingKey);
+    assert_eq!(error.path, "rate_limit.redis");
+    assert_eq!(error.message, "missing key `url`; add it");
+}
+
+#[test]
+fn bad_redis_settings_are_reported_at_their_keys_without_the_password() {
+    // Bad input: misspelt keys, unknown words, timeouts out of range, and URLs that are no
+    // Redis URL (one of them TLS), each holding a password that must not be repeated.
+    for (text, kind, path, message) in [
+        (
+            "rate_limit: {backend: redis, redis: {url: \"redis://h\", timout_ms: 5}}\n",
+            ConfigErrorKind::UnknownKey,
+            "rate_limit.redis.timout_ms",
+            "unknown key `timout_ms`; did you mean `timeout_ms`?",
+        ),
+        (
+            "rate_limit: {backnd: redis}\n",
+            ConfigErrorKind::UnknownKey,
+            "rate_limit.backnd",
+            "unknown key `backnd`; did you mean `backend`?",
+        ),
+        (
+            "rate_limit: {backend: memcached}\n",
+            ConfigErrorKind::InvalidValue,
+            "rate_limit.backend",
+            "unknown value `memcached`; expected `local` or `redis`",
+        ),
+        (
+            "rate_limit: {backend: redis, redis: {url: \"redis://h\", on_unavailable: opne}}\n",
+            ConfigErrorKind::InvalidValue,
+            "rate_limit.redis.on_unavailable",
+            "unknown value `opne`; did you mean `open`?",
+        ),
+        (
+            "rate_limit: {backend: redis, redis: {url: \"redis://h\", timeout_ms: 0}}\n",
+            ConfigErrorKind::WrongType,
+            "rate_limit.redis.timeout_ms",
+            "invalid value: integer `0`, expected a number of milliseconds from 1 to 60000",
+        ),
+        (
+            "rate_limit: {backend: redis, redis: {url: \"redis://h\", timeout_ms: 60001}}\n",
+            ConfigErrorKind::WrongType,
+            "rate_limit.redis.timeout_ms",
+            "invalid value: integer `60001`, expected a number of milliseconds from 1 to 60000",
+        ),
+        (
+            "rate_limit: {backend: redis, redis: {url: \"http://:pw-s3cret@h:6379\"}}\n",
+            ConfigErrorKind::WrongType,
+            "rate_limit.redis.url",
+            "invalid value: a text that is no Redis URL, expected \
+             redis://[[user]:password@]host[:port][/database], redis+unix:///path or \
+             unix:///path",
+        ),
+        (
+            "rate_limit: {backend: redis, redis: {url: \"rediss://:pw-s3cret@h:6379\"}}\n",
+            ConfigErrorKind::WrongType,
+            "rate_limit.redis.url",
+            "invalid value: a TLS URL (rediss://), which is not supported, expected \
+             redis://[[user]:password@]host[:port][/database], redis+unix:///path or \
+             unix:///path",
+        ),
+        (
+            "rate_limit: {backend: redis, redis: {url: \"redis://\"}}\n",
+            ConfigErrorKind::WrongType,
+            "rate_limit.redis.url",
+            "invalid value: a text that is no Redis URL, expected \
+             redis://[[user]:password@]host[:port][/database], redis+unix:///path or \
+             unix:///path",
+        ),
+    ] {
+        let error = only_error(text);
+        assert_eq!(
+            (error.kind, error.path.as_str(), error.message.as_str()),
+            (kind, path, message),
+            "{text}"
+        );
+        assert_eq!(error.line, Some(1), "{text}");
+        assert!(!error.to_string().contains("s3cret"), "{error}");
+    }
+}
+
+#[test]
+fn the_redis_password_is_masked_when_shown_and_written_back_as_its_variable() {
+    let text = "rate_limit:\n  backend: redis\n  redis: {url: \"redis://:${REDIS_PASSWORD}@redis.internal:6379/0\", on_unavailable: closed}\n";
+    let config = parse("gateway.yaml", text, &with_redis_password)
+        .unwrap_or_else(|errors| panic!("{errors}"));
+    let shown = crate::sanitized(&config);
+    assert!(!shown.to_string().contains("r3dis-s3cret"), "{shown}");
+    assert_eq!(shown["rate_limit"]["backend"], "redis");
+    assert_eq!(shown["rate_limit"]["redis"]["on_unavailable"], "closed");
+    assert_eq!(shown["rate_limit"]["redis"]["timeout_ms"], 50);
+    let exported = crate::export_yaml(&config);
+    assert!(!exported.contains("r3dis-s3cret"), "{exported}");
+    assert!(exported.contains("${REDIS_PASSWORD}"), "{exported}");
+    let again = parse("exported.yaml", &exported, &with_redis_password)
+        .unwrap_or_else(|errors| panic!("{errors}\n{exported}"));
+    assert_eq!(again.rate_limit, config.rate_limit);
+
+    // A local backend is exported as before: no `backend` key, no `redis` section.
+    let exported = parse_ok("rate_limit: {rps: 3}\n").to_yaml();
+    assert!(!exported.contains("backend"), "{exported}");
+    assert!(!exported.contains("redis"), "{exported}");
 }

@@ -10,8 +10,8 @@ use mcpgw_core::{LaunchMode, ServerId};
 use crate::error::ConfigErrorKind;
 use crate::path::KeyPath;
 use crate::schema::{
-    AuthConfig, ConsoleConfig, DiscoveryConfig, EventLogConfig, GatewayConfig, OAuthConfig,
-    RateLimitConfig, ServerDefinition, ServerMode,
+    AuthConfig, ClusterConfig, ConsoleConfig, DiscoveryConfig, EventLogConfig, GatewayConfig,
+    OAuthConfig, RateLimitConfig, ServerDefinition, ServerMode, StoreConfig,
 };
 use crate::suggest::{nearest, quoted_list};
 
@@ -238,6 +238,14 @@ pub(crate) fn validate_config(config: &GatewayConfig, options: &crate::ParseOpti
     validate_event_log(
         &config.event_log,
         &KeyPath::root().key("event_log"),
+        &mut findings,
+    );
+    if let Some(store) = &config.store {
+        validate_store(store, &KeyPath::root().key("store"), &mut findings);
+    }
+    validate_cluster(
+        &config.cluster,
+        &KeyPath::root().key("cluster"),
         &mut findings,
     );
     findings.range(
@@ -1259,6 +1267,97 @@ fn validate_oauth(oauth: &OAuthConfig, path: &KeyPath, findings: &mut Findings) 
                 );
             }
         }
+    }
+}
+
+fn validate_store(store: &StoreConfig, path: &KeyPath, findings: &mut Findings) {
+    let scheme = store
+        .url
+        .split_once("://")
+        .map(|(scheme, _)| scheme.to_ascii_lowercase());
+    if !matches!(scheme.as_deref(), Some("postgres" | "postgresql")) {
+        findings.error(
+            ConfigErrorKind::InvalidValue,
+            path.key("url"),
+            "is not a PostgreSQL URL: write postgres://user@host:5432/database (leave the \
+             store section out to keep the SQLite files under the data directory)",
+        );
+    }
+    if store
+        .password_file
+        .as_deref()
+        .is_some_and(|file| file.trim().is_empty())
+    {
+        findings.error(
+            ConfigErrorKind::InvalidValue,
+            path.key("password_file"),
+            "must not be empty; leave it out when the URL or the server needs no password",
+        );
+    }
+    if !(1..=100).contains(&store.max_connections) {
+        findings.error(
+            ConfigErrorKind::InvalidValue,
+            path.key("max_connections"),
+            format!(
+                "{} is out of range: max_connections is 1..=100",
+                store.max_connections
+            ),
+        );
+    }
+}
+
+fn validate_cluster(cluster: &ClusterConfig, path: &KeyPath, findings: &mut Findings) {
+    for (key, value, range) in [
+        ("heartbeat_interval_s", cluster.heartbeat_interval_s, 1..=60),
+        ("lease_s", cluster.lease_s, 3..=300),
+        ("resync_interval_s", cluster.resync_interval_s, 1..=3600),
+    ] {
+        if !range.contains(&value) {
+            findings.error(
+                ConfigErrorKind::InvalidValue,
+                path.key(key),
+                format!(
+                    "{value} is out of range: {key} is {}..={}",
+                    range.start(),
+                    range.end()
+                ),
+            );
+        }
+    }
+    if cluster.lease_s <= cluster.heartbeat_interval_s {
+        findings.error(
+            ConfigErrorKind::InvalidValue,
+            path.key("lease_s"),
+            format!(
+                "must be longer than heartbeat_interval_s ({} s), or a live replica loses its \
+                 lease between two renewals",
+                cluster.heartbeat_interval_s
+            ),
+        );
+    }
+    if let Some(replica) = &cluster.replica_id
+        && (replica.is_empty()
+            || replica.len() > 128
+            || !replica
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+    {
+        findings.error(
+            ConfigErrorKind::InvalidValue,
+            path.key("replica_id"),
+            "is 1 to 128 letters, digits, `-`, `_` or `.`",
+        );
+    }
+    if cluster
+        .secret_file
+        .as_deref()
+        .is_some_and(|file| file.trim().is_empty())
+    {
+        findings.error(
+            ConfigErrorKind::InvalidValue,
+            path.key("secret_file"),
+            "must not be empty; leave it out for a lone gateway",
+        );
     }
 }
 

@@ -15,14 +15,16 @@
 //! for that tool (the principal's, or the client address's when anonymous; one bucket per tool,
 //! whether it is called by its bare or its prefixed name), and is answered
 //! [`FrontendErrorKind::RateLimited`] with the wait when there is none. Names the catalogue
-//! does not list never reach the limiter, so callers cannot grow it with made-up tool names.
+//! does not list never reach the limiter, so callers cannot grow it with made-up tool names. A
+//! limiter whose buckets are in a store shared by the fleet is awaited; buckets in this process
+//! answer without a suspension or an allocation.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use mcpgw_authz::{
-    AccessPath, Identity, Permission, Principal, RateLimitCaller, RateLimitKey, RateLimitScope,
-    RateLimiter, RoleName, ScopeLimit, TenantId,
+    AccessPath, Admission, Identity, Permission, Principal, RateLimitCaller, RateLimitDecision,
+    RateLimitKey, RateLimitScope, RateLimiter, RoleName, ScopeLimit, TenantId,
 };
 use mcpgw_core::{
     CallContext, Caller, CallerScopes, FrontendError, FrontendErrorKind, McpFrontend, Tool,
@@ -77,14 +79,14 @@ impl AuthorizedFrontend {
             .filter(|limiter| limiter.policy().is_enabled())
     }
 
-    /// Takes a token for `caller`'s call of the tool `name` (a name the catalogue lists, whose
-    /// access path is `path`).
-    fn admit_rate(
+    /// Asks `limiter` for a token for `caller`'s call of the tool `name` (a name the catalogue
+    /// lists, whose access path is `path`).
+    fn ask_rate(
         limiter: &dyn RateLimiter,
         caller: &Caller,
         name: &str,
         path: &AccessPath,
-    ) -> Result<(), FrontendError> {
+    ) -> Admission {
         let who = RateLimitCaller::of(caller.principal.as_deref(), caller.address);
         // The path starts with the tool's own address, `{owner}__{tool}`: the same for a tool
         // called by its bare name and by its prefixed one.
@@ -92,11 +94,15 @@ impl AuthorizedFrontend {
             .addresses()
             .first()
             .map_or(name, |address| address.target_id());
-        let decision = limiter.check(&RateLimitKey {
+        limiter.admit(&RateLimitKey {
             scope: RateLimitScope::ToolCall,
             caller: &who,
             tool: Some(tool),
-        });
+        })
+    }
+
+    /// The call of the tool `name` goes on when `decision` allowed it.
+    fn admit_rate(decision: RateLimitDecision, name: &str) -> Result<(), FrontendError> {
         if decision.allowed {
             return Ok(());
         }
@@ -257,7 +263,12 @@ impl McpFrontend for AuthorizedFrontend {
                 }
             }
             if let (Some(limiter), Some(path)) = (limiter, &path) {
-                Self::admit_rate(limiter.as_ref(), caller, name, path)?;
+                // Buckets in this process answer at once; a shared store's answer is awaited.
+                let decision = match Self::ask_rate(limiter.as_ref(), caller, name, path) {
+                    Admission::Now(decision) => decision,
+                    Admission::Later(pending) => pending.await,
+                };
+                Self::admit_rate(decision, name)?;
             }
         }
         self.catalog.call_tool(caller, name, arguments, ctx).await
@@ -372,5 +383,171 @@ impl McpFrontend for AuthorizedFrontend {
             return Err(FrontendError::unknown("resource", uri));
         }
         self.catalog.subscribe_resource(caller, uri).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use mcpgw_authz::{Admission, RateLimitDecision, RateLimitKey, RateLimitPolicy, RateLimiter};
+    use mcpgw_config::ToolNaming;
+    use mcpgw_core::{
+        CallContext, Caller, FrontendErrorKind, ManagerSettings, McpFrontend, ServerId,
+        ServerManager, ServerSpec, Tool,
+    };
+    use mcpgw_testkit::clock::FakeClock;
+    use mcpgw_testkit::fakes::{FakeLauncher, RecordingEventSink, TokioSpawner};
+    use serde_json::json;
+
+    use super::AuthorizedFrontend;
+    use crate::auth::{AuthService, AuthSettings};
+    use crate::catalog::ToolCatalog;
+    use crate::runtime::OsSecrets;
+
+    /// Answers the decisions it is given, in order, each after suspending once as a round trip
+    /// to a shared store does; records the bucket of every request.
+    struct StoreLimiter {
+        decisions: Mutex<VecDeque<RateLimitDecision>>,
+        buckets: Mutex<Vec<String>>,
+    }
+
+    impl RateLimiter for StoreLimiter {
+        fn policy(&self) -> RateLimitPolicy {
+            RateLimitPolicy {
+                requests_per_second: 1.0,
+                burst: 2,
+            }
+        }
+
+        fn check(&self, _key: &RateLimitKey<'_>) -> RateLimitDecision {
+            panic!("tool calls must ask through admit, which a store's limiter overrides");
+        }
+
+        fn admit(&self, key: &RateLimitKey<'_>) -> Admission {
+            let mut bucket = String::new();
+            key.write_bucket_key(&mut bucket);
+            self.buckets.lock().unwrap().push(bucket);
+            let decision = self
+                .decisions
+                .lock()
+                .unwrap()
+                .pop_front()
+                .expect("a decision left for this call");
+            Admission::Later(Box::pin(async move {
+                tokio::task::yield_now().await;
+                decision
+            }))
+        }
+
+        fn evict_idle(&self) -> usize {
+            0
+        }
+
+        fn tracked(&self) -> usize {
+            0
+        }
+    }
+
+    fn decision(allowed: bool, retry_after: Duration) -> RateLimitDecision {
+        RateLimitDecision {
+            allowed,
+            limit: 2,
+            remaining: 0,
+            retry_after,
+        }
+    }
+
+    /// A front end over one server `math` with the tool `echo` (which the fake server echoes), limited by a store that answers
+    /// `decisions`; auth is off.
+    async fn limited(
+        decisions: Vec<RateLimitDecision>,
+    ) -> (
+        Arc<AuthorizedFrontend>,
+        Arc<StoreLimiter>,
+        Arc<FakeLauncher>,
+    ) {
+        let launcher = Arc::new(FakeLauncher::new());
+        let manager = ServerManager::new(
+            launcher.clone(),
+            Arc::new(FakeClock::new()),
+            Arc::new(RecordingEventSink::default()),
+            Arc::new(TokioSpawner),
+            None,
+            ManagerSettings::default(),
+        );
+        manager
+            .register(ServerSpec {
+                predefined_tools: vec![Tool::new("echo")],
+                ..ServerSpec::subprocess(ServerId::parse("math").unwrap(), vec!["x".into()])
+            })
+            .await
+            .unwrap();
+        let catalog = ToolCatalog::new(manager, ToolNaming::Prefixed);
+        let auth = Arc::new(AuthService::new(
+            AuthSettings::default(),
+            Arc::new(mcpgw_testkit::auth_store::InMemoryAuthStore::new()),
+            Arc::new(RecordingEventSink::default()),
+            Arc::new(FakeClock::new()),
+            Arc::new(OsSecrets),
+        ));
+        let limiter = Arc::new(StoreLimiter {
+            decisions: Mutex::new(decisions.into()),
+            buckets: Mutex::new(Vec::new()),
+        });
+        let frontend = AuthorizedFrontend::with_rate_limiter(catalog, auth, limiter.clone());
+        (frontend, limiter, launcher)
+    }
+
+    async fn call(
+        frontend: &AuthorizedFrontend,
+        name: &str,
+    ) -> Result<mcpgw_core::ToolCallOutcome, mcpgw_core::FrontendError> {
+        frontend
+            .call_tool(
+                &Caller::principal("user:alice"),
+                name,
+                json!({"text": "hi"}).as_object().cloned(),
+                CallContext::default(),
+            )
+            .await
+    }
+
+    #[tokio::test]
+    async fn a_call_waits_for_the_stores_decision_and_goes_on_when_allowed() {
+        let (frontend, limiter, launcher) = limited(vec![decision(true, Duration::ZERO)]).await;
+        let outcome = call(&frontend, "math__echo").await.expect("allowed");
+        assert_eq!(outcome.result["content"][0]["text"], "hi");
+        assert_eq!(launcher.launches(), 1);
+        assert_eq!(
+            *limiter.buckets.lock().unwrap(),
+            ["t\u{1f}p:user:alice\u{1f}math__echo"]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_call_the_store_refuses_is_rate_limited_with_its_wait_and_starts_nothing() {
+        let (frontend, _limiter, launcher) =
+            limited(vec![decision(false, Duration::from_millis(1500))]).await;
+        let error = call(&frontend, "math__echo").await.expect_err("refused");
+        assert_eq!(
+            error.kind,
+            FrontendErrorKind::RateLimited {
+                retry_after_ms: 1500
+            }
+        );
+        assert_eq!(error.message, "rate limit exceeded for tool `math__echo`");
+        assert_eq!(launcher.launches(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_name_the_catalogue_does_not_list_never_reaches_the_store() {
+        // Bad input: a made-up tool name, which must not make a bucket in the shared store.
+        let (frontend, limiter, _launcher) = limited(Vec::new()).await;
+        let error = call(&frontend, "math__nope").await.expect_err("unknown");
+        assert_eq!(error.kind, FrontendErrorKind::UnknownName);
+        assert!(limiter.buckets.lock().unwrap().is_empty());
     }
 }

@@ -33,6 +33,7 @@ pub struct Gateway {
     event_log: Option<Arc<dyn EventLog>>,
     discovery: Option<Arc<crate::DiscoveryService>>,
     config: Option<Arc<crate::ConfigService>>,
+    fleet: Option<Arc<crate::Fleet>>,
 }
 
 /// How many invocations per server the default in-memory history keeps.
@@ -64,7 +65,20 @@ impl Gateway {
             event_log: None,
             discovery: None,
             config: None,
+            fleet: None,
         }
+    }
+
+    /// Makes this gateway one replica of a fleet that shares its store: the fleet view and
+    /// leases. Without it the gateway is alone and does all of its work itself.
+    #[must_use]
+    pub fn with_fleet(mut self, fleet: Arc<crate::Fleet>) -> Self {
+        self.fleet = Some(fleet);
+        self
+    }
+
+    pub fn fleet(&self) -> Option<&Arc<crate::Fleet>> {
+        self.fleet.as_ref()
     }
 
     /// Turns configuration management on: the running configuration, reload, export, backup

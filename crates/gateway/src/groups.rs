@@ -20,8 +20,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use mcpgw_config::GroupDefinition;
 use mcpgw_core::{
     CallContext, CoreError, DomainEvent, ErrorKind, EventObserver, EventSink, PublishedEvent,
-    ServerId, ServerManager, ServerOrigin, ServerState, SessionErrorKind, Tool, ToolCall,
-    ToolCallOutcome, ToolSource, scope_task, scoped_id, split_scoped_id,
+    ResyncReport, ServerId, ServerManager, ServerOrigin, ServerState, SessionErrorKind, Tool,
+    ToolCall, ToolCallOutcome, ToolSource, scope_task, scoped_id, split_scoped_id,
 };
 use mcpgw_groups::{
     CallOutcome, CallPlan, Group, GroupError, GroupEvent, GroupRepository, GroupSpec, GroupState,
@@ -484,6 +484,74 @@ impl GroupService {
         Ok(restored)
     }
 
+    /// Brings the groups created at run time in line with the repository, which another gateway
+    /// sharing it may have changed: stored groups this one lacks are added, changed ones take
+    /// the stored definition (members that stay keep their rotation), and run-time groups no
+    /// longer stored are removed. Groups of the configuration file are left alone; nothing is
+    /// written back. Resync the servers first, so that new groups find their members.
+    pub async fn resync_from_repository(&self) -> Result<ResyncReport, GroupServiceError> {
+        let Some(repository) = self.repository.clone() else {
+            return Ok(ResyncReport::default());
+        };
+        let _changes = self.changes.lock().await;
+        let stored = repository.load_all().await.map_err(storage)?;
+        let mut report = ResyncReport::default();
+        let stored_ids: HashSet<ServerId> = stored.iter().map(|spec| spec.id.clone()).collect();
+        for spec in stored {
+            let id = spec.id.clone();
+            match self.existing(&id) {
+                Err(_) if self.manager.contains(&id) => {
+                    tracing::warn!(group = %id, "a stored group has the id of a server; it is not loaded");
+                }
+                Err(_) => match self.insert(spec, ServerOrigin::Api, false).await {
+                    Ok(_) => report.added.push(id),
+                    Err(error) => {
+                        tracing::warn!(group = %id, %error, "a group stored by another gateway could not be loaded");
+                    }
+                },
+                Ok(entry) => {
+                    let current = {
+                        let entry = lock(&entry);
+                        (!entry.is_config()).then(|| entry.spec())
+                    };
+                    let Some(current) = current else { continue };
+                    if current == spec {
+                        continue;
+                    }
+                    let update = GroupUpdate {
+                        strategy: Some(spec.strategy),
+                        min_healthy: Some(spec.min_healthy),
+                        description: Some(spec.description),
+                        members: Some(spec.members),
+                    };
+                    match self
+                        .apply_group_update(&id, &entry, update, ServerOrigin::Api, false)
+                        .await
+                    {
+                        Ok(_) => report.updated.push(id),
+                        Err(error) => {
+                            tracing::warn!(group = %id, %error, "a group changed by another gateway could not be updated");
+                        }
+                    }
+                }
+            }
+        }
+        let gone: Vec<ServerId> = self
+            .entries()
+            .iter()
+            .filter_map(|entry| {
+                let entry = lock(entry);
+                let id = entry.group.id();
+                (!entry.is_config() && !stored_ids.contains(id)).then(|| id.clone())
+            })
+            .collect();
+        for id in gone {
+            self.remove_entry(&id);
+            report.removed.push(id);
+        }
+        Ok(report)
+    }
+
     /// Creates a group. Its members must be registered servers; its id must not be a server's
     /// or another group's. Publishes `GroupCreated`; an API group is stored first.
     ///
@@ -646,7 +714,7 @@ impl GroupService {
     ) -> Result<GroupView, GroupServiceError> {
         let _changes = self.changes.lock().await;
         let entry = self.changeable(id)?;
-        self.apply_group_update(id, &entry, update, ServerOrigin::Api)
+        self.apply_group_update(id, &entry, update, ServerOrigin::Api, true)
             .await
     }
 
@@ -664,17 +732,19 @@ impl GroupService {
             description: Some(spec.description),
             members: Some(spec.members),
         };
-        self.apply_group_update(&spec.id, &entry, update, origin)
+        self.apply_group_update(&spec.id, &entry, update, origin, true)
             .await
     }
 
-    /// The body of `update` and `replace`; the caller holds `changes`.
+    /// The body of `update`, `replace` and a resync (which stores nothing: the definition
+    /// came from the repository); the caller holds `changes`.
     async fn apply_group_update(
         &self,
         id: &ServerId,
         entry: &Arc<Mutex<GroupEntry>>,
         update: GroupUpdate,
         origin: ServerOrigin,
+        store: bool,
     ) -> Result<GroupView, GroupServiceError> {
         let entry = Arc::clone(entry);
         if update == GroupUpdate::default() {
@@ -694,12 +764,14 @@ impl GroupService {
             return Err(GroupServiceError::MemberServerNotFound(missing.clone()));
         }
         let description = update.description.clone().unwrap_or(description);
-        self.save(&GroupEntry {
-            group: draft,
-            description: description.clone(),
-            origin,
-        })
-        .await?;
+        if store {
+            self.save(&GroupEntry {
+                group: draft,
+                description: description.clone(),
+                origin,
+            })
+            .await?;
+        }
         {
             let mut live = lock(&entry);
             live.description = description;

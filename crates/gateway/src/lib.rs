@@ -63,6 +63,7 @@ mod console_sessions;
 mod discovery;
 mod event_log;
 mod events;
+mod fleet;
 mod gateway;
 mod groups;
 mod launcher;
@@ -95,6 +96,7 @@ pub use discovery::{
 };
 pub use event_log::{MIN_COMPACTION_PERIOD, run_event_log_compaction};
 pub use events::EventBus;
+pub use fleet::{Fleet, FleetSettings, LEASE_DISCOVERY, LEASE_EVENT_LOG_COMPACTION};
 pub use gateway::{DEFAULT_HISTORY_PER_SERVER, Gateway, GatewayInfo};
 pub use groups::{
     GroupService, GroupServiceError, GroupUpdate, GroupView, MemberView, SeededRandom,

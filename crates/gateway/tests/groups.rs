@@ -2026,3 +2026,64 @@ async fn a_group_tool_a_members_kept_list_lacks_is_learned_from_the_member() {
     assert_eq!(h.launcher.fakes.launches(), 1);
     assert_eq!(names(&catalog), ["pool__echo"]);
 }
+
+// ----- gateways sharing one repository ---------------------------------------------------------
+
+#[tokio::test]
+async fn a_resync_brings_in_groups_another_gateway_created_changed_and_deleted() {
+    let a = harness();
+    let shared = a.repository.clone();
+    let b = harness_with(move |service| service.with_repository(shared));
+    a.servers(&["one", "two"]).await;
+    b.servers(&["one", "two"]).await;
+    // A group of B's configuration file: no resync touches it.
+    b.groups
+        .create(
+            spec("local", GroupStrategy::RoundRobin, 1, &[member("one")]),
+            ServerOrigin::Config,
+        )
+        .await
+        .unwrap();
+
+    a.group("pool", GroupStrategy::RoundRobin, &[member("one")])
+        .await;
+    let report = b.groups.resync_from_repository().await.unwrap();
+    assert_eq!(report.added, [id("pool")]);
+    assert_eq!(b.groups.get(&id("pool")).unwrap().members.len(), 1);
+    assert!(b.groups.resync_from_repository().await.unwrap().is_empty());
+    let saved_before = a.repository.stored();
+
+    a.groups
+        .update(
+            &id("pool"),
+            GroupUpdate {
+                members: Some(vec![member("one"), member("two")]),
+                ..GroupUpdate::default()
+            },
+        )
+        .await
+        .unwrap();
+    let report = b.groups.resync_from_repository().await.unwrap();
+    assert_eq!(report.updated, [id("pool")]);
+    let members: Vec<ServerId> = b
+        .groups
+        .get(&id("pool"))
+        .unwrap()
+        .members
+        .iter()
+        .map(|member| member.id.clone())
+        .collect();
+    assert_eq!(members, [id("one"), id("two")]);
+    assert_ne!(a.repository.stored(), saved_before);
+
+    a.groups.delete(&id("pool")).await.unwrap();
+    let report = b.groups.resync_from_repository().await.unwrap();
+    assert_eq!(report.removed, [id("pool")]);
+    assert!(b.groups.get(&id("pool")).is_err());
+    assert!(b.groups.get(&id("local")).is_ok());
+    assert!(
+        a.repository.stored().is_empty(),
+        "a resync writes nothing back: {:?}",
+        a.repository.stored()
+    );
+}

@@ -56,6 +56,7 @@ mod error;
 mod group;
 mod random;
 mod repository;
+mod stored;
 mod strategy;
 
 #[cfg(test)]
@@ -66,4 +67,5 @@ pub use error::GroupError;
 pub use group::{CallOutcome, Group, GroupEvent, GroupMember, LeaveReason, MemberSpec};
 pub use random::RandomSource;
 pub use repository::{GroupRepository, GroupSpec};
+pub use stored::{StoredGroup, StoredGroupError, StoredMember};
 pub use strategy::{GroupState, GroupStrategy};

@@ -119,8 +119,8 @@ pub use telemetry::{
     run_metrics_upkeep,
 };
 pub use ws::{
-    EVENTS_WS_PATH, EventStreams, KeepAlive, MAX_CLIENT_FRAME_BYTES, MAX_CLIENT_MESSAGE_BURST,
-    MAX_CLIENT_MESSAGES_PER_SECOND,
+    EVENTS_WS_PATH, EventStreams, FleetEvent, KeepAlive, MAX_CLIENT_FRAME_BYTES,
+    MAX_CLIENT_MESSAGE_BURST, MAX_CLIENT_MESSAGES_PER_SECOND,
 };
 
 /// Builds resources that share the API's request handling: the state, the body limit, the
@@ -279,6 +279,11 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: ApiState) {
             mounter
                 .resource(web::resource("/api/system"), "GET")
                 .route(web::get().to(system::system_info)),
+        )
+        .service(
+            mounter
+                .resource(web::resource("/api/system/replicas"), "GET")
+                .route(web::get().to(system::replicas)),
         )
         .service(
             mounter

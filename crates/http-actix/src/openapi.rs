@@ -92,6 +92,7 @@ pub const DOCS_PATH: &str = "/docs";
         config_api::diff_config,
         ws::events_socket,
         system::system_info,
+        system::replicas,
         mcp_endpoint::open_stream,
         mcp_endpoint::send_message,
         mcp_endpoint::end_session,

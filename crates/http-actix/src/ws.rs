@@ -75,6 +75,9 @@ impl Default for KeepAlive {
 #[derive(Clone)]
 pub struct EventStreams {
     bus: Arc<EventBus>,
+    /// In a fleet: the events of every replica, in the shared log's order, which connections
+    /// follow instead of this replica's bus.
+    fleet: Option<broadcast::Sender<Arc<FleetEvent>>>,
     keep_alive: KeepAlive,
     closing: CancellationToken,
     frames: Arc<FrameCache>,
@@ -100,6 +103,7 @@ impl EventStreams {
     pub fn new(bus: Arc<EventBus>) -> Self {
         Self {
             bus,
+            fleet: None,
             keep_alive: KeepAlive::default(),
             closing: CancellationToken::new(),
             frames: Arc::new(FrameCache::default()),
@@ -113,6 +117,14 @@ impl EventStreams {
     #[must_use]
     pub fn with_max_clients(mut self, max_clients: usize) -> Self {
         self.max_clients = max_clients;
+        self
+    }
+
+    /// Streams the events of a whole fleet of replicas: every connection follows `feed` (fed
+    /// from the shared event log, in its order) instead of this replica's bus.
+    #[must_use]
+    pub fn with_fleet_feed(mut self, feed: broadcast::Sender<Arc<FleetEvent>>) -> Self {
+        self.fleet = Some(feed);
         self
     }
 
@@ -132,6 +144,62 @@ impl EventStreams {
     /// otherwise wait for the streams until its timeout.
     pub fn close_all(&self) {
         self.closing.cancel();
+    }
+}
+
+/// An event of any replica of a fleet, as the shared event log holds it: ready to stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FleetEvent {
+    event_type: String,
+    mcp_server_id: Option<String>,
+    group_id: Option<String>,
+    frame: ByteString,
+}
+
+impl FleetEvent {
+    /// The event of type `event_type` concerning the server `mcp_server_id` (a group member's
+    /// event names the member) and the group `group_id`, if any, whose JSON as clients get it
+    /// is `frame`.
+    pub fn new(
+        event_type: String,
+        mcp_server_id: Option<String>,
+        group_id: Option<String>,
+        frame: String,
+    ) -> Self {
+        Self {
+            event_type,
+            mcp_server_id,
+            group_id,
+            frame: ByteString::from(frame),
+        }
+    }
+}
+
+/// Where a connection's events come from: this replica's bus, or the fleet's log.
+enum EventSource {
+    Bus(broadcast::Receiver<Arc<PublishedEvent>>),
+    Fleet(broadcast::Receiver<Arc<FleetEvent>>),
+}
+
+/// One event of either source.
+enum Received {
+    Local(Arc<PublishedEvent>),
+    Fleet(Arc<FleetEvent>),
+}
+
+impl EventSource {
+    async fn recv(&mut self) -> Result<Received, RecvError> {
+        match self {
+            EventSource::Bus(events) => events.recv().await.map(Received::Local),
+            EventSource::Fleet(events) => events.recv().await.map(Received::Fleet),
+        }
+    }
+
+    fn try_recv(&mut self) -> Result<Received, TryRecvError> {
+        match self {
+            EventSource::Bus(events) => events.try_recv().map(Received::Local),
+            EventSource::Fleet(events) => events.try_recv().map(Received::Fleet),
+        }
     }
 }
 
@@ -231,6 +299,17 @@ impl Filter {
                 .into_iter()
                 .flatten()
                 .any(|id| self.ids.contains(id.as_str()));
+        type_matches && id_matches
+    }
+
+    fn matches_fleet(&self, event: &FleetEvent) -> bool {
+        let type_matches =
+            self.event_types.is_empty() || self.event_types.contains(event.event_type.as_str());
+        let id_matches = self.ids.is_empty()
+            || [event.mcp_server_id.as_deref(), event.group_id.as_deref()]
+                .into_iter()
+                .flatten()
+                .any(|id| self.ids.contains(id));
         type_matches && id_matches
     }
 
@@ -374,8 +453,12 @@ pub(crate) async fn events_socket(
     messages = messages.max_frame_size(MAX_CLIENT_FRAME_BYTES);
     // Subscribed before the answer goes out, so no event after the upgrade is missed.
     let last_heard = Instant::now();
+    let events = match &streams.fleet {
+        Some(feed) => EventSource::Fleet(feed.subscribe()),
+        None => EventSource::Bus(streams.bus.subscribe()),
+    };
     let connection = Connection {
-        events: streams.bus.subscribe(),
+        events,
         session,
         messages,
         filter,
@@ -402,7 +485,7 @@ enum End {
 }
 
 struct Connection {
-    events: broadcast::Receiver<Arc<PublishedEvent>>,
+    events: EventSource,
     session: Session,
     messages: MessageStream,
     filter: Filter,
@@ -582,17 +665,20 @@ impl Connection {
         }
     }
 
-    async fn on_event(
-        &mut self,
-        received: Result<Arc<PublishedEvent>, RecvError>,
-    ) -> Result<(), End> {
+    async fn on_event(&mut self, received: Result<Received, RecvError>) -> Result<(), End> {
         match received {
-            Ok(published) => {
+            Ok(Received::Local(published)) => {
                 if !self.filter.matches(&published.event) {
                     return Ok(());
                 }
                 let frame = self.frames.frame_of(&published);
                 self.send(frame).await
+            }
+            Ok(Received::Fleet(event)) => {
+                if !self.filter.matches_fleet(&event) {
+                    return Ok(());
+                }
+                self.send(event.frame.clone()).await
             }
             Err(RecvError::Lagged(missed)) => {
                 self.send(ServerMessage::Lagged { missed }.to_json().into())

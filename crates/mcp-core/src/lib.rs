@@ -60,8 +60,9 @@
 pub mod error;
 pub mod event_log;
 pub mod events;
+pub mod fleet;
 pub mod frontend;
-pub mod health;
+mod health;
 pub mod history;
 pub mod id;
 pub mod launch_mode;
@@ -81,6 +82,7 @@ pub use event_log::{CompactionReport, EventLog, EventLogError, EventLogStats, Ev
 pub use events::{
     DomainEvent, EVENT_TYPES, EventObserver, EventSink, NullEventSink, PublishedEvent,
 };
+pub use fleet::{FleetStore, ReplicaHeartbeat, ReplicaStatus};
 pub use frontend::{
     Caller, CallerScopes, FrontendError, FrontendErrorKind, ListChanges, McpFrontend,
     ResourceSubscription, SubjectToken, empty_completion,
@@ -94,7 +96,8 @@ pub use logs::{
     LogLineSplitter, sanitize_log_line,
 };
 pub use manager::{
-    ManagerSettings, ServerManager, ServerSnapshot, ToolList, ToolSource, WeakServerManager,
+    ManagerSettings, ResyncReport, ServerManager, ServerSnapshot, ToolList, ToolSource,
+    WeakServerManager,
 };
 pub use ports::{
     ByteStreams, ExitStatusInfo, LaunchError, LaunchedServer, McpSession, ProcessControl,

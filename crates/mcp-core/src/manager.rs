@@ -238,6 +238,21 @@ struct Inner {
     writes: tokio::sync::Mutex<()>,
 }
 
+/// What [`ServerManager::resync_from_repository`] changed, by server id.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResyncReport {
+    pub added: Vec<ServerId>,
+    pub updated: Vec<ServerId>,
+    pub removed: Vec<ServerId>,
+}
+
+impl ResyncReport {
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.updated.is_empty() && self.removed.is_empty()
+    }
+}
+
 /// The registry and lifecycle manager of MCP servers. Cheap to clone; all clones share state.
 #[derive(Clone)]
 pub struct ServerManager {
@@ -412,6 +427,77 @@ impl ServerManager {
             restored += 1;
         }
         Ok(restored)
+    }
+
+    /// Brings the servers created at run time in line with the repository, which another
+    /// gateway sharing it may have changed: stored servers this one lacks are added (cold),
+    /// changed ones take the stored definition (restarted when running and their launch
+    /// changed), and run-time servers no longer stored are stopped and removed. Servers of the
+    /// configuration file are left alone, and a stored server with a configured id is skipped
+    /// as at start-up. Nothing is written back to the repository.
+    ///
+    /// It holds the lock of registrations while it compares, so a server this gateway is
+    /// creating or deleting right now is never mistaken for one another gateway removed.
+    pub async fn resync_from_repository(&self) -> Result<ResyncReport, CoreError> {
+        let Some(repository) = self.inner.repository.clone() else {
+            return Ok(ResyncReport::default());
+        };
+        let mut report = ResyncReport::default();
+        let mut replaced = Vec::new();
+        {
+            let _writes = self.inner.writes.lock().await;
+            let stored = repository.load_all().await?;
+            let stored_ids: std::collections::HashSet<ServerId> =
+                stored.iter().map(|spec| spec.id.clone()).collect();
+            for spec in stored {
+                match self.lookup(&spec.id) {
+                    Err(_) => {
+                        report.added.push(spec.id.clone());
+                        self.insert(spec);
+                    }
+                    Ok(server) => {
+                        let current = server.spec();
+                        if current.origin == ServerOrigin::Config || server.status().removed {
+                            continue;
+                        }
+                        if *current != spec {
+                            report.updated.push(spec.id.clone());
+                            let restart = self.apply_spec(&server, spec);
+                            replaced.push((server, restart));
+                        }
+                    }
+                }
+            }
+            let gone: Vec<ServerId> = self
+                .inner
+                .servers
+                .read()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .values()
+                .map(|server| server.spec())
+                .filter(|spec| {
+                    spec.origin != ServerOrigin::Config && !stored_ids.contains(&spec.id)
+                })
+                .map(|spec| spec.id.clone())
+                .collect();
+            for id in gone {
+                if let Ok(server) = self.lookup(&id) {
+                    server.status().removed = true;
+                }
+                report.removed.push(id);
+            }
+        }
+        // Stops and restarts take as long as they take: registrations need not wait for them.
+        for id in &report.removed {
+            if let Err(error) = self.unregister(id).await {
+                tracing::debug!(server = %id, %error, "a server removed elsewhere was already gone here");
+            }
+        }
+        for (server, restart) in replaced {
+            let id = server.spec().id.clone();
+            self.finish_replace(&server, &id, restart).await?;
+        }
+        Ok(report)
     }
 
     /// Registers a new server. Servers created at run time (over the API, or approved from

@@ -1102,3 +1102,92 @@ async fn a_demand_ends_with_the_run_it_asked_for() {
     assert_eq!(state(&h, "math"), ServerState::Cold);
     assert_eq!(stops(&h), ["probed"]);
 }
+
+// ----- gateways sharing one repository ---------------------------------------------------------
+
+/// Two managers on one repository, as two gateway replicas on one database.
+fn two_replicas() -> (Harness, Harness) {
+    let repository = Arc::new(mcpgw_testkit::repository_suite::InMemoryServerRepository::new());
+    let replica = || {
+        let launcher = Arc::new(FakeLauncher::new());
+        let clock = Arc::new(FakeClock::new());
+        let events = Arc::new(RecordingEventSink::default());
+        let manager = ServerManager::new(
+            launcher.clone(),
+            clock.clone(),
+            events.clone(),
+            Arc::new(TokioSpawner),
+            Some(repository.clone() as Arc<dyn ServerRepository>),
+            ManagerSettings::default(),
+        );
+        Harness {
+            manager,
+            launcher,
+            clock,
+            events,
+        }
+    };
+    (replica(), replica())
+}
+
+#[tokio::test]
+async fn a_resync_brings_in_what_another_gateway_created_changed_and_deleted() {
+    let (a, b) = two_replicas();
+    let configured = spec("configured");
+    b.manager.register(configured.clone()).await.unwrap();
+
+    a.manager.register(described("shared", "v1")).await.unwrap();
+    let report = b.manager.resync_from_repository().await.unwrap();
+    assert_eq!(report.added, [id("shared")]);
+    assert_eq!(state(&b, "shared"), ServerState::Cold);
+    assert!(b.manager.resync_from_repository().await.unwrap().is_empty());
+
+    // Running on B, then its launch changes on A: B restarts it with the new definition.
+    b.manager.start(&id("shared")).await.unwrap();
+    let first_session = b.launcher.session("shared").unwrap();
+    let mut changed = described("shared", "v2");
+    changed.launch =
+        ServerSpec::subprocess(id("shared"), vec!["fixture".into(), "--v2".into()]).launch;
+    a.manager.update(changed).await.unwrap();
+    let report = b.manager.resync_from_repository().await.unwrap();
+    assert_eq!(report.updated, [id("shared")]);
+    let snapshot = b.manager.snapshot(&id("shared")).unwrap();
+    assert_eq!(snapshot.spec.description.as_deref(), Some("v2"));
+    assert!(first_session.is_closed(), "the old launch was stopped");
+    assert_eq!(
+        state(&b, "shared"),
+        ServerState::Ready,
+        "and the new one runs"
+    );
+
+    a.manager.delete(&id("shared")).await.unwrap();
+    let report = b.manager.resync_from_repository().await.unwrap();
+    assert_eq!(report.removed, [id("shared")]);
+    assert!(b.manager.snapshot(&id("shared")).is_err());
+    assert!(
+        b.launcher.session("shared").unwrap().is_closed(),
+        "a server deleted elsewhere stops here"
+    );
+    assert!(
+        b.manager.snapshot(&configured.id).is_ok(),
+        "servers of the configuration file are never touched by a resync"
+    );
+}
+
+#[tokio::test]
+async fn a_resync_never_removes_a_server_being_created_here() {
+    let (a, _b) = two_replicas();
+    // Bad input for the comparison: creates and resyncs interleaved on one gateway. Each create
+    // stores before it registers, and a resync that read the repository in between would
+    // otherwise see a registered server that is not stored and remove it.
+    for round in 0..20 {
+        let name = format!("racing-{round}");
+        let (created, resynced) = tokio::join!(
+            a.manager.register(described(&name, "new")),
+            a.manager.resync_from_repository(),
+        );
+        created.unwrap();
+        resynced.unwrap();
+        assert!(a.manager.snapshot(&id(&name)).is_ok(), "{name} was removed");
+    }
+}

@@ -31,7 +31,13 @@
 //! Because rmcp no longer sees every request of a session, the idle expiry of sessions is kept
 //! here rather than by rmcp: every request on a session counts as activity, and a session
 //! without any request for the configured time is closed (its client gets 404 and must
-//! `initialize` again).
+//! `initialize` again, unless the replicas share a secret and the id is still resumable: the
+//! next request then re-creates the session, see [`crate::session_ids`]).
+//!
+//! A session this replica does not hold (never, or no longer) is rmcp's to answer: it gives
+//! the 404, or re-creates a session whose id is resumable and serves the request; the session's
+//! next calls come here. A session held here is served as before: its id is neither decoded
+//! nor verified.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -44,7 +50,6 @@ use mcpgw_core::{CallContext, Caller, McpFrontend, ToolCallOutcome};
 use rmcp::model::ErrorCode;
 use rmcp::transport::common::server_side_http::SessionId;
 use rmcp::transport::streamable_http_server::session::SessionManager;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -52,6 +57,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::http_service::McpHttpBody;
 use crate::local_set::spawn_here;
+use crate::resumable::GatewaySessions;
 use crate::server::{GatewayMcpServer, jsonrpc_error};
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -99,7 +105,7 @@ pub(crate) struct DirectCalls {
     frontend: Arc<dyn McpFrontend>,
     /// The endpoint's handler, which answers 2026-07-28 calls as rmcp's path would.
     server: GatewayMcpServer,
-    sessions: Arc<LocalSessionManager>,
+    sessions: Arc<GatewaySessions>,
     shutdown: CancellationToken,
     idle_timeout: Option<Duration>,
     max_body_bytes: usize,
@@ -119,6 +125,17 @@ pub(crate) struct Incoming<'a> {
     method: std::borrow::Cow<'a, str>,
     #[serde(default, borrow)]
     params: Option<&'a RawValue>,
+}
+
+impl Incoming<'_> {
+    /// The parameters of an `initialize` request, when this is one whose parameters rmcp
+    /// reads too.
+    pub(crate) fn initialize_params(&self) -> Option<rmcp::model::InitializeRequestParams> {
+        if self.jsonrpc != "2.0" || self.method != "initialize" || self.id.is_none() {
+            return None;
+        }
+        serde_json::from_str(self.params?.get()).ok()
+    }
 }
 
 #[derive(Deserialize)]
@@ -186,7 +203,7 @@ impl DirectCalls {
     pub(crate) fn new(
         frontend: Arc<dyn McpFrontend>,
         server: GatewayMcpServer,
-        sessions: Arc<LocalSessionManager>,
+        sessions: Arc<GatewaySessions>,
         shutdown: CancellationToken,
         idle_timeout: Option<Duration>,
         max_body_bytes: usize,
@@ -255,9 +272,24 @@ impl DirectCalls {
             return Arc::clone(tracked);
         }
         let mut all = self.write_tracked();
-        let tracked = all.entry(Arc::from(session)).or_default();
+        let tracked = all
+            .entry(Arc::from(session))
+            .or_insert_with(|| self.new_tracked(session));
         tracked.last_seen_ms.store(now, Ordering::Relaxed);
         Arc::clone(tracked)
+    }
+
+    /// A session seen here for the first time. One whose id carries its client's capabilities
+    /// (it may have been resumed from another replica, without this replica seeing its
+    /// `initialize`) relays when they say so.
+    fn new_tracked(&self, session: &str) -> Arc<TrackedSession> {
+        let tracked = TrackedSession::default();
+        if let Some(ids) = self.sessions.ids()
+            && ids.answers_requests(session)
+        {
+            tracked.relays.store(true, Ordering::Relaxed);
+        }
+        Arc::new(tracked)
     }
 
     /// Forgets a session and cancels the calls still running on it.
@@ -305,6 +337,7 @@ impl DirectCalls {
         // the table was being swept) start their idle time now.
         let live: Vec<SessionId> = self
             .sessions
+            .local()
             .sessions
             .read()
             .await
@@ -317,9 +350,9 @@ impl DirectCalls {
             all.retain(|id, _| live.iter().any(|live_id| **live_id == **id));
             for id in &live {
                 let tracked = all.entry(Arc::from(&**id)).or_insert_with(|| {
-                    let tracked = TrackedSession::default();
+                    let tracked = self.new_tracked(id);
                     tracked.last_seen_ms.store(now, Ordering::Relaxed);
-                    Arc::new(tracked)
+                    tracked
                 });
                 let last_seen = tracked.last_seen_ms.load(Ordering::Relaxed);
                 let busy = !tracked.in_flight().is_empty();
@@ -480,8 +513,7 @@ impl DirectCalls {
     }
 
     async fn session_exists(&self, session: &str) -> bool {
-        let id: SessionId = Arc::from(session);
-        self.sessions.has_session(&id).await.unwrap_or(false)
+        self.sessions.holds(session).await
     }
 
     async fn call(

@@ -6,6 +6,12 @@
 //! served on the one path: `initialize`-era clients (2025-06-18, 2025-11-25) get sessions
 //! (`Mcp-Session-Id`, a GET stream, DELETE), 2026-07-28 clients are served statelessly.
 //!
+//! Sessions live in the replica that holds them. When the replicas share a secret
+//! ([`McpServerSettings::request_state_secret`]), a session's id carries what its `initialize`
+//! said, signed, and a replica that gets a request for a session it does not hold re-creates it
+//! from the id and serves the request, so a load balancer needs no affinity (see
+//! [`crate::session_ids`] for the id and what a re-created session does not keep).
+//!
 //! The handler checks neither `Host` nor `Origin`: those are rules of the whole HTTP surface,
 //! and the HTTP adapter that mounts the handler applies them to every route, `/mcp` included
 //! (mcpgw's does, before a request gets here). An embedder that mounts it elsewhere must check
@@ -20,7 +26,7 @@ use futures::future::BoxFuture;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, BodyStream, Full, StreamBody};
 use mcpgw_core::{McpFrontend, bounded_for_message};
-use rmcp::model::ClientJsonRpcMessage;
+use rmcp::model::{ClientJsonRpcMessage, InitializeRequestParams};
 use rmcp::transport::streamable_http_server::session::SessionManager as _;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
@@ -29,7 +35,9 @@ use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
 use crate::direct::{DirectCalls, Incoming};
+use crate::resumable::GatewaySessions;
 use crate::server::{GatewayMcpServer, McpServerSettings};
+use crate::session_ids::SessionIds;
 
 /// The body of every answer: a complete body for JSON answers and errors, an unending stream of
 /// Server-Sent Events for SSE answers. It never fails.
@@ -55,8 +63,15 @@ pub struct McpHttpSettings {
     /// A session that sees no request for this long is closed; its client must `initialize`
     /// again (it gets 404 for the old session id). Default 30 min (rmcp's own default, 5 min,
     /// drops desktop clients left idle for a coffee). `None` keeps sessions until DELETE or
-    /// shutdown.
+    /// shutdown. When the replicas share a secret (`server.request_state_secret`), closing
+    /// frees only this replica's copy: a request within the resume window re-creates it.
     pub session_idle_timeout: Option<Duration>,
+    /// When the replicas share a secret (`server.request_state_secret`), session ids carry
+    /// their session and any replica re-creates a session it does not hold, for this long
+    /// after the session's `initialize` (the id cannot tell how recently the session was
+    /// used). Default 24 h; `None`: without limit. Without a shared secret, sessions live
+    /// only in the replica that created them and this is not used.
+    pub session_resume_window: Option<Duration>,
     /// Largest accepted request body; larger ones are answered 413. Default 4 MiB. The HTTP
     /// adapter must accept at least this much before calling the handler.
     pub max_request_body_bytes: usize,
@@ -77,6 +92,7 @@ impl Default for McpHttpSettings {
             sse_keep_alive: Some(Duration::from_secs(15)),
             legacy_sessions: true,
             session_idle_timeout: Some(Duration::from_secs(30 * 60)),
+            session_resume_window: Some(Duration::from_secs(24 * 60 * 60)),
             max_request_body_bytes: 4 * 1024 * 1024,
             json_responses: true,
             shutdown: CancellationToken::new(),
@@ -101,6 +117,12 @@ impl McpHttpSettings {
     #[must_use]
     pub fn with_session_idle_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.session_idle_timeout = timeout;
+        self
+    }
+
+    #[must_use]
+    pub fn with_session_resume_window(mut self, window: Option<Duration>) -> Self {
+        self.session_resume_window = window;
         self
     }
 
@@ -151,16 +173,27 @@ pub fn streamable_http_handler(
     settings: McpHttpSettings,
 ) -> McpHttpHandler {
     let prototype = GatewayMcpServer::new(Arc::clone(&frontend), settings.server.clone());
-    let mut sessions = LocalSessionManager::default();
+    let mut local = LocalSessionManager::default();
     // Idle sessions are closed by `DirectCalls`, which sees every request of a session; rmcp
     // does not see the calls answered on the direct path.
-    sessions.session_config.keep_alive = None;
-    let sessions = Arc::new(sessions);
+    local.session_config.keep_alive = None;
+    // The fleet's secret, when there is one, makes session ids resumable on every replica.
+    let ids = settings
+        .server
+        .request_state_secret
+        .as_deref()
+        .map(|secret| Arc::new(SessionIds::new(secret, settings.session_resume_window)));
+    let sessions = Arc::new(GatewaySessions::new(local, ids.clone()));
     let direct_server = prototype.for_new_connection();
+    let negotiator = direct_server.clone();
+    let mut config = settings.rmcp_config();
+    if let Some(ids) = ids {
+        config.session_store = Some(ids);
+    }
     let service = StreamableHttpService::new(
         move || Ok(prototype.for_new_connection()),
         Arc::clone(&sessions),
-        settings.rmcp_config(),
+        config,
     );
     let direct = DirectCalls::new(
         frontend,
@@ -174,6 +207,7 @@ pub fn streamable_http_handler(
         service,
         direct: Arc::clone(&direct),
         sessions,
+        negotiator,
     });
     Arc::new(move |request: http::Request<Bytes>| {
         let direct = Arc::clone(&direct);
@@ -195,9 +229,11 @@ pub fn streamable_http_handler(
 /// What a request that the direct path does not answer goes through: rmcp's service, with the
 /// gateway's corrections around it.
 struct Forwarder {
-    service: StreamableHttpService<GatewayMcpServer, LocalSessionManager>,
+    service: StreamableHttpService<GatewayMcpServer, GatewaySessions>,
     direct: Arc<DirectCalls>,
-    sessions: Arc<LocalSessionManager>,
+    sessions: Arc<GatewaySessions>,
+    /// Tells which protocol version an `initialize` will get, for its session's id.
+    negotiator: GatewayMcpServer,
 }
 
 impl Forwarder {
@@ -215,15 +251,27 @@ impl Forwarder {
             .map(str::to_owned);
         let ending = match (&method, &session) {
             (&http::Method::DELETE, Some(id)) => Some(SessionEnd {
-                known: self
-                    .sessions
-                    .has_session(&id.as_str().into())
-                    .await
-                    .unwrap_or(false),
+                known: self.sessions.holds_or_resumes(id).await,
             }),
             _ => None,
         };
-        let response = self.service.handle(request.map(Full::new)).await;
+        // Read once, without copying, here and after the answer.
+        let posted = posted_json
+            .as_deref()
+            .and_then(|body| serde_json::from_slice::<Incoming<'_>>(body).ok());
+        let initializing = match (&session, &posted) {
+            (None, Some(posted)) if self.sessions.ids().is_some() => posted
+                .initialize_params()
+                .map(|params| negotiated(&self.negotiator, params)),
+            _ => None,
+        };
+        let request = request.map(Full::new);
+        let response = match initializing {
+            Some(params) => {
+                GatewaySessions::initializing(params, self.service.handle(request)).await
+            }
+            None => self.service.handle(request).await,
+        };
         let response = match ending {
             Some(ending) => ending.answer(response),
             None => response,
@@ -234,10 +282,6 @@ impl Forwarder {
         {
             return malformed.into_response();
         }
-        // Read once, without copying, for both uses.
-        let posted = posted_json
-            .as_deref()
-            .and_then(|body| serde_json::from_slice::<Incoming<'_>>(body).ok());
         self.direct
             .after_forwarded(&method, session.as_deref(), posted.as_ref(), &response);
         match (session, posted.as_ref().and_then(|posted| posted.id)) {
@@ -247,6 +291,18 @@ impl Forwarder {
     }
 }
 
+/// `params` with the protocol version the session will have: the one `initialize` answers with,
+/// which is the one a resumed copy of the session must get again.
+fn negotiated(
+    server: &GatewayMcpServer,
+    mut params: InitializeRequestParams,
+) -> InitializeRequestParams {
+    if let Ok(answer) = rmcp::ServerHandler::negotiate_initialize(server, &params) {
+        params.protocol_version = answer.protocol_version;
+    }
+    params
+}
+
 /// An `initialize`-era request (a message with an `id` and a `method`) answered over SSE,
 /// whose client hangs up before the stream ends, is cancelled as if the client had sent
 /// `notifications/cancelled`: rmcp would keep its
@@ -254,7 +310,7 @@ impl Forwarder {
 /// answer to a relayed request would hold that server until the session expired.
 fn cancel_on_hang_up(
     response: http::Response<McpHttpBody>,
-    sessions: &Arc<LocalSessionManager>,
+    sessions: &Arc<GatewaySessions>,
     session: String,
     id: &RawValue,
 ) -> http::Response<McpHttpBody> {
@@ -307,7 +363,7 @@ impl<S: futures::Stream + Unpin> futures::Stream for HangUpWatch<S> {
 
 /// Cancels one request of one session when dropped.
 struct CancelOnHangUp {
-    sessions: Arc<LocalSessionManager>,
+    sessions: Arc<GatewaySessions>,
     session: String,
     request_id: serde_json::Value,
 }

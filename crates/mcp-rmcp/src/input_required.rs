@@ -528,12 +528,12 @@ impl ParkedCalls {
     }
 }
 
-fn base64url(bytes: &[u8]) -> String {
+pub(crate) fn base64url(bytes: &[u8]) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
-fn from_base64url(text: &str) -> Option<Vec<u8>> {
+pub(crate) fn from_base64url(text: &str) -> Option<Vec<u8>> {
     use base64::Engine as _;
     base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(text)
@@ -550,8 +550,17 @@ fn short_name(method: &str) -> &str {
     }
 }
 
-fn hmac_sha256(key: &[u8; 32], message: &[u8]) -> [u8; 32] {
+/// HMAC-SHA256 of `message` under `key`; a key longer than the hash's block is hashed first,
+/// as HMAC prescribes. Session ids ([`crate::session_ids`]) are signed with it too.
+pub(crate) fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
     const BLOCK: usize = 64;
+    let hashed;
+    let key = if key.len() > BLOCK {
+        hashed = Sha256::digest(key);
+        hashed.as_slice()
+    } else {
+        key
+    };
     let mut inner_pad = [0x36_u8; BLOCK];
     let mut outer_pad = [0x5c_u8; BLOCK];
     for (index, byte) in key.iter().enumerate() {
@@ -569,7 +578,7 @@ fn hmac_sha256(key: &[u8; 32], message: &[u8]) -> [u8; 32] {
         .into()
 }
 
-fn constant_time_eq(left: &[u8], right: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(left: &[u8], right: &[u8]) -> bool {
     left.len() == right.len()
         && left
             .iter()
@@ -597,7 +606,7 @@ fn random_id() -> String {
 /// the time and the address space layout stand in, which still keeps states of one process
 /// apart; the signature, not the id, is what makes a state unforgeable, and its key is
 /// drawn the same way.
-fn fill_random(bytes: &mut [u8]) {
+pub(crate) fn fill_random(bytes: &mut [u8]) {
     use std::io::Read as _;
     if let Ok(mut source) = std::fs::File::open("/dev/urandom")
         && source.read_exact(bytes).is_ok()
@@ -617,13 +626,26 @@ mod tests {
 
     #[test]
     fn hmac_matches_the_rfc_4231_vector() {
-        // RFC 4231 test case 2 uses a 4-byte key; this one pads a 32-byte key of 0x0b * 20
-        // (test case 1's key) with zeros, which HMAC does itself for short keys.
+        // The key of 0x0b * 20, padded with zeros to the 32 bytes of a request-state key, which
+        // HMAC does itself for short keys.
         let mut key = [0_u8; 32];
         key[..20].copy_from_slice(&[0x0b; 20]);
         assert_eq!(
             hex(&hmac_sha256(&key, b"Hi There")),
             "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"
+        );
+        // A key shorter than 32 bytes (a fleet secret may be short).
+        assert_eq!(
+            hex(&hmac_sha256(b"Jefe", b"what do ya want for nothing?")),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+        // A key longer than the block, which is hashed first.
+        assert_eq!(
+            hex(&hmac_sha256(
+                &[0xaa; 131],
+                b"Test Using Larger Than Block-Size Key - Hash Key First"
+            )),
+            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"
         );
     }
 

@@ -52,8 +52,10 @@ mod link;
 mod local_set;
 mod progress;
 mod remote;
+mod resumable;
 mod server;
 mod session;
+mod session_ids;
 mod stdio;
 mod token_exchange;
 

@@ -106,10 +106,13 @@ pub struct McpServerSettings {
     /// Items per page of `tools/list`, `prompts/list`, `resources/list` and
     /// `resources/templates/list`. Default [`DEFAULT_TOOLS_PAGE_SIZE`]; at least 1.
     pub page_size: usize,
-    /// The secret the `requestState` of input-required results is signed with (HMAC-SHA256
-    /// under its SHA-256). Replicas behind one load balancer are given the same secret, so
-    /// that any of them resumes a request another one answered. `None`: a key drawn at start,
-    /// which only this process knows.
+    /// The secret the replicas of a fleet share. The `requestState` of input-required results
+    /// is signed with it (HMAC-SHA256 under its SHA-256), and so are the ids of Streamable
+    /// HTTP sessions (under `HMAC-SHA256(secret, "mcpgw session v1")`, a key apart). Replicas
+    /// behind one load balancer are given the same secret, so that any of them resumes a
+    /// request or a session another one began. `None`: request states are signed with a key
+    /// drawn at start, which only this process knows, and sessions live only in the process
+    /// that created them.
     pub request_state_secret: Option<String>,
 }
 

@@ -2,7 +2,9 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcpgw_authz::{RateLimitCaller, RateLimitKey, RateLimitPolicy, RateLimitScope, RateLimiter};
+use mcpgw_authz::{
+    Admission, RateLimitCaller, RateLimitKey, RateLimitPolicy, RateLimitScope, RateLimiter,
+};
 
 use super::{ManualClock, TokenBuckets};
 
@@ -206,4 +208,25 @@ fn concurrent_checks_never_hand_out_more_than_the_burst() {
         .map(|thread| thread.join().unwrap())
         .sum();
     assert_eq!(allowed, 50, "the clock stands still: exactly the burst");
+}
+
+#[test]
+fn admitting_answers_at_once_from_the_same_buckets_as_checking() {
+    let (limiter, _clock) = limiter(1.0, 3);
+    let caller = alice();
+    let admitted = |admission| match admission {
+        Admission::Now(decision) => decision,
+        Admission::Later(_) => panic!("buckets in this process answer at once"),
+    };
+    // Alternating the two ways of asking drains one bucket: 2, 1, 0 left, then refused.
+    assert_eq!(admitted(limiter.admit(&rest(&caller))).remaining, 2);
+    assert_eq!(limiter.check(&rest(&caller)).remaining, 1);
+    assert_eq!(admitted(limiter.admit(&rest(&caller))).remaining, 0);
+    assert!(!limiter.check(&rest(&caller)).allowed);
+    assert!(!admitted(limiter.admit(&rest(&caller))).allowed);
+    assert_eq!(
+        limiter.backend_status(),
+        None,
+        "no store behind these buckets"
+    );
 }

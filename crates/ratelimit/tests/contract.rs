@@ -15,4 +15,4 @@ fn token_buckets(policy: RateLimitPolicy) -> ClockedLimiter {
     ClockedLimiter::new(limiter, move |by| clock.advance(by))
 }
 
-mcpgw_testkit::rate_limiter_contract_suite!(token_buckets);
+mcpgw_testkit::rate_limiter_contract_suite!(|policy| std::future::ready(token_buckets(policy)));

@@ -4,26 +4,26 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::data_dir::OpeningDataDir;
+use crate::running::{ClosingEventLog, Parts, RunningGateway};
+use crate::{StartError, docker, settings};
 use mcpgw_config::GatewayConfig;
 use mcpgw_core::{
     Clock, EventLog, EventSink, LaunchMode, ManagerSettings, McpFrontend, ServerLauncher,
     ServerManager, ServerRepository, ToolListStore,
 };
-use mcpgw_gateway::authz::{AuthStore, PolicyDecider, RateLimiter, TokenVerifier, UserStore};
+use mcpgw_gateway::authz::{
+    AuthStore, PolicyDecider, RateLimitFailMode, RateLimiter, TokenVerifier, UserStore,
+};
 use mcpgw_gateway::discovery_domain::{DiscoverySourceFactory, DiscoveryStore};
 use mcpgw_gateway::groups_domain::GroupRepository;
 use mcpgw_gateway::{
     AuthService, AuthSettings, AuthorizedFrontend, CallStats, CompositeLauncher,
     CompositeSourceFactory, ConfigService, DiscoveryService, DiscoverySettings, Environment,
-    EventBus, Gateway, GatewayInfo, GroupService, StdioLauncher, TokioClock, TokioSpawner,
-    ToolCatalog, ToolListKeeper,
+    EventBus, Fleet, FleetSettings, Gateway, GatewayInfo, GroupService, StdioLauncher, TokioClock,
+    TokioSpawner, ToolCatalog, ToolListKeeper,
 };
 use mcpgw_runner_docker::{DockerRunner, DockerRunnerSettings};
-use mcpgw_store_sqlite::SqliteEventLog;
-
-use crate::data_dir::OpeningDataDir;
-use crate::running::{Parts, RunningGateway};
-use crate::{StartError, docker, settings};
 
 /// How long a stopping server gets between SIGTERM and SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(3);
@@ -339,31 +339,62 @@ impl GatewayBuilder {
         // read the configuration. A file whose ports are all replaced is not opened at all.
         let mut opening = match self.opening {
             Some(opening) => opening,
-            None => OpeningDataDir::start_with(data_dir.clone(), false, self.event_log.is_none())?,
+            None => OpeningDataDir::start_with(
+                data_dir.clone(),
+                false,
+                self.event_log.is_none() && config.store.is_none(),
+            )?,
         };
         opening.hand_over();
+        // With a `store` section every default store is the shared PostgreSQL database, and
+        // this gateway is one replica of the fleet that shares it.
+        let shared = match &config.store {
+            Some(section) => {
+                opening.discard_databases();
+                let store = crate::cluster::connect(section).await?;
+                let replica_id = crate::cluster::replica_id(&config.cluster, &data_dir)?;
+                Some((store, replica_id))
+            }
+            None => None,
+        };
+        let shared_store = shared.as_ref().map(|(store, _)| store.clone());
 
         let clock: Arc<dyn Clock> = self
             .clock
             .unwrap_or_else(|| Arc::new(TokioClock::default()));
         let default_auth_store = self.auth_store.is_none();
-        let auth_store: Arc<dyn AuthStore> = match self.auth_store {
-            Some(store) => store,
-            None => Arc::new(opening.store()?),
+        let auth_store: Arc<dyn AuthStore> = match (self.auth_store, &shared_store) {
+            (Some(store), _) => store,
+            (None, Some(shared)) => Arc::new(shared.clone()),
+            (None, None) => Arc::new(opening.store()?),
         };
-        let user_store: Option<Arc<dyn UserStore>> = match self.user_store {
-            Some(store) => Some(store),
-            None if default_auth_store => Some(Arc::new(opening.store()?)),
-            None => None,
+        let user_store: Option<Arc<dyn UserStore>> = match (self.user_store, &shared_store) {
+            (Some(store), _) => Some(store),
+            (None, Some(shared)) if default_auth_store => Some(Arc::new(shared.clone())),
+            (None, None) if default_auth_store => Some(Arc::new(opening.store()?)),
+            (None, _) => None,
         };
         // Every event is kept in the persistent log (its own file, so that its writes never
-        // wait on the store's), and ids continue after the last one it holds.
-        let (event_log, sqlite_event_log): (Arc<dyn EventLog>, Option<Arc<SqliteEventLog>>) =
-            match self.event_log {
-                Some(log) => (log, None),
-                None => {
+        // wait on the store's, or the shared database), and ids continue after the last one it
+        // holds.
+        let (event_log, closing_event_log): (Arc<dyn EventLog>, Option<ClosingEventLog>) =
+            match (self.event_log, &shared) {
+                (Some(log), _) => (log, None),
+                (None, Some((store, replica_id))) => {
+                    let log = Arc::new(
+                        mcpgw_store_postgres::PostgresEventLog::open(store, replica_id.clone())
+                            .await
+                            .map_err(|error| {
+                                StartError::new(format!(
+                                    "cannot open the event log in the shared store: {error}"
+                                ))
+                            })?,
+                    );
+                    (log.clone(), Some(ClosingEventLog::Postgres(log)))
+                }
+                (None, None) => {
                     let log = Arc::new(opening.event_log()?);
-                    (log.clone(), Some(log))
+                    (log.clone(), Some(ClosingEventLog::Sqlite(log)))
                 }
             };
         let last_event_id = event_log
@@ -403,10 +434,12 @@ impl GatewayBuilder {
             .fold(launcher, |launcher, (mode, mode_launcher)| {
                 launcher.with_mode(mode.name(), mode_launcher)
             });
-        let server_repository: Arc<dyn ServerRepository> = match self.server_repository {
-            Some(repository) => repository,
-            None => Arc::new(opening.store()?),
-        };
+        let server_repository: Arc<dyn ServerRepository> =
+            match (self.server_repository, &shared_store) {
+                (Some(repository), _) => repository,
+                (None, Some(shared)) => Arc::new(shared.clone()),
+                (None, None) => Arc::new(opening.store()?),
+            };
         let manager = ServerManager::new(
             Arc::new(launcher),
             clock.clone(),
@@ -427,10 +460,12 @@ impl GatewayBuilder {
             }));
         }
 
-        let group_repository: Arc<dyn GroupRepository> = match self.group_repository {
-            Some(repository) => repository,
-            None => Arc::new(opening.store()?),
-        };
+        let group_repository: Arc<dyn GroupRepository> =
+            match (self.group_repository, &shared_store) {
+                (Some(repository), _) => repository,
+                (None, Some(shared)) => Arc::new(shared.clone()),
+                (None, None) => Arc::new(opening.store()?),
+            };
         let groups = Arc::new(
             GroupService::new(manager.clone(), events.clone() as Arc<dyn EventSink>)
                 .with_repository(group_repository),
@@ -446,9 +481,12 @@ impl GatewayBuilder {
                 .unwrap_or(mcpgw_gateway::DEFAULT_PROBE_CONCURRENCY),
         );
         events.add_observer(catalog.observer());
-        let tool_list_store: Arc<dyn ToolListStore> = match self.tool_list_store {
-            Some(store) => store,
-            None => Arc::new(mcpgw_store_sqlite::SqliteToolListStore::new(
+        let tool_list_store: Arc<dyn ToolListStore> = match (self.tool_list_store, &shared_store) {
+            (Some(store), _) => store,
+            (None, Some(shared)) => Arc::new(mcpgw_store_postgres::PostgresToolListStore::new(
+                shared.clone(),
+            )),
+            (None, None) => Arc::new(mcpgw_store_sqlite::SqliteToolListStore::new(
                 opening.store()?,
             )),
         };
@@ -462,9 +500,31 @@ impl GatewayBuilder {
         }
         let rate_limiter: Arc<dyn RateLimiter> = match self.rate_limiter {
             Some(limiter) => limiter,
-            None => Arc::new(mcpgw_ratelimit::TokenBuckets::new(
-                settings::rate_limit_policy(&config, &self.environment)?,
-            )),
+            None => {
+                let policy = settings::rate_limit_policy(&config, &self.environment)?;
+                match config.rate_limit.redis_backend() {
+                    // One limit for the whole fleet, kept in Redis.
+                    Some(redis) if policy.is_enabled() => {
+                        let settings = mcpgw_ratelimit_redis::RedisSettings {
+                            url: redis.url.clone(),
+                            timeout: redis.timeout(),
+                            on_unavailable: if redis.fails_closed() {
+                                RateLimitFailMode::Closed
+                            } else {
+                                RateLimitFailMode::Open
+                            },
+                        };
+                        Arc::new(
+                            mcpgw_ratelimit_redis::RedisRateLimiter::connect(settings, policy)
+                                .await
+                                .map_err(|error| {
+                                    StartError::new(format!("rate_limit.redis: {error}"))
+                                })?,
+                        )
+                    }
+                    _ => Arc::new(mcpgw_ratelimit::TokenBuckets::new(policy)),
+                }
+            }
         };
         // Over HTTP, what a caller may list and call follows its permissions and the tool
         // access policies (a no-op while auth is off), and tool calls count against rate
@@ -475,6 +535,21 @@ impl GatewayBuilder {
             rate_limiter.clone(),
         );
 
+        let replica = shared.map(|(store, replica_id)| crate::cluster::Replica {
+            fleet: Arc::new(Fleet::new(
+                FleetSettings {
+                    replica_id,
+                    version: self.version.clone(),
+                    heartbeat_interval: Duration::from_secs(config.cluster.heartbeat_interval_s),
+                    lease_ttl: Duration::from_secs(config.cluster.lease_s),
+                },
+                clock.wall(),
+                Arc::new(store.clone()),
+                manager.clone(),
+            )),
+            store,
+            resync_interval: Duration::from_secs(config.cluster.resync_interval_s),
+        });
         let gateway = Gateway::new(
             manager,
             GatewayInfo {
@@ -489,18 +564,26 @@ impl GatewayBuilder {
         .with_call_stats(call_stats)
         .with_frontend(frontend.clone())
         .with_groups(groups.clone());
+        let gateway = match &replica {
+            Some(replica) => gateway.with_fleet(replica.fleet.clone()),
+            None => gateway,
+        };
         let sources = self.discovery_sources;
         // Without a `discovery` block there is no discovery at all (its API answers 404).
         let discovery = match &config.discovery {
             None => None,
             Some(section) => {
                 let sources = Arc::clone(&sources);
-                let discovery_store: Arc<dyn DiscoveryStore> = match self.discovery_store {
-                    Some(store) => store,
-                    None => Arc::new(mcpgw_store_sqlite::SqliteDiscoveryStore::new(
-                        opening.store()?,
-                    )),
-                };
+                let discovery_store: Arc<dyn DiscoveryStore> =
+                    match (self.discovery_store, &shared_store) {
+                        (Some(store), _) => store,
+                        (None, Some(shared)) => Arc::new(
+                            mcpgw_store_postgres::PostgresDiscoveryStore::new(shared.clone()),
+                        ),
+                        (None, None) => Arc::new(mcpgw_store_sqlite::SqliteDiscoveryStore::new(
+                            opening.store()?,
+                        )),
+                    };
                 Some(Arc::new(
                     DiscoveryService::new(
                         gateway.servers().clone(),
@@ -550,6 +633,7 @@ impl GatewayBuilder {
         let config_service = Arc::new(config_service);
         let gateway = gateway.with_config(config_service.clone());
         let console = console(&config, clock.clone())?;
+        let fleet_secret = settings::fleet_secret(&config, &self.environment)?;
         Ok(Parts {
             console,
             config,
@@ -565,7 +649,9 @@ impl GatewayBuilder {
             auth,
             auth_store,
             event_log,
-            sqlite_event_log,
+            closing_event_log,
+            replica,
+            fleet_secret,
             rate_limiter,
             discovery,
             config_service,

@@ -29,6 +29,8 @@ pub struct OpeningDataDir {
     /// The store once opened: every port that is not replaced shares it.
     opened_store: Option<SqliteStore>,
     event_log: Option<JoinHandle<Result<SqliteEventLog, StoreError>>>,
+    /// The database files that were there before this start (and so are never removed).
+    existed: Vec<PathBuf>,
     handed_over: bool,
 }
 
@@ -62,12 +64,17 @@ impl OpeningDataDir {
                 dir.display()
             ))
         })?;
+        let existed = [store_path(&dir), dir.join(EVENT_LOG_FILE)]
+            .into_iter()
+            .filter(|path| path.exists())
+            .collect();
         let mut opening = Self {
             dir,
             created_dir,
             store: None,
             opened_store: None,
             event_log: None,
+            existed,
             handed_over: false,
         };
         if store {
@@ -94,6 +101,29 @@ impl OpeningDataDir {
     /// longer removes it.
     pub(crate) fn hand_over(&mut self) {
         self.handed_over = true;
+    }
+
+    /// For a gateway whose state lives elsewhere (a shared PostgreSQL store): closes the
+    /// databases being opened and removes the files this start created, so that the data
+    /// directory holds no empty store that could be mistaken for the gateway's.
+    pub(crate) fn discard_databases(&mut self) {
+        if let Some(opening) = self.store.take() {
+            drop(opening.join());
+        }
+        self.opened_store = None;
+        if let Some(opening) = self.event_log.take() {
+            drop(opening.join());
+        }
+        for path in [store_path(&self.dir), self.dir.join(EVENT_LOG_FILE)] {
+            if self.existed.contains(&path) {
+                continue;
+            }
+            for suffix in ["", "-wal", "-shm", "-journal"] {
+                let mut file = path.clone().into_os_string();
+                file.push(suffix);
+                let _ = std::fs::remove_file(&file);
+            }
+        }
     }
 
     /// The store: waited for when it is being opened, else opened now; opened once.

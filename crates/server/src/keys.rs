@@ -1,14 +1,10 @@
 //! Making an API key straight in the store under a data directory: how the first admin key is
 //! made, before any key exists to call the REST API with.
 
-use std::path::Path;
-
+use crate::{StartError, StoreLocation};
 use mcpgw_core::Clock as _;
-use mcpgw_gateway::authz::{AuthError, AuthStore, IssuedApiKey, NewApiKey, RoleBook};
+use mcpgw_gateway::authz::{AuthError, IssuedApiKey, NewApiKey, RoleBook};
 use mcpgw_gateway::{OsSecrets, TokioClock};
-use mcpgw_store_sqlite::SqliteStore;
-
-use crate::StartError;
 
 /// What a new key is for.
 #[derive(Debug, Clone, Copy)]
@@ -23,27 +19,21 @@ pub struct KeyRequest<'a> {
     pub expires_in_days: Option<i64>,
 }
 
-/// Writes a new key into the SQLite store under `data_dir` (a gateway running on the same
-/// directory sees it within seconds). The outer error is the store's; the inner one says what
-/// is wrong with the request (an unknown role, a bad principal, an expiry out of range). The
-/// raw key is in the answer and nowhere else.
+/// Writes a new key into the store at `location` (a gateway running on the same data
+/// directory sees it within seconds; the replicas sharing a PostgreSQL store within one). The
+/// outer error is the store's; the inner one says what is wrong with the request (an unknown
+/// role, a bad principal, an expiry out of range). The raw key is in the answer and nowhere
+/// else.
 pub fn create_key(
-    data_dir: &Path,
+    location: &StoreLocation,
     request: KeyRequest<'_>,
 ) -> Result<Result<IssuedApiKey, AuthError>, StartError> {
-    std::fs::create_dir_all(data_dir).map_err(|error| {
-        StartError::new(format!(
-            "cannot create the data directory {}; pass a writable --data-dir: {error}",
-            data_dir.display()
-        ))
-    })?;
-    let store = SqliteStore::open(&crate::data_dir::store_path(data_dir))
-        .map_err(|error| StartError::new(format!("cannot open the gateway's store: {error}")))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|error| StartError::new(format!("cannot start a runtime: {error}")))?;
     runtime.block_on(async {
+        let (store, _) = location.open().await?;
         let custom_roles = store.custom_roles().await.map_err(|error| {
             StartError::new(format!("cannot read the roles from the store: {error}"))
         })?;

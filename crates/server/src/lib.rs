@@ -17,16 +17,20 @@
 //! It reads the environment only through the [`Environment`](mcpgw_gateway::Environment)
 //! handed to the builder (the process environment by default): `MCP_RATE_LIMIT_RPS`,
 //! `MCP_RATE_LIMIT_BURST`, `MCP_CORS_ORIGINS`, `MCP_CORS_METHODS`, `MCP_CORS_HEADERS`,
-//! `MCP_HTTP_WORKERS`, `MCP_REQUEST_STATE_SECRET` (the key of input-required request states), and
-//! `${VAR}` in the configuration file.
+//! `MCP_HTTP_WORKERS`, `MCP_CLUSTER_SECRET` and its older name `MCP_REQUEST_STATE_SECRET` (the
+//! fleet's secret, which signs MCP session ids and input-required request states), and `${VAR}`
+//! in the configuration file. The auth commands and the shared store also read the files the
+//! configuration names (`store.password_file`, `cluster.secret_file`).
 
 mod builder;
+mod cluster;
 mod config_file;
 mod data_dir;
 mod docker;
 pub mod keys;
 mod running;
 mod settings;
+mod store_location;
 pub mod users;
 
 pub use builder::{GatewayBuilder, default_discovery_sources};
@@ -35,6 +39,7 @@ pub use data_dir::OpeningDataDir;
 pub use docker::instance_id;
 pub use running::{RunningGateway, wait_for_shutdown_signal};
 pub use settings::{Listen, thread_count};
+pub use store_location::StoreLocation;
 
 pub use mcpgw_config as config;
 pub use mcpgw_gateway as gateway;

@@ -29,6 +29,12 @@ const KEY_REFRESH_PERIOD: Duration = Duration::from_secs(5);
 /// How often the Prometheus histograms are trimmed.
 const METRICS_UPKEEP_PERIOD: Duration = Duration::from_secs(5);
 
+/// A default event log, closed at shutdown so that what it queued is written.
+pub(crate) enum ClosingEventLog {
+    Sqlite(Arc<SqliteEventLog>),
+    Postgres(Arc<mcpgw_store_postgres::PostgresEventLog>),
+}
+
 /// Everything the gateway is made of, before it loads and starts.
 pub(crate) struct Parts {
     pub(crate) config: GatewayConfig,
@@ -44,8 +50,13 @@ pub(crate) struct Parts {
     pub(crate) auth: Arc<AuthService>,
     pub(crate) auth_store: Arc<dyn AuthStore>,
     pub(crate) event_log: Arc<dyn EventLog>,
-    /// The default event log, which is closed (its writer thread ended) at shutdown.
-    pub(crate) sqlite_event_log: Option<Arc<SqliteEventLog>>,
+    /// The default event log, which is closed (its writer ended) at shutdown.
+    pub(crate) closing_event_log: Option<ClosingEventLog>,
+    /// The secret every replica shares (`cluster.secret_file`, `MCP_CLUSTER_SECRET` or
+    /// `MCP_REQUEST_STATE_SECRET`), if one is given.
+    pub(crate) fleet_secret: Option<String>,
+    /// This gateway's place in its fleet, when it shares a PostgreSQL store.
+    pub(crate) replica: Option<crate::cluster::Replica>,
     pub(crate) rate_limiter: Arc<dyn RateLimiter>,
     pub(crate) discovery: Option<Arc<DiscoveryService>>,
     pub(crate) config_service: Arc<ConfigService>,
@@ -143,6 +154,8 @@ impl Parts {
 /// every managed server.
 pub struct RunningGateway {
     parts: Parts,
+    /// In a fleet: every replica's events in the shared log's order, for the event streams.
+    fleet_events: Option<tokio::sync::broadcast::Sender<Arc<mcpgw_http_actix::FleetEvent>>>,
     /// Ended first at shutdown: nothing new may start while servers stop.
     tasks: Vec<JoinHandle<()>>,
     /// Ended last: they write what the shutdown itself changes.
@@ -161,7 +174,11 @@ impl RunningGateway {
     pub(crate) fn start(parts: Parts) -> Self {
         let _entered = parts.runtime.enter();
         let mut tasks = Vec::new();
-        if let Some(discovery) = &parts.discovery {
+        // Alone, the gateway does all of its work; in a fleet, discovery scans and event-log
+        // compaction run on the replica that holds their lease.
+        if parts.replica.is_none()
+            && let Some(discovery) = &parts.discovery
+        {
             discovery.start_scanning();
         }
         if let Some(watch) = parts.config_service.spawn_watch() {
@@ -183,18 +200,51 @@ impl RunningGateway {
             parts.rate_limiter.clone(),
             BUCKET_EVICTION_PERIOD,
         ));
-        tasks.push(tokio::spawn(mcpgw_gateway::run_event_log_compaction(
-            parts.event_log.clone(),
-            parts.config.event_log.retention(),
-            parts.clock.clone(),
-            parts.config.event_log.compaction_interval(),
-        )));
+        match &parts.replica {
+            None => tasks.push(tokio::spawn(mcpgw_gateway::run_event_log_compaction(
+                parts.event_log.clone(),
+                parts.config.event_log.retention(),
+                parts.clock.clone(),
+                parts.config.event_log.compaction_interval(),
+            ))),
+            Some(replica) => {
+                tasks.push(crate::cluster::spawn_heartbeat(
+                    replica,
+                    crate::cluster::LeasedWork {
+                        discovery: parts.discovery.clone(),
+                        event_log: parts.event_log.clone(),
+                        retention: parts.config.event_log.retention(),
+                        clock: parts.clock.clone(),
+                        compaction_interval: parts.config.event_log.compaction_interval(),
+                    },
+                ));
+                tasks.push(crate::cluster::spawn_followers(
+                    replica,
+                    crate::cluster::Followers {
+                        manager: parts.gateway.servers().clone(),
+                        groups: parts.groups.clone(),
+                        auth: parts.auth.clone(),
+                        auth_store: parts.auth_store.clone(),
+                        tool_lists: parts.tool_lists.clone(),
+                    },
+                ));
+            }
+        }
+        let mut fleet_events = None;
+        if let (Some(replica), Some(ClosingEventLog::Postgres(log))) =
+            (&parts.replica, &parts.closing_event_log)
+        {
+            let (task, feed) = crate::cluster::spawn_event_feed(replica, log.clone());
+            tasks.push(task);
+            fleet_events = Some(feed);
+        }
         let late_tasks = vec![
             tokio::spawn(parts.catalog.clone().run_change_notifier()),
             tokio::spawn(parts.tool_lists.clone().run()),
         ];
         Self {
             parts,
+            fleet_events,
             tasks,
             late_tasks,
         }
@@ -247,7 +297,7 @@ impl RunningGateway {
         let state = mcpgw_http_actix::ApiState::new(parts.gateway.clone(), metrics, http_settings)
             .with_mcp_handler(mcp_http_handler(
                 config,
-                &parts.environment,
+                parts.fleet_secret.clone(),
                 parts.frontend.clone(),
             ))
             .with_auth(parts.auth.clone())
@@ -268,7 +318,13 @@ impl RunningGateway {
                 mcpgw_http_actix::McpOrigins::parse(&config.mcp_endpoint.allowed_origins)
                     .map_err(|error| StartError::new(error.to_string()))?,
             )
-            .with_events(mcpgw_http_actix::EventStreams::new(parts.events.clone()))
+            .with_events({
+                let streams = mcpgw_http_actix::EventStreams::new(parts.events.clone());
+                match &self.fleet_events {
+                    Some(feed) => streams.with_fleet_feed(feed.clone()),
+                    None => streams,
+                }
+            })
             .with_rate_limiter(parts.rate_limiter.clone()))
         .map(|state| match &parts.console {
             Some(console) => state.with_console(console.clone()),
@@ -386,10 +442,15 @@ impl RunningGateway {
         }
         parts.gateway.shutdown().await;
         parts.tool_lists.flush().await;
-        let written = match &parts.sqlite_event_log {
-            Some(log) => log.close().await,
+        let written = match &parts.closing_event_log {
+            Some(ClosingEventLog::Sqlite(log)) => log.close().await,
+            Some(ClosingEventLog::Postgres(log)) => log.close().await,
             None => parts.event_log.flush().await,
         };
+        // Last: another replica takes the leases at once rather than after they expire.
+        if let Some(replica) = &parts.replica {
+            replica.fleet.leave().await;
+        }
         if let Err(error) = written {
             tracing::error!(%error, "the event log could not be written out at shutdown");
         }
@@ -399,14 +460,12 @@ impl RunningGateway {
     }
 }
 
-/// The secret that signs the `requestState` of input-required results on `/mcp`; replicas
-/// behind one load balancer are given the same one.
-const REQUEST_STATE_SECRET_VARIABLE: &str = "MCP_REQUEST_STATE_SECRET";
-
-/// The MCP endpoint's handler from the rmcp adapter, in the HTTP adapter's types.
+/// The MCP endpoint's handler from the rmcp adapter, in the HTTP adapter's types. `secret` is
+/// the fleet's shared secret ([`crate::settings::fleet_secret`]), which signs session ids and
+/// input-required request states so that every replica resumes them.
 fn mcp_http_handler(
     config: &GatewayConfig,
-    environment: &Environment,
+    secret: Option<String>,
     frontend: Arc<dyn McpFrontend>,
 ) -> mcpgw_http_actix::McpHttpHandler {
     use http_body_util::BodyExt as _;
@@ -417,9 +476,7 @@ fn mcp_http_handler(
             Some(Duration::from_secs(endpoint.sse_keep_alive_s)).filter(|d| !d.is_zero()),
         )
         .with_server(
-            mcpgw_mcp_rmcp::McpServerSettings::default().with_request_state_secret(
-                settings::non_empty(environment, REQUEST_STATE_SECRET_VARIABLE),
-            ),
+            mcpgw_mcp_rmcp::McpServerSettings::default().with_request_state_secret(secret),
         );
     let handler = mcpgw_mcp_rmcp::streamable_http_handler(frontend, settings);
     Arc::new(move |request| {

@@ -191,6 +191,52 @@ impl Listen {
     }
 }
 
+/// The environment variable that gives the fleet's shared secret.
+pub(crate) const CLUSTER_SECRET_VARIABLE: &str = "MCP_CLUSTER_SECRET";
+/// Its older name, from when it signed only input-required request states.
+pub(crate) const REQUEST_STATE_SECRET_VARIABLE: &str = "MCP_REQUEST_STATE_SECRET";
+/// The shortest shared secret accepted, in characters: anyone holding one signed session id can
+/// try secrets offline, so a short one would soon be found.
+const MIN_SECRET_CHARS: usize = 32;
+
+/// The secret every replica shares: `cluster.secret_file`'s content (without a trailing
+/// newline), else `MCP_CLUSTER_SECRET`, else `MCP_REQUEST_STATE_SECRET`. A file that cannot be
+/// read, or a secret shorter than 32 characters, stops the start with the reason.
+pub(crate) fn fleet_secret(
+    config: &GatewayConfig,
+    environment: &Environment,
+) -> Result<Option<String>, StartError> {
+    let (secret, from) = match &config.cluster.secret_file {
+        Some(file) => {
+            let text = std::fs::read_to_string(file).map_err(|error| {
+                StartError::new(format!(
+                    "cannot read cluster.secret_file {file}: {error}; mount the secret there or \
+                     leave the key out"
+                ))
+            })?;
+            (
+                Some(text.trim_end_matches(['\n', '\r']).to_owned()),
+                "cluster.secret_file".to_owned(),
+            )
+        }
+        None => match non_empty(environment, CLUSTER_SECRET_VARIABLE) {
+            Some(secret) => (Some(secret), CLUSTER_SECRET_VARIABLE.to_owned()),
+            None => (
+                non_empty(environment, REQUEST_STATE_SECRET_VARIABLE),
+                REQUEST_STATE_SECRET_VARIABLE.to_owned(),
+            ),
+        },
+    };
+    match secret {
+        Some(secret) if secret.chars().count() < MIN_SECRET_CHARS => Err(StartError::new(format!(
+            "the secret of {from} is {} characters long; use at least {MIN_SECRET_CHARS} random \
+             characters (for example `openssl rand -hex 32`)",
+            secret.chars().count()
+        ))),
+        secret => Ok(secret),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
@@ -283,5 +329,58 @@ mod tests {
                 .refuse_unsafe(&with_auth, &any)
                 .is_ok()
         );
+    }
+
+    #[test]
+    fn the_fleet_secret_comes_from_the_file_then_the_environment_and_must_be_long() {
+        let long = "0123456789abcdef0123456789abcdef";
+        let config = GatewayConfig::default();
+        assert_eq!(fleet_secret(&config, &environment(&[])).unwrap(), None);
+        assert_eq!(
+            fleet_secret(
+                &config,
+                &environment(&[
+                    (
+                        "MCP_REQUEST_STATE_SECRET",
+                        "0123456789abcdef0123456789abcdef-old"
+                    ),
+                    ("MCP_CLUSTER_SECRET", "0123456789abcdef0123456789abcdef"),
+                ])
+            )
+            .unwrap()
+            .as_deref(),
+            Some(long),
+            "MCP_CLUSTER_SECRET wins over its older name"
+        );
+        let directory = tempfile::tempdir().unwrap();
+        let file = directory.path().join("secret");
+        std::fs::write(&file, format!("{long}-from-the-file\n")).unwrap();
+        let mut config = GatewayConfig::default();
+        config.cluster.secret_file = Some(file.display().to_string());
+        assert_eq!(
+            fleet_secret(
+                &config,
+                &environment(&[("MCP_CLUSTER_SECRET", "0123456789abcdef0123456789abcdef")])
+            )
+            .unwrap(),
+            Some(format!("{long}-from-the-file")),
+            "the file wins, without its newline"
+        );
+
+        // Bad input: a secret too short to resist guessing, and a file that is not there.
+        let error = fleet_secret(
+            &GatewayConfig::default(),
+            &environment(&[("MCP_CLUSTER_SECRET", "short")]),
+        )
+        .unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("MCP_CLUSTER_SECRET is 5 characters"),
+            "{error}"
+        );
+        config.cluster.secret_file = Some(directory.path().join("missing").display().to_string());
+        let error = fleet_secret(&config, &environment(&[])).unwrap_err();
+        assert!(error.to_string().contains("cluster.secret_file"), "{error}");
     }
 }

@@ -6,15 +6,15 @@
 //! directory. A gateway running on the same directory sees the user at its next sign-in.
 
 use std::io::BufRead;
-use std::path::Path;
+
 use std::sync::Arc;
 
+use crate::StoreLocation;
 use mcpgw_core::NullEventSink;
 use mcpgw_gateway::authz::{AuthError, PASSWORD_MAX_BYTES, RoleName};
 use mcpgw_gateway::{
     AuthService, AuthServiceError, AuthSettings, OsSecrets, TokioClock, UserSummary,
 };
-use mcpgw_store_sqlite::SqliteStore;
 
 use crate::StartError;
 
@@ -80,17 +80,17 @@ pub enum ReadPasswordError {
     Refused(UserRequestError),
 }
 
-/// Makes the local user `name` with `password` in the store under `data_dir` and assigns it
+/// Makes the local user `name` with `password` in the store at `location` and assigns it
 /// each of `roles` in the global scope. Everything is checked before anything is written: a bad
 /// name or password, an unknown role or a taken name leaves the store as it was. The outer
 /// error is the store's or the runtime's; the inner one says what is wrong with the request.
 pub fn create_user(
-    data_dir: &Path,
+    location: &StoreLocation,
     name: &str,
     password: &str,
     roles: &[String],
 ) -> Result<Result<CreatedUser, UserRequestError>, StartError> {
-    with_auth_service(data_dir, |auth| async move {
+    with_auth_service(location, |auth| async move {
         let known = auth.list_all_roles();
         let mut assigned = Vec::with_capacity(roles.len());
         for role in roles {
@@ -127,13 +127,13 @@ pub fn create_user(
     })
 }
 
-/// Gives the existing local user `name` the new `password` in the store under `data_dir`.
+/// Gives the existing local user `name` the new `password` in the store at `location`.
 pub fn set_password(
-    data_dir: &Path,
+    location: &StoreLocation,
     name: &str,
     password: &str,
 ) -> Result<Result<UserSummary, UserRequestError>, StartError> {
-    with_auth_service(data_dir, |auth| async move {
+    with_auth_service(location, |auth| async move {
         if let Err(error) = auth.set_password(name, password).await {
             return refused_or_failed(error);
         }
@@ -174,37 +174,27 @@ fn refused_or_failed<T>(
     }
 }
 
-/// Opens the store under `data_dir` (creating the directory), builds an [`AuthService`] over it
-/// with the local users in the same store, and runs `work` on a runtime of its own.
-fn with_auth_service<T, W, F>(data_dir: &Path, work: W) -> Result<T, StartError>
+/// Opens the store at `location`, builds an [`AuthService`] over it with the local users in the
+/// same store, and runs `work` on a runtime of its own.
+fn with_auth_service<T, W, F>(location: &StoreLocation, work: W) -> Result<T, StartError>
 where
     W: FnOnce(Arc<AuthService>) -> F,
     F: Future<Output = Result<T, StartError>>,
 {
-    std::fs::create_dir_all(data_dir).map_err(|error| {
-        StartError::new(format!(
-            "cannot create the data directory {}; pass a writable --data-dir: {error}",
-            data_dir.display()
-        ))
-    })?;
-    let store = Arc::new(
-        SqliteStore::open(&crate::data_dir::store_path(data_dir)).map_err(|error| {
-            StartError::new(format!("cannot open the gateway's store: {error}"))
-        })?,
-    );
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|error| StartError::new(format!("cannot start a runtime: {error}")))?;
     runtime.block_on(async {
+        let (store, users) = location.open().await?;
         let auth = AuthService::new(
             AuthSettings::default(),
-            store.clone(),
+            store,
             Arc::new(NullEventSink),
             Arc::new(TokioClock::default()),
             Arc::new(OsSecrets),
         )
-        .with_user_store(store);
+        .with_user_store(users);
         auth.load()
             .await
             .map_err(|error| StartError::new(format!("cannot read the roles: {error}")))?;
@@ -215,6 +205,7 @@ where
 #[cfg(test)]
 mod tests {
     use std::io::Cursor;
+    use std::path::Path;
 
     use super::*;
 
@@ -262,9 +253,14 @@ mod tests {
     fn a_user_made_here_signs_in_to_a_gateway_built_on_the_same_directory() {
         let data = tempfile::tempdir().unwrap();
         let password = "correct horse battery";
-        let created = create_user(data.path(), "alice", password, &["viewer".to_owned()])
-            .unwrap()
-            .unwrap();
+        let created = create_user(
+            &data.path().into(),
+            "alice",
+            password,
+            &["viewer".to_owned()],
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(created.roles, [RoleName::parse("viewer").unwrap()]);
         assert_eq!(
             describe(&created),

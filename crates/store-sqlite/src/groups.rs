@@ -1,14 +1,13 @@
 //! [`GroupRepository`] on the `groups` table.
 //!
-//! As for servers, the stored JSON has its own shape ([`StoredGroup`]), independent of the
-//! domain types: it is a file format. Fields may be added with a serde default, never renamed
-//! or removed. The members are part of the group's row, in their order (the round-robin
-//! order), because a group is always read and written whole.
+//! A row's `definition` is the group's stored form, [`StoredGroup`] (the groups domain's one
+//! form of a definition, a file format that only grows), without the id, which is the row's
+//! key. The members are part of it, in their order (the round-robin order), because a group is
+//! always read and written whole.
 
 use async_trait::async_trait;
 use mcpgw_core::{RepositoryError, ServerId};
-use mcpgw_groups::{GroupRepository, GroupSpec, GroupStrategy, MemberSpec};
-use serde::{Deserialize, Serialize};
+use mcpgw_groups::{GroupRepository, GroupSpec, StoredGroup};
 
 use crate::definitions::DefinitionTable;
 use crate::error::StoreError;
@@ -30,75 +29,17 @@ static GROUPS: DefinitionTable = DefinitionTable {
     read_operation: "read a group row",
 };
 
-#[derive(Serialize, Deserialize)]
-struct StoredGroup {
-    #[serde(default)]
-    description: Option<String>,
-    /// The strategy's name (`round_robin`, ...), as the API and the configuration spell it.
-    strategy: String,
-    min_healthy: u32,
-    #[serde(default)]
-    members: Vec<StoredMember>,
-}
-
-#[derive(Serialize, Deserialize)]
-struct StoredMember {
-    id: String,
-    weight: u32,
-    #[serde(default)]
-    priority: u32,
-}
-
-impl StoredGroup {
-    fn from_spec(spec: &GroupSpec) -> Self {
-        Self {
-            description: spec.description.clone(),
-            strategy: spec.strategy.as_str().to_owned(),
-            min_healthy: spec.min_healthy,
-            members: spec
-                .members
-                .iter()
-                .map(|member| StoredMember {
-                    id: member.id.as_str().to_owned(),
-                    weight: member.weight,
-                    priority: member.priority,
-                })
-                .collect(),
-        }
-    }
-}
-
 fn decode_row(id: String, definition: &str) -> Result<GroupSpec, StoreError> {
     let corrupt = |reason: String| StoreError::CorruptRecord {
         table: TABLE,
         key: id.clone(),
         reason,
     };
-    let group_id = ServerId::parse(&id).map_err(|error| corrupt(error.to_string()))?;
     let stored: StoredGroup =
         serde_json::from_str(definition).map_err(|error| corrupt(error.to_string()))?;
-    let strategy =
-        GroupStrategy::parse(&stored.strategy).map_err(|error| corrupt(error.to_string()))?;
-    let members = stored
-        .members
-        .into_iter()
-        .map(|member| {
-            let member_id =
-                ServerId::parse(&member.id).map_err(|error| corrupt(format!("member: {error}")))?;
-            Ok(MemberSpec {
-                id: member_id,
-                weight: member.weight,
-                priority: member.priority,
-            })
-        })
-        .collect::<Result<Vec<_>, StoreError>>()?;
-    Ok(GroupSpec {
-        id: group_id,
-        description: stored.description,
-        strategy,
-        min_healthy: stored.min_healthy,
-        members,
-    })
+    stored
+        .into_spec(&id)
+        .map_err(|error| corrupt(error.to_string()))
 }
 
 impl SqliteStore {
@@ -146,6 +87,8 @@ impl GroupRepository for SqliteStore {
 
 #[cfg(test)]
 mod tests {
+    use mcpgw_groups::{GroupStrategy, MemberSpec};
+
     use super::*;
 
     fn id(raw: &str) -> ServerId {

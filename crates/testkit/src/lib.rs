@@ -9,7 +9,7 @@
 //!   [`policy_decider_suite`], [`server_launcher_suite`], [`mcp_session_suite`] (and
 //!   [`mcp_session_relay_suite`] for what a session's server sends its client mid-call),
 //!   [`stdio_connector_suite`], [`event_suites`], [`mcp_frontend_suite`], [`user_store`],
-//!   [`sign_in`]): one set of tests per port that every implementation, fake or real, must
+//!   [`sign_in`], [`fleet_store_suite`]): one set of tests per port that every implementation, fake or real, must
 //!   pass. A downstream adapter author runs the same suite.
 //! - A tiny MCP server in memory ([`scripted_server`]) that speaks JSON-RPC over in-memory
 //!   pipes, for what talks MCP over stdio, without any process.
@@ -49,14 +49,17 @@ pub mod discovery_store_suite;
 pub mod event_log;
 pub mod event_suites;
 pub mod fakes;
+pub mod fleet_store_suite;
 pub mod group_repository_suite;
 pub mod history_suite;
 pub mod mcp_frontend_suite;
 pub mod mcp_session_relay_suite;
 pub mod mcp_session_suite;
 pub mod policy_decider_suite;
+pub mod postgres;
 pub mod process_spawner_suite;
 pub mod rate_limiter_suite;
+pub mod redis_server;
 pub mod repository_suite;
 pub mod runtime_suites;
 pub mod scripted_server;

@@ -5,36 +5,47 @@
 //! An adapter crate runs the whole suite against its own limiter with one line in its tests:
 //!
 //! ```text
-//! mcpgw_testkit::rate_limiter_contract_suite!(|policy| {
+//! mcpgw_testkit::rate_limiter_contract_suite!(|policy| async move {
 //!     let clock = MyManualClock::new();
 //!     ClockedLimiter::new(MyLimiter::with_clock(policy, clock.clone()), move |by| clock.advance(by))
 //! });
 //! ```
 //!
 //! Buckets refill with time, so the suite needs a limiter whose clock it can move: it asks for
-//! one per case through a factory that takes the [`RateLimitPolicy`] of the case and answers a
-//! [`ClockedLimiter`], the limiter together with the hand that moves its clock. Nothing in the
-//! suite sleeps. Each case is also a public `fn` taking that factory, for callers that need to
-//! run one case by hand; the port is synchronous, so the cases are plain `#[test]`s.
+//! one per case through a factory that takes the [`RateLimitPolicy`] of the case and answers,
+//! possibly after connecting somewhere, a [`ClockedLimiter`]: the limiter together with the hand
+//! that moves its clock. Nothing in the suite sleeps. Each case is also a public `async fn`
+//! taking that factory, for callers that need to run one case by hand.
 //!
-//! The cases check what the port's documentation promises:
-//! - a new key starts with a full bucket of `burst` tokens; each allowed check takes one and
+//! The cases ask through [`RateLimiter::admit`], as the gateway does, so that a limiter that
+//! decides in memory ([`Admission::Now`](mcpgw_authz::Admission::Now)) and one that asks a
+//! store shared by several replicas ([`Admission::Later`](mcpgw_authz::Admission::Later)) are
+//! held to the same answers. Each case runs in a tokio runtime of two worker threads (made by
+//! the suite: the invoking crate needs no tokio of its own). The cases check what the port's
+//! documentation promises:
+//! - a new key starts with a full bucket of `burst` tokens; each allowed request takes one and
 //!   answers the whole tokens left, every answer names `burst` as the limit;
-//! - a refused check takes nothing, answers `remaining` 0 and how long until the next token is
+//! - a refused request takes nothing, answers `remaining` 0 and how long until the next token is
 //!   back: waiting that long (to the millisecond the decision is reported in) lets the next
 //!   request through, waiting a millisecond less does not;
 //! - tokens come back at the policy's steady rate, fractional rates included, and a bucket never
 //!   holds more than `burst`;
 //! - every scope, caller and tool has a bucket of its own, and there is one bucket per key asked
 //!   about, none for any other;
-//! - `evict_idle` forgets exactly the buckets not seen for [`RateLimitPolicy::refill_time`] and
-//!   answers how many went; a bucket seen within that time keeps its level;
-//! - with a policy that is not enabled every check is [`RateLimitDecision::UNLIMITED`] and no
-//!   bucket is kept;
-//! - concurrent checks never hand out a token twice.
+//! - a bucket not seen for [`RateLimitPolicy::refill_time`] is full again, and one seen within
+//!   that time keeps its level, whether or not it was forgotten meanwhile;
+//! - for buckets held in this process ([`ClockedLimiter::new`]), `tracked` counts exactly them
+//!   and `evict_idle` forgets exactly those not seen for the refill time; a limiter whose
+//!   buckets live in a store ([`ClockedLimiter::with_buckets_in_a_store`]) holds none, and both
+//!   answer 0 whatever it was asked;
+//! - with a policy that is not enabled every answer is [`RateLimitDecision::UNLIMITED`], at
+//!   once, and no bucket is kept;
+//! - concurrent requests never take a token twice.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -44,8 +55,9 @@ use mcpgw_authz::{
 use mcpgw_core::{Clock, MonoTime};
 
 /// Expands to one `#[test]` per case of the [`RateLimiter`] contract. `$make_limiter` is a
-/// closure (or function) from the case's [`RateLimitPolicy`] to a fresh [`ClockedLimiter`];
-/// every case calls it at least once and moves time only through the limiter's hand.
+/// closure (or function) from the case's [`RateLimitPolicy`] to a future of a fresh
+/// [`ClockedLimiter`] (an `async move` block; `std::future::ready(..)` for a limiter made at
+/// once); every case calls it at least once and moves time only through the limiter's hand.
 ///
 /// The test functions are named after the cases and defined in the invoking module: to run the
 /// suite against two implementations in one crate, invoke it in two modules.
@@ -97,40 +109,89 @@ macro_rules! __rate_limiter_contract_case {
     ($make_limiter:expr, $case:ident) => {
         #[test]
         fn $case() {
-            $crate::rate_limiter_suite::$case(&$make_limiter);
+            let make = $crate::rate_limiter_suite::factory($make_limiter);
+            $crate::rate_limiter_suite::runtime()
+                .block_on($crate::rate_limiter_suite::$case(&make));
         }
     };
 }
 
 /// A limiter under test and the hand that moves the clock its buckets read.
 pub struct ClockedLimiter {
-    limiter: Box<dyn RateLimiter>,
+    limiter: Arc<dyn RateLimiter>,
     advance: Box<dyn Fn(Duration) + Send + Sync>,
+    buckets_in_process: bool,
 }
 
 impl ClockedLimiter {
-    /// `advance(by)` must move the limiter's clock forward by exactly `by`.
+    /// A limiter that holds its buckets in this process. `advance(by)` must move the limiter's
+    /// clock forward by exactly `by`.
     pub fn new(
         limiter: impl RateLimiter + 'static,
         advance: impl Fn(Duration) + Send + Sync + 'static,
     ) -> Self {
         Self {
-            limiter: Box::new(limiter),
+            limiter: Arc::new(limiter),
             advance: Box::new(advance),
+            buckets_in_process: true,
         }
+    }
+
+    /// The same limiter, declared to keep its buckets in a store that forgets idle ones by
+    /// itself: the suite then expects `tracked` and `evict_idle` to answer 0 throughout.
+    #[must_use]
+    pub fn with_buckets_in_a_store(mut self) -> Self {
+        self.buckets_in_process = false;
+        self
     }
 
     pub fn limiter(&self) -> &dyn RateLimiter {
         self.limiter.as_ref()
     }
 
+    /// The limiter, for tasks of its own.
+    pub fn shared(&self) -> Arc<dyn RateLimiter> {
+        self.limiter.clone()
+    }
+
     pub fn advance(&self, by: Duration) {
         (self.advance)(by);
     }
+
+    /// What `tracked` answers when `in_process` buckets are live: that many for a limiter that
+    /// holds them, none for one whose store holds them.
+    pub fn expected_held(&self, in_process: usize) -> usize {
+        if self.buckets_in_process {
+            in_process
+        } else {
+            0
+        }
+    }
 }
 
+/// A limiter being made, as a factory answers it.
+pub type LimiterFuture = Pin<Box<dyn Future<Output = ClockedLimiter>>>;
+
 /// What the suite is given: a fresh limiter with its clock, for a policy.
-pub type MakeLimiter<'a> = &'a dyn Fn(RateLimitPolicy) -> ClockedLimiter;
+pub type MakeLimiter<'a> = &'a dyn Fn(RateLimitPolicy) -> LimiterFuture;
+
+/// `make` as the cases take it (the macro does this for each case).
+pub fn factory<F, Made>(make: F) -> impl Fn(RateLimitPolicy) -> LimiterFuture
+where
+    F: Fn(RateLimitPolicy) -> Made,
+    Made: Future<Output = ClockedLimiter> + 'static,
+{
+    move |policy| Box::pin(make(policy))
+}
+
+/// The runtime each case of the suite runs in: two worker threads, timers and I/O on.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|error| panic!("cannot build a tokio runtime for the suite: {error}"))
+}
 
 /// A [`RateLimiter`] in memory, timed by any [`Clock`] (the test kit's
 /// [`FakeClock`](crate::clock::FakeClock) in tests): one token bucket per key in a map behind a
@@ -269,15 +330,20 @@ fn tool_call<'a>(caller: &'a RateLimitCaller, tool: &'a str) -> RateLimitKey<'a>
     }
 }
 
-/// Checks `key` until it is refused (at most `bound` times) and answers how many were allowed
-/// and the refusal.
-fn drain(
+/// The limiter's decision for `key`, asked as the gateway asks it.
+async fn admit(limiter: &dyn RateLimiter, key: &RateLimitKey<'_>) -> RateLimitDecision {
+    limiter.admit(key).decision().await
+}
+
+/// Asks about `key` until it is refused (at most `bound` times) and answers how many were
+/// allowed and the refusal.
+async fn drain(
     limiter: &dyn RateLimiter,
     key: &RateLimitKey<'_>,
     bound: u32,
 ) -> (u32, RateLimitDecision) {
     for allowed in 0..=bound {
-        let decision = limiter.check(key);
+        let decision = admit(limiter, key).await;
         if !decision.allowed {
             return (allowed, decision);
         }
@@ -300,109 +366,115 @@ fn assert_refused(decision: RateLimitDecision, limit: u32, context: &str) {
 
 // ----- the cases ----------------------------------------------------------------------------
 
-pub fn a_new_key_starts_with_a_full_bucket(make: MakeLimiter<'_>) {
-    let under_test = make(policy(1.0, 5));
+pub async fn a_new_key_starts_with_a_full_bucket(make: MakeLimiter<'_>) {
+    let under_test = make(policy(1.0, 5)).await;
     let limiter = under_test.limiter();
     assert_eq!(limiter.policy(), policy(1.0, 5));
     let alice = principal("user:alice");
-    let remaining: Vec<u32> = (0..5)
-        .map(|index| {
-            let decision = limiter.check(&rest(&alice));
-            assert!(
-                decision.allowed,
-                "check {index} of a full bucket: {decision:?}"
-            );
-            assert_eq!(decision.limit, 5, "the limit is the burst: {decision:?}");
-            decision.remaining
-        })
-        .collect();
+    let mut remaining = Vec::new();
+    for index in 0..5 {
+        let decision = admit(limiter, &rest(&alice)).await;
+        assert!(
+            decision.allowed,
+            "check {index} of a full bucket: {decision:?}"
+        );
+        assert_eq!(decision.limit, 5, "the limit is the burst: {decision:?}");
+        remaining.push(decision.remaining);
+    }
     assert_eq!(
         remaining,
         [4, 3, 2, 1, 0],
         "whole tokens left after each check"
     );
-    assert_refused(limiter.check(&rest(&alice)), 5, "the sixth check");
+    assert_refused(admit(limiter, &rest(&alice)).await, 5, "the sixth check");
 }
 
-pub fn a_refused_check_takes_nothing(make: MakeLimiter<'_>) {
-    let under_test = make(policy(1.0, 3));
+pub async fn a_refused_check_takes_nothing(make: MakeLimiter<'_>) {
+    let under_test = make(policy(1.0, 3)).await;
     let limiter = under_test.limiter();
     let alice = principal("user:alice");
-    assert_eq!(drain(limiter, &rest(&alice), 3).0, 3);
+    assert_eq!(drain(limiter, &rest(&alice), 3).await.0, 3);
     for index in 0..100 {
-        assert_refused(limiter.check(&rest(&alice)), 3, &format!("refusal {index}"));
+        assert_refused(
+            admit(limiter, &rest(&alice)).await,
+            3,
+            &format!("refusal {index}"),
+        );
     }
     // A second later exactly one token is back, as if no refused check had been made.
     under_test.advance(Duration::from_secs(1));
-    let decision = limiter.check(&rest(&alice));
+    let decision = admit(limiter, &rest(&alice)).await;
     assert!(decision.allowed, "{decision:?}");
     assert_eq!(decision.remaining, 0);
-    assert_refused(limiter.check(&rest(&alice)), 3, "after the one token");
+    assert_refused(
+        admit(limiter, &rest(&alice)).await,
+        3,
+        "after the one token",
+    );
 }
 
-pub fn tokens_come_back_at_the_steady_rate(make: MakeLimiter<'_>) {
-    let under_test = make(policy(4.0, 8));
+pub async fn tokens_come_back_at_the_steady_rate(make: MakeLimiter<'_>) {
+    let under_test = make(policy(4.0, 8)).await;
     let limiter = under_test.limiter();
     let alice = principal("user:alice");
-    assert_eq!(drain(limiter, &rest(&alice), 8).0, 8);
+    assert_eq!(drain(limiter, &rest(&alice), 8).await.0, 8);
 
     // Four per second: after one second, four tokens.
     under_test.advance(Duration::from_secs(1));
-    let remaining: Vec<u32> = (0..4)
-        .map(|_| {
-            let decision = limiter.check(&rest(&alice));
-            assert!(decision.allowed, "{decision:?}");
-            decision.remaining
-        })
-        .collect();
+    let mut remaining = Vec::new();
+    for _ in 0..4 {
+        let decision = admit(limiter, &rest(&alice)).await;
+        assert!(decision.allowed, "{decision:?}");
+        remaining.push(decision.remaining);
+    }
     assert_eq!(remaining, [3, 2, 1, 0]);
     assert_refused(
-        limiter.check(&rest(&alice)),
+        admit(limiter, &rest(&alice)).await,
         8,
         "after the four tokens of a second",
     );
 
     // Parts of a token add up: two eighths of a second make one token, one eighth none.
     under_test.advance(Duration::from_millis(125));
-    assert_refused(limiter.check(&rest(&alice)), 8, "half a token");
+    assert_refused(admit(limiter, &rest(&alice)).await, 8, "half a token");
     under_test.advance(Duration::from_millis(125));
     assert!(
-        limiter.check(&rest(&alice)).allowed,
+        admit(limiter, &rest(&alice)).await.allowed,
         "two halves make a token"
     );
-    assert_refused(limiter.check(&rest(&alice)), 8, "after that token");
+    assert_refused(admit(limiter, &rest(&alice)).await, 8, "after that token");
 
     // Remaining counts whole tokens: 2.5 tokens back, one taken, 1.5 left.
     under_test.advance(Duration::from_millis(625));
-    let decision = limiter.check(&rest(&alice));
+    let decision = admit(limiter, &rest(&alice)).await;
     assert!(decision.allowed, "{decision:?}");
     assert_eq!(decision.remaining, 1, "1.5 tokens left: {decision:?}");
 }
 
-pub fn a_bucket_never_holds_more_than_the_burst(make: MakeLimiter<'_>) {
-    let under_test = make(policy(10.0, 3));
+pub async fn a_bucket_never_holds_more_than_the_burst(make: MakeLimiter<'_>) {
+    let under_test = make(policy(10.0, 3)).await;
     let limiter = under_test.limiter();
     let alice = principal("user:alice");
     // A quiet hour before the first check gives a new key no more than the burst...
     under_test.advance(Duration::from_secs(3600));
-    assert_eq!(drain(limiter, &rest(&alice), 1_000).0, 3);
+    assert_eq!(drain(limiter, &rest(&alice), 1_000).await.0, 3);
     // ... and neither does a quiet hour after it was drained.
     under_test.advance(Duration::from_secs(3600));
-    let first = limiter.check(&rest(&alice));
+    let first = admit(limiter, &rest(&alice)).await;
     assert!(first.allowed);
     assert_eq!(
         first.remaining, 2,
         "a full bucket holds the burst: {first:?}"
     );
-    assert_eq!(drain(limiter, &rest(&alice), 1_000).0, 2);
+    assert_eq!(drain(limiter, &rest(&alice), 1_000).await.0, 2);
 }
 
-pub fn retry_after_is_the_wait_for_the_next_token(make: MakeLimiter<'_>) {
+pub async fn retry_after_is_the_wait_for_the_next_token(make: MakeLimiter<'_>) {
     // Two per second: a drained bucket has its next token in exactly half a second.
-    let under_test = make(policy(2.0, 2));
+    let under_test = make(policy(2.0, 2)).await;
     let limiter = under_test.limiter();
     let alice = principal("user:alice");
-    let (_, refused) = drain(limiter, &rest(&alice), 2);
+    let (_, refused) = drain(limiter, &rest(&alice), 2).await;
     assert!(
         refused.retry_after <= Duration::from_millis(500)
             && refused.retry_after > Duration::from_millis(499),
@@ -413,7 +485,7 @@ pub fn retry_after_is_the_wait_for_the_next_token(make: MakeLimiter<'_>) {
 
     // Part of the wait has passed: the answer is what is left of it.
     under_test.advance(Duration::from_millis(200));
-    let refused = limiter.check(&rest(&alice));
+    let refused = admit(limiter, &rest(&alice)).await;
     assert_refused(refused, 2, "200 ms into the wait");
     assert!(
         refused.retry_after <= Duration::from_millis(300)
@@ -424,22 +496,22 @@ pub fn retry_after_is_the_wait_for_the_next_token(make: MakeLimiter<'_>) {
 
     // A millisecond short of the announced wait is still too early...
     under_test.advance(refused.retry_after - Duration::from_millis(1));
-    let early = limiter.check(&rest(&alice));
+    let early = admit(limiter, &rest(&alice)).await;
     assert_refused(early, 2, "a millisecond early");
     assert!(early.retry_after <= Duration::from_millis(1), "{early:?}");
     // ... and waiting it out, to the millisecond it is reported in, lets the request through.
     under_test.advance(Duration::from_millis(early.retry_after_millis()));
     assert!(
-        limiter.check(&rest(&alice)).allowed,
+        admit(limiter, &rest(&alice)).await.allowed,
         "the announced wait is enough"
     );
 
     // The same at a rate whose token interval is no whole number of nanoseconds: the wait is
     // reported in whole milliseconds (`retryAfterMs`) or seconds (`Retry-After`), and a client
     // that waits that long is let through.
-    let under_test = make(policy(3.0, 1));
+    let under_test = make(policy(3.0, 1)).await;
     let limiter = under_test.limiter();
-    let (_, refused) = drain(limiter, &rest(&alice), 1);
+    let (_, refused) = drain(limiter, &rest(&alice), 1).await;
     assert!(
         refused.retry_after <= Duration::from_nanos(333_333_334)
             && refused.retry_after > Duration::from_millis(333),
@@ -447,22 +519,22 @@ pub fn retry_after_is_the_wait_for_the_next_token(make: MakeLimiter<'_>) {
         refused.retry_after
     );
     under_test.advance(refused.retry_after - Duration::from_millis(1));
-    let early = limiter.check(&rest(&alice));
+    let early = admit(limiter, &rest(&alice)).await;
     assert_refused(early, 1, "a millisecond early at 3 per second");
     under_test.advance(Duration::from_millis(early.retry_after_millis()));
-    let decision = limiter.check(&rest(&alice));
+    let decision = admit(limiter, &rest(&alice)).await;
     assert!(
         decision.allowed,
         "the announced wait is enough at 3 per second: {decision:?}"
     );
 }
 
-pub fn fractional_rates_are_honoured(make: MakeLimiter<'_>) {
+pub async fn fractional_rates_are_honoured(make: MakeLimiter<'_>) {
     // Half a request per second: one every two seconds.
-    let under_test = make(policy(0.5, 1));
+    let under_test = make(policy(0.5, 1)).await;
     let limiter = under_test.limiter();
     let alice = principal("user:alice");
-    let (allowed, refused) = drain(limiter, &rest(&alice), 1);
+    let (allowed, refused) = drain(limiter, &rest(&alice), 1).await;
     assert_eq!(allowed, 1);
     assert!(
         refused.retry_after <= Duration::from_secs(2)
@@ -472,16 +544,16 @@ pub fn fractional_rates_are_honoured(make: MakeLimiter<'_>) {
     assert_eq!(refused.retry_after_seconds(), 2);
     under_test.advance(Duration::from_millis(1990));
     assert_refused(
-        limiter.check(&rest(&alice)),
+        admit(limiter, &rest(&alice)).await,
         1,
         "10 ms before the token is back",
     );
     under_test.advance(Duration::from_millis(10));
-    assert!(limiter.check(&rest(&alice)).allowed);
-    assert_refused(limiter.check(&rest(&alice)), 1, "right after it");
+    assert!(admit(limiter, &rest(&alice)).await.allowed);
+    assert_refused(admit(limiter, &rest(&alice)).await, 1, "right after it");
 }
 
-pub fn a_policy_that_is_off_limits_nothing_and_keeps_nothing(make: MakeLimiter<'_>) {
+pub async fn a_policy_that_is_off_limits_nothing_and_keeps_nothing(make: MakeLimiter<'_>) {
     let callers = [
         principal("user:alice"),
         RateLimitCaller::Address(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 7))),
@@ -490,14 +562,14 @@ pub fn a_policy_that_is_off_limits_nothing_and_keeps_nothing(make: MakeLimiter<'
     // No rate, a negative rate, no burst: each turns limiting off.
     for off in [policy(0.0, 20), policy(-1.0, 20), policy(5.0, 0)] {
         assert!(!off.is_enabled());
-        let under_test = make(off);
+        let under_test = make(off).await;
         let limiter = under_test.limiter();
         assert_eq!(limiter.policy(), off);
         for round in 0..300 {
             for caller in &callers {
                 for key in [rest(caller), tool_call(caller, "math__add")] {
                     assert_eq!(
-                        limiter.check(&key),
+                        admit(limiter, &key).await,
                         RateLimitDecision::UNLIMITED,
                         "{off:?}, round {round}, {key:?}"
                     );
@@ -507,11 +579,16 @@ pub fn a_policy_that_is_off_limits_nothing_and_keeps_nothing(make: MakeLimiter<'
         }
         assert_eq!(limiter.tracked(), 0, "{off:?} keeps no bucket");
         assert_eq!(limiter.evict_idle(), 0, "{off:?} has nothing to evict");
+        assert_eq!(
+            limiter.backend_status().filter(|status| !status.up),
+            None,
+            "{off:?} asked no store, so none can be down"
+        );
     }
 }
 
-pub fn every_scope_caller_and_tool_has_its_own_bucket(make: MakeLimiter<'_>) {
-    let under_test = make(policy(1.0, 2));
+pub async fn every_scope_caller_and_tool_has_its_own_bucket(make: MakeLimiter<'_>) {
+    let under_test = make(policy(1.0, 2)).await;
     let limiter = under_test.limiter();
     let alice = principal("user:alice");
     let bob = principal("user:bob");
@@ -535,55 +612,65 @@ pub fn every_scope_caller_and_tool_has_its_own_bucket(make: MakeLimiter<'_>) {
     ];
     // Draining each key in turn leaves every later one full.
     for key in &keys {
-        let (allowed, refused) = drain(limiter, key, 2);
+        let (allowed, refused) = drain(limiter, key, 2).await;
         assert_eq!(
             allowed, 2,
             "{key:?} starts full whatever was drained before it"
         );
         assert_refused(refused, 2, &format!("{key:?} drained"));
     }
-    assert_eq!(limiter.tracked(), keys.len());
+    assert_eq!(limiter.tracked(), under_test.expected_held(keys.len()));
     // A second later each has exactly its own one token back.
     under_test.advance(Duration::from_secs(1));
     for key in &keys {
-        assert!(limiter.check(key).allowed, "{key:?}");
-        assert_refused(limiter.check(key), 2, &format!("{key:?} after one token"));
+        assert!(admit(limiter, key).await.allowed, "{key:?}");
+        assert_refused(
+            admit(limiter, key).await,
+            2,
+            &format!("{key:?} after one token"),
+        );
     }
 }
 
-pub fn one_bucket_is_kept_per_key_asked_about(make: MakeLimiter<'_>) {
-    let under_test = make(policy(100.0, 50));
+pub async fn one_bucket_is_kept_per_key_asked_about(make: MakeLimiter<'_>) {
+    let under_test = make(policy(100.0, 50)).await;
     let limiter = under_test.limiter();
     assert_eq!(limiter.tracked(), 0, "a new limiter holds no bucket");
     let alice = principal("user:alice");
     let bob = principal("user:bob");
     for _ in 0..20 {
-        limiter.check(&rest(&alice));
-        limiter.check(&tool_call(&alice, "math__add"));
+        admit(limiter, &rest(&alice)).await;
+        admit(limiter, &tool_call(&alice, "math__add")).await;
     }
     assert_eq!(
         limiter.tracked(),
-        2,
+        under_test.expected_held(2),
         "repeated checks of a key share its bucket"
     );
-    limiter.check(&rest(&bob));
-    assert_eq!(limiter.tracked(), 3);
+    admit(limiter, &rest(&bob)).await;
+    assert_eq!(limiter.tracked(), under_test.expected_held(3));
     // Asking nothing about a key makes nothing for it, also as time passes.
     under_test.advance(Duration::from_millis(100));
-    assert_eq!(limiter.tracked(), 3);
+    assert_eq!(limiter.tracked(), under_test.expected_held(3));
+    // Each key kept its own level: alice's REST bucket had 30 of its 50 left and got 10 back
+    // in the 100 ms, bob's is full again.
+    let decision = admit(limiter, &rest(&alice)).await;
+    assert_eq!(decision.remaining, 39, "{decision:?}");
+    let decision = admit(limiter, &rest(&bob)).await;
+    assert_eq!(decision.remaining, 49, "{decision:?}");
 }
 
-pub fn buckets_idle_for_the_refill_time_are_evicted(make: MakeLimiter<'_>) {
+pub async fn buckets_idle_for_the_refill_time_are_evicted(make: MakeLimiter<'_>) {
     // Ten per second, bursts of 20: a bucket refills in two seconds.
     let refilling = policy(10.0, 20);
     assert_eq!(refilling.refill_time(), Duration::from_secs(2));
-    let under_test = make(refilling);
+    let under_test = make(refilling).await;
     let limiter = under_test.limiter();
     let drained = principal("user:alice");
     let touched = principal("user:bob");
-    assert_eq!(drain(limiter, &rest(&drained), 20).0, 20);
-    assert!(limiter.check(&rest(&touched)).allowed);
-    assert_eq!(limiter.tracked(), 2);
+    assert_eq!(drain(limiter, &rest(&drained), 20).await.0, 20);
+    assert!(admit(limiter, &rest(&touched)).await.allowed);
+    assert_eq!(limiter.tracked(), under_test.expected_held(2));
 
     under_test.advance(Duration::from_millis(1999));
     assert_eq!(
@@ -591,71 +678,82 @@ pub fn buckets_idle_for_the_refill_time_are_evicted(make: MakeLimiter<'_>) {
         0,
         "nothing has been idle for two seconds yet"
     );
-    assert_eq!(limiter.tracked(), 2);
+    assert_eq!(limiter.tracked(), under_test.expected_held(2));
     under_test.advance(Duration::from_millis(1));
     assert_eq!(
         limiter.evict_idle(),
-        2,
+        under_test.expected_held(2),
         "both have been idle for the refill time"
     );
     assert_eq!(limiter.tracked(), 0);
     assert_eq!(limiter.evict_idle(), 0, "nothing is left to evict");
 
     // The evicted caller comes back to a full bucket, as it would have found its own.
-    let (allowed, _) = drain(limiter, &rest(&drained), 20);
+    let (allowed, _) = drain(limiter, &rest(&drained), 20).await;
     assert_eq!(allowed, 20);
-    assert_eq!(limiter.tracked(), 1);
+    assert_eq!(limiter.tracked(), under_test.expected_held(1));
 }
 
-pub fn eviction_keeps_buckets_seen_within_the_refill_time(make: MakeLimiter<'_>) {
+pub async fn eviction_keeps_buckets_seen_within_the_refill_time(make: MakeLimiter<'_>) {
     // Ten per second, bursts of 20: a bucket refills in two seconds.
-    let under_test = make(policy(10.0, 20));
+    let under_test = make(policy(10.0, 20)).await;
     let limiter = under_test.limiter();
     let busy = principal("user:alice");
     let idle = principal("user:bob");
-    assert_eq!(drain(limiter, &rest(&busy), 20).0, 20);
-    assert!(limiter.check(&rest(&idle)).allowed);
+    assert_eq!(drain(limiter, &rest(&busy), 20).await.0, 20);
+    assert!(admit(limiter, &rest(&idle)).await.allowed);
 
     // A second later the busy caller takes the ten tokens that came back.
     under_test.advance(Duration::from_secs(1));
-    assert_eq!(drain(limiter, &rest(&busy), 20).0, 10);
+    assert_eq!(drain(limiter, &rest(&busy), 20).await.0, 10);
 
     // 1.1 s after that the idle caller has been away for 2.1 s and goes; the busy one was
     // seen 1.1 s ago and stays, with the 11 tokens it has earned since, not a fresh 20.
     under_test.advance(Duration::from_millis(1100));
-    assert_eq!(limiter.evict_idle(), 1, "only the idle bucket goes");
-    assert_eq!(limiter.tracked(), 1);
-    let (allowed, _) = drain(limiter, &rest(&busy), 20);
+    assert_eq!(
+        limiter.evict_idle(),
+        under_test.expected_held(1),
+        "only the idle bucket goes"
+    );
+    assert_eq!(limiter.tracked(), under_test.expected_held(1));
+    let (allowed, _) = drain(limiter, &rest(&busy), 20).await;
     assert_eq!(allowed, 11, "the busy caller's bucket was kept as it was");
 }
 
-pub fn concurrent_checks_take_each_token_once(make: MakeLimiter<'_>) {
-    // The clock stands still: exactly the burst is handed out, however the checks interleave.
-    let under_test = make(policy(1.0, 64));
-    let limiter = under_test.limiter();
-    let allowed: usize = std::thread::scope(|scope| {
-        let threads: Vec<_> = (0..4)
-            .map(|_| {
-                scope.spawn(|| {
-                    let alice = principal("user:alice");
-                    (0..100)
-                        .filter(|_| limiter.check(&rest(&alice)).allowed)
-                        .count()
-                })
+pub async fn concurrent_checks_take_each_token_once(make: MakeLimiter<'_>) {
+    // The clock stands still: exactly the burst is handed out, however the requests interleave
+    // (four tasks on two worker threads).
+    let under_test = make(policy(1.0, 64)).await;
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let limiter = under_test.shared();
+            tokio::spawn(async move {
+                let alice = principal("user:alice");
+                let mut allowed = 0_usize;
+                for _ in 0..100 {
+                    if admit(limiter.as_ref(), &rest(&alice)).await.allowed {
+                        allowed += 1;
+                    }
+                }
+                allowed
             })
-            .collect();
-        threads
-            .into_iter()
-            .map(|thread| thread.join().unwrap())
-            .sum()
-    });
+        })
+        .collect();
+    let mut allowed = 0;
+    for task in tasks {
+        allowed += task
+            .await
+            .unwrap_or_else(|error| panic!("a task of requests failed: {error}"));
+    }
     assert_eq!(allowed, 64);
-    assert_eq!(limiter.tracked(), 1);
+    assert_eq!(under_test.limiter().tracked(), under_test.expected_held(1));
 }
 
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+
+    use mcpgw_authz::{Admission, RateLimiter as _};
 
     use super::{ClockedLimiter, InMemoryRateLimiter};
     use crate::clock::FakeClock;
@@ -664,7 +762,9 @@ mod tests {
         crate::rate_limiter_contract_suite!(|policy| {
             let clock = std::sync::Arc::new(crate::clock::FakeClock::new());
             let limiter = super::InMemoryRateLimiter::new(policy, clock.clone());
-            super::ClockedLimiter::new(limiter, move |by| clock.advance(by))
+            std::future::ready(super::ClockedLimiter::new(limiter, move |by| {
+                clock.advance(by)
+            }))
         });
     }
 
@@ -684,5 +784,23 @@ mod tests {
         // Time moved on the clock itself, not through the hand, counts too.
         clock.advance(std::time::Duration::from_secs(1));
         assert!(under_test.limiter().check(&super::rest(&alice)).allowed);
+    }
+
+    #[test]
+    fn the_fake_admits_at_once_from_the_buckets_check_uses() {
+        let clock = Arc::new(FakeClock::new());
+        let limiter = InMemoryRateLimiter::new(super::policy(1.0, 3), clock);
+        let alice = super::principal("user:alice");
+        let key = super::rest(&alice);
+        let admitted = |admission| match admission {
+            Admission::Now(decision) => decision,
+            Admission::Later(_) => panic!("buckets in memory answer at once"),
+        };
+        // Alternating the two ways of asking drains one bucket: 2, 1, 0 left, then refused.
+        assert_eq!(limiter.check(&key).remaining, 2);
+        assert_eq!(admitted(limiter.admit(&key)).remaining, 1);
+        assert_eq!(limiter.check(&key).remaining, 0);
+        assert!(!admitted(limiter.admit(&key)).allowed);
+        assert_eq!(limiter.backend_status(), None);
     }
 }

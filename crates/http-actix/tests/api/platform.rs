@@ -76,6 +76,7 @@ const MOUNTED_ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/config/diff"),
     ("GET", "/api/ws/events"),
     ("GET", "/api/system"),
+    ("GET", "/api/system/replicas"),
     ("GET", "/mcp"),
     ("POST", "/mcp"),
     ("DELETE", "/mcp"),

@@ -152,3 +152,99 @@ async fn the_document_describes_the_summary() {
     }
     assert!(schemas["ServersByState"]["properties"]["degraded"].is_object());
 }
+
+#[actix_web::test]
+async fn a_lone_gateway_is_a_fleet_of_one() {
+    let harness = harness();
+    let app = test::init_service(mcpgw_http_actix::app(harness.state.clone())).await;
+    let request = TestRequest::post()
+        .uri("/api/mcp_servers")
+        .set_json(subprocess_body("math"))
+        .to_request();
+    assert_eq!(test::call_service(&app, request).await.status(), 201);
+    let (status, body) = send(
+        &app,
+        TestRequest::get().uri("/api/system/replicas").to_request(),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["replica_id"], "local");
+    assert_eq!(body["shared_store"], false);
+    let replicas = body["replicas"].as_array().unwrap();
+    assert_eq!(replicas.len(), 1);
+    assert_eq!(replicas[0]["this_replica"], true);
+    assert_eq!(replicas[0]["alive"], true);
+    assert_eq!(replicas[0]["leases"], json!([]));
+    assert_eq!(
+        replicas[0]["servers"],
+        json!([{"mcp_server_id": "math", "state": "cold"}])
+    );
+}
+
+#[actix_web::test]
+async fn the_fleet_view_shows_every_replica_and_its_leases() {
+    use mcpgw_core::FleetStore as _;
+    use mcpgw_gateway::{Fleet, FleetSettings, LEASE_DISCOVERY};
+    use mcpgw_testkit::fleet_store_suite::{InMemoryFleetStore, sample_heartbeat};
+
+    let harness = harness();
+    let store = InMemoryFleetStore::new();
+    let settings = FleetSettings {
+        replica_id: "gw-a".to_owned(),
+        version: TEST_VERSION.to_owned(),
+        heartbeat_interval: std::time::Duration::from_secs(5),
+        lease_ttl: std::time::Duration::from_secs(15),
+    };
+    let fleet = Arc::new(Fleet::new(
+        settings,
+        Timestamp::from_unix_micros(0),
+        Arc::new(store.clone()),
+        harness.gateway.servers().clone(),
+    ));
+    fleet.heartbeat().await.unwrap();
+    assert!(fleet.renew(LEASE_DISCOVERY).await);
+    store
+        .heartbeat(&sample_heartbeat(
+            "gw-b",
+            &[("math", mcpgw_core::ServerState::Ready)],
+        ))
+        .await
+        .unwrap();
+    let gateway = harness.gateway.clone().with_fleet(fleet);
+    let state = ApiState::new(
+        gateway,
+        install_metrics_recorder().unwrap(),
+        HttpSettings::default(),
+    );
+    let app = test::init_service(mcpgw_http_actix::app(state)).await;
+    let (status, body) = send(
+        &app,
+        TestRequest::get().uri("/api/system/replicas").to_request(),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["replica_id"], "gw-a");
+    assert_eq!(body["shared_store"], true);
+    let replicas = body["replicas"].as_array().unwrap();
+    let ids: Vec<&str> = replicas
+        .iter()
+        .map(|replica| replica["replica_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["gw-a", "gw-b"]);
+    assert_eq!(replicas[0]["this_replica"], true);
+    assert_eq!(replicas[0]["leases"], json!(["discovery"]));
+    assert_eq!(replicas[1]["this_replica"], false);
+    assert_eq!(replicas[1]["alive"], true);
+    assert_eq!(
+        replicas[1]["servers"],
+        json!([{"mcp_server_id": "math", "state": "ready"}])
+    );
+
+    // Bad input: a write method on the read-only route.
+    let response = test::call_service(
+        &app,
+        TestRequest::post().uri("/api/system/replicas").to_request(),
+    )
+    .await;
+    assert_eq!(response.status(), 405);
+}
