@@ -252,8 +252,7 @@ fn every_option_values() -> Value {
             "existingSecret": "",
             "postgresPassword": "pg-password",
             "redisUrl": "redis://:redis-password@redis.example.com:6379/0",
-            "sessionKey": "0123456789abcdef0123456789abcdef0123456789",
-            "requestStateSecret": "a-long-random-request-state-secret"
+            "sessionKey": "0123456789abcdef0123456789abcdef0123456789"
         }
     })
 }
@@ -693,8 +692,19 @@ fn every_option_reaches_the_objects_it_names() {
         "the ServiceMonitor selects the gateway's Service"
     );
 
-    // The Secret the chart makes holds the given values under the keys the pod reads.
+    // The Secret the chart makes holds the given values under the keys the pod reads, and no
+    // others: the one session key is the fleet's only shared secret.
     let secret = rendered.object("Secret");
+    let keys: BTreeSet<&str> = secret["data"]
+        .as_object()
+        .expect("the Secret has data")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        BTreeSet::from(["postgres-password", "redis-url", "session-key"])
+    );
     let decoded = |key: &str| {
         let encoded = secret["data"][key]
             .as_str()
@@ -714,10 +724,6 @@ fn every_option_reaches_the_objects_it_names() {
     assert_eq!(
         decoded("session-key"),
         "0123456789abcdef0123456789abcdef0123456789"
-    );
-    assert_eq!(
-        decoded("request-state-secret"),
-        "a-long-random-request-state-secret"
     );
 
     // gateway.yaml: the given sections as they are, the chart's own added.
@@ -935,11 +941,34 @@ fn the_configuration_names_the_files_and_variables_the_pod_provides() {
         redis["valueFrom"]["secretKeyRef"],
         json!({"name": "mcpgw", "key": "redis-url"})
     );
-    let state = env_entry(container, "MCP_REQUEST_STATE_SECRET").expect("the request state key");
+    // The fleet's shared secret reaches the gateway only as the file cluster.secret_file names,
+    // mounted from the Secret's session-key: no variable gives it too (the file would win over
+    // one anyway, so a variable could only hold a second, unused copy).
+    let session_key_file = gateway["cluster"]["secret_file"].as_str().unwrap();
+    let session_key_item = secret_volume["secret"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|item| {
+            let path = item["path"].as_str().unwrap();
+            format!("{secret_dir}/{path}") == session_key_file
+        })
+        .unwrap_or_else(|| panic!("no mounted item is {session_key_file}: {secret_volume:#}"));
+    assert_eq!(session_key_item["key"], "session-key");
     assert_eq!(
-        state["valueFrom"]["secretKeyRef"]["key"],
-        "request-state-secret"
+        secret_files,
+        [
+            "/run/secrets/mcpgw/postgres-password",
+            "/run/secrets/mcpgw/session-key"
+        ],
+        "the pod mounts the Secret's files and nothing else of it"
     );
+    for variable in ["MCP_CLUSTER_SECRET", "MCP_REQUEST_STATE_SECRET"] {
+        assert!(
+            env_entry(container, variable).is_none(),
+            "{variable} is set: {container:#}"
+        );
+    }
 
     // The data directory and /tmp are writable scratch volumes.
     for (name, path) in [("data", "/var/lib/mcpgw"), ("tmp", "/tmp")] {
@@ -980,6 +1009,8 @@ fn bad_values_are_refused_with_a_clear_error() {
     };
     let mut short_key = secrets.clone();
     short_key["sessionKey"] = json!("too-short");
+    let mut old_request_state_secret = secrets.clone();
+    old_request_state_secret["requestStateSecret"] = json!("a-long-random-request-state-secret");
     let mut bad_redis = secrets.clone();
     bad_redis["redisUrl"] = json!("http://redis:6379");
     // Each case is bad input and the words the refusal must carry.
@@ -987,12 +1018,17 @@ fn bad_values_are_refused_with_a_clear_error() {
         // The defaults: no Secret named and no secret given.
         (
             json!({}),
-            "set secrets.existingSecret to a Secret you manage, or give secrets.postgresPassword, secrets.sessionKey, secrets.requestStateSecret, secrets.redisUrl",
+            "set secrets.existingSecret to a Secret you manage, or give secrets.postgresPassword, secrets.sessionKey, secrets.redisUrl",
         ),
         // A session key shorter than 32 characters.
         (
             json!({"secrets": short_key}),
             "secrets.sessionKey: must be 32 or more",
+        ),
+        // The separate request-state secret of earlier charts: the session key is the only one.
+        (
+            json!({"secrets": old_request_state_secret}),
+            "additional properties 'requestStateSecret' not allowed",
         ),
         // A Redis URL of another scheme.
         (
@@ -1069,6 +1105,48 @@ fn bad_values_are_refused_with_a_clear_error() {
             Err(error) => assert!(
                 error.contains(expected),
                 "refusing {values}, Helm said {error:?}; expected it to say {expected:?}"
+            ),
+        }
+    }
+}
+
+#[test]
+fn the_session_key_is_counted_as_the_gateway_counts_it() {
+    let with_session_key = |key: &str| {
+        let mut values = every_option_values();
+        values["secrets"]["sessionKey"] = json!(key);
+        values
+    };
+    let thirty_one = "0123456789abcdef0123456789abcde";
+    // Keys the gateway takes: 32 characters, also with the line break of a key read from a file
+    // (`--set-file`), and 32 characters of two bytes each.
+    for key in [
+        format!("{thirty_one}f"),
+        format!("{thirty_one}f\n"),
+        "é".repeat(32),
+    ] {
+        let rendered = try_render(&with_session_key(&key))
+            .unwrap_or_else(|error| panic!("the chart refused the session key {key:?}: {error}"));
+        let encoded = rendered.object("Secret")["data"]["session-key"]
+            .as_str()
+            .expect("the Secret holds the session key");
+        assert_eq!(
+            base64::engine::general_purpose::STANDARD
+                .decode(encoded)
+                .unwrap(),
+            key.as_bytes()
+        );
+    }
+    // Keys the gateway refuses, which are 32 bytes or more: 31 characters and line breaks,
+    // and 31 characters of two bytes each.
+    for (key, characters) in [(format!("{thirty_one}\n\r\n"), 31), ("é".repeat(31), 31)] {
+        match try_render(&with_session_key(&key)) {
+            Ok(_) => panic!("the chart took the session key {key:?}"),
+            Err(error) => assert!(
+                error.contains(&format!(
+                    "secrets.sessionKey: must be 32 or more random characters, got {characters}"
+                )),
+                "refusing {key:?}, Helm said {error:?}"
             ),
         }
     }

@@ -488,32 +488,47 @@ fn a_replica_killed_under_writes_loses_nothing_it_acknowledged() {
         replica(&config_file, "gw-c"),
     ];
     let victim_pid = replicas[1].pid();
-    let mut acknowledged = Vec::new();
-    let mut retried = 0;
-    for number in 0..60 {
-        if number == 20 {
-            // SIGKILL in the middle of the writes: nothing gets a chance to flush or say goodbye.
-            support::send_signal(victim_pid, libc::SIGKILL);
-        }
-        let id = format!("load-{number}");
-        let body = fixture_definition(&id);
-        // Round robin, and on a replica that does not answer, the next one.
-        let mut answered = None;
-        for attempt in 0..replicas.len() {
-            let replica = &replicas[(number + attempt) % replicas.len()];
-            match call(replica, "POST", "/api/mcp_servers", &admin, Some(&body)) {
-                Some(answer) => {
-                    answered = Some(answer);
-                    break;
+    // Four clients write at once, each round robin over the replicas, and retry on the next
+    // replica what one that does not answer was sent. A third of the way in, one replica is
+    // killed: nothing gets a chance to flush or say goodbye.
+    let sent = std::sync::atomic::AtomicUsize::new(0);
+    let acknowledged = std::sync::Mutex::new(Vec::new());
+    let retried = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for client in 0..4 {
+            let (replicas, sent, acknowledged, retried, admin) =
+                (&replicas, &sent, &acknowledged, &retried, &admin);
+            scope.spawn(move || {
+                for number in 0..20 {
+                    if sent.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 25 {
+                        support::send_signal(victim_pid, libc::SIGKILL);
+                    }
+                    let id = format!("load-{client}-{number}");
+                    let body = fixture_definition(&id);
+                    let mut answered = None;
+                    for attempt in 0..replicas.len() {
+                        let replica = &replicas[(client + number + attempt) % replicas.len()];
+                        match call(replica, "POST", "/api/mcp_servers", admin, Some(&body)) {
+                            Some(answer) => {
+                                answered = Some(answer);
+                                break;
+                            }
+                            None => {
+                                retried.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            }
+                        }
+                    }
+                    let (status, answer) = answered.expect("some replica answers");
+                    // A retry of a create that landed before its replica died finds it: 409.
+                    assert!(status == 201 || status == 409, "{status} {answer}");
+                    acknowledged.lock().unwrap().push(id);
                 }
-                None => retried += 1,
-            }
+            });
         }
-        let (status, answer) = answered.expect("some replica answers");
-        // A retry of a create that did land before its replica died finds it there: 409.
-        assert!(status == 201 || status == 409, "{status} {answer}");
-        acknowledged.push(id);
-    }
+    });
+    let acknowledged = acknowledged.into_inner().unwrap();
+    let retried = retried.into_inner();
+    assert_eq!(acknowledged.len(), 80);
     assert!(
         retried > 0,
         "the killed replica was sent requests, which were retried"
