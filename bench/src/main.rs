@@ -51,6 +51,12 @@
 //!   fails when one grows more than 20% over the figures committed in `bench/cpu-baseline.txt`
 //!   (see `floor.rs`).
 //!
+//! - `fleet [ROUNDS]`: the PostgreSQL store against the SQLite default, and the Redis rate
+//!   limiter against the local token buckets, in one run on throwaway PostgreSQL and Redis
+//!   servers on loopback: REST create, list and read latencies, tool-call p50/p99 at c=1 and
+//!   calls/s at c=16 in both eras with the CPU per call, Redis's round trip; medians over ROUNDS
+//!   (default 5) alternating rounds, with the ratios (see `fleet.rs`).
+//!
 //! - `bare-responder`, `bare-relay`, `actix-responder`, `actix-relay`: the processes that `cpu`
 //!   and `floor` measure as the floor of the machine and of the gateway's HTTP stack (see
 //!   `bare.rs`); each serves until killed and prints its address on stderr.
@@ -74,6 +80,7 @@ mod console;
 mod cpu;
 mod docker;
 mod events;
+mod fleet;
 mod floor;
 mod groups;
 mod http;
@@ -107,10 +114,11 @@ fn main() -> anyhow::Result<()> {
         "floor" => floor::run(),
         "cpu-check" => floor::check(),
         "soak" => soak::run_scenario(),
+        "fleet" => fleet::run(),
         other => match bare::Bare::of_scenario(other) {
             Some(bare) => bare::serve(bare),
             None => bail!(
-                "unknown scenario `{other}`; the scenarios are: control-plane, data-plane, groups, console, auth, events, ratelimit, docker, load, cpu, floor, cpu-check, soak, bare-responder, bare-relay, actix-responder, actix-relay"
+                "unknown scenario `{other}`; the scenarios are: control-plane, data-plane, groups, console, auth, events, ratelimit, docker, load, cpu, floor, cpu-check, soak, fleet, bare-responder, bare-relay, actix-responder, actix-relay"
             ),
         },
     }

@@ -474,6 +474,9 @@ impl ServerManager {
                 .read()
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
                 .values()
+                // A server already being removed here (a delete waiting for its stop) is the
+                // delete's to finish and answer.
+                .filter(|server| !server.status().removed)
                 .map(|server| server.spec())
                 .filter(|spec| {
                     spec.origin != ServerOrigin::Config && !stored_ids.contains(&spec.id)

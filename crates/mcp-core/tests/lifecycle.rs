@@ -1191,3 +1191,45 @@ async fn a_resync_never_removes_a_server_being_created_here() {
         assert!(a.manager.snapshot(&id(&name)).is_ok(), "{name} was removed");
     }
 }
+
+#[tokio::test]
+async fn a_resync_during_a_delete_leaves_the_delete_its_answer() {
+    let (a, _b) = two_replicas();
+    // Bad input for the comparison: a delete whose server cannot be stopped yet (its start is
+    // held half way) when a resync reads the repository, which no longer holds it. The delete
+    // answers; the resync must not take the server for one another gateway removed.
+    let gate = Arc::new(Notify::new());
+    a.launcher.set_behaviour(
+        "going",
+        FakeBehaviour {
+            launch_gate: Some(gate.clone()),
+            ..FakeBehaviour::default()
+        },
+    );
+    a.manager.register(described("going", "v1")).await.unwrap();
+    let starting = {
+        let manager = a.manager.clone();
+        tokio::spawn(async move { manager.start(&id("going")).await })
+    };
+    eventually("the start holds the server", || {
+        state(&a, "going") == ServerState::Initializing
+    })
+    .await;
+    let going = id("going");
+    let (deleted, resynced, ()) = tokio::join!(
+        a.manager.delete(&going),
+        a.manager.resync_from_repository(),
+        async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            gate.notify_one();
+        },
+    );
+    deleted.unwrap_or_else(|error| panic!("the delete answered {error:?}"));
+    let report = resynced.unwrap();
+    assert!(
+        report.removed.is_empty(),
+        "a server this gateway is deleting was taken for one removed elsewhere: {report:?}"
+    );
+    assert!(a.manager.snapshot(&going).is_err());
+    let _ = starting.await;
+}

@@ -97,6 +97,7 @@ pub(crate) fn spawn_followers(replica: &Replica, followers: Followers) -> JoinHa
         resync.tick().await;
         loop {
             let mut topics = HashSet::new();
+            // Woken by this replica's own writes too, which add nothing to read.
             tokio::select! {
                 change = listener.next() => match change {
                     None => return,
@@ -110,7 +111,9 @@ pub(crate) fn spawn_followers(replica: &Replica, followers: Followers) -> JoinHa
                 },
                 _ = resync.tick() => topics.extend(Topic::ALL),
             }
-            follow(&followers, &topics).await;
+            if !topics.is_empty() {
+                follow(&followers, &topics).await;
+            }
         }
     })
 }
@@ -120,6 +123,8 @@ fn add(topics: &mut HashSet<Topic>, change: Change) {
         Change::Topic(topic) => {
             topics.insert(topic);
         }
+        // This replica's own writes are in its memory already.
+        Change::Own(_) => {}
         Change::Listening => topics.extend(Topic::ALL),
     }
 }
@@ -263,8 +268,12 @@ pub(crate) fn spawn_event_feed(
             tokio::select! {
                 change = listener.next() => match change {
                     None => return,
-                    Some(Change::Topic(Topic::Events) | Change::Listening) => {}
-                    Some(Change::Topic(_)) => continue,
+                    Some(
+                        Change::Topic(Topic::Events)
+                        | Change::Own(Topic::Events)
+                        | Change::Listening,
+                    ) => {}
+                    Some(Change::Topic(_) | Change::Own(_)) => continue,
                 },
                 _ = poll.tick() => {}
             }

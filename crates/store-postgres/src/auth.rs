@@ -380,7 +380,7 @@ impl PostgresStore {
                 )
                 .await
                 .map_err(StoreError::postgres(operation))?;
-            notify(&*transaction, Topic::Keys).await?;
+            notify(&*transaction, Topic::Keys, &store.origin).await?;
             transaction
                 .commit()
                 .await
@@ -426,7 +426,7 @@ impl PostgresStore {
             };
             let record = KeyRow::read(&row)?.decode()?;
             if changed {
-                notify(&*transaction, Topic::Keys).await?;
+                notify(&*transaction, Topic::Keys, &store.origin).await?;
             }
             transaction
                 .commit()

@@ -691,7 +691,7 @@ async fn append(shared: &Shared, batch: &Batch) -> Result<(), StoreError> {
         )
         .await
         .map_err(StoreError::postgres("write events"))?;
-    notify(&*transaction, Topic::Events).await?;
+    notify(&*transaction, Topic::Events, &shared.store.origin).await?;
     transaction
         .commit()
         .await

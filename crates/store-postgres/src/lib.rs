@@ -29,7 +29,7 @@ mod store;
 mod tool_lists;
 mod users;
 
-pub use changes::{CHANNEL, Topic};
+pub use changes::{CHANNEL, Topic, parse_payload};
 pub use discovery::PostgresDiscoveryStore;
 pub use error::StoreError;
 pub use events::{PostgresEventLog, StoredEvent};

@@ -1,20 +1,24 @@
 //! Hearing what other replicas changed: a connection of its own that `LISTEN`s on the changes
 //! channel and hands the topics over, reconnecting when the connection drops.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt as _;
 use tokio::sync::mpsc;
 use tokio_postgres::{AsyncMessage, NoTls};
 
-use crate::changes::{CHANNEL, Topic};
+use crate::changes::{CHANNEL, Topic, parse_payload};
 use crate::store::{PostgresSettings, PostgresStore};
 
 /// What the listener heard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Change {
-    /// Something under this topic changed (and committed).
+    /// Another store (another replica) changed something under this topic, and committed.
     Topic(Topic),
+    /// This store changed something under this topic: nothing to read again, but the change is
+    /// committed (the event log's readers want their own replica's events too).
+    Own(Topic),
     /// The listening connection was (re)established: notifications may have been missed while
     /// it was down, so everything should be read again. Also the first thing a new listener
     /// hands over once it listens.
@@ -59,15 +63,19 @@ impl PostgresStore {
         // `Listening` after a reconnect covers anything dropped then.
         let (sender, changes) = mpsc::channel(1024);
         let settings = (*self.settings).clone();
-        let task = tokio::spawn(listen_forever(settings, sender));
+        let task = tokio::spawn(listen_forever(settings, Arc::clone(&self.origin), sender));
         ChangeListener { changes, task }
     }
 }
 
-async fn listen_forever(settings: PostgresSettings, sender: mpsc::Sender<Change>) {
+async fn listen_forever(
+    settings: PostgresSettings,
+    origin: Arc<str>,
+    sender: mpsc::Sender<Change>,
+) {
     let mut delay = Duration::from_millis(100);
     loop {
-        match listen_once(&settings, &sender).await {
+        match listen_once(&settings, &origin, &sender).await {
             Ok(()) => return, // the receiver is gone
             Err(reason) => {
                 tracing::warn!(
@@ -89,6 +97,7 @@ async fn listen_forever(settings: PostgresSettings, sender: mpsc::Sender<Change>
 /// Listens on one connection until it fails (`Err`) or nobody receives any more (`Ok`).
 async fn listen_once(
     settings: &PostgresSettings,
+    origin: &str,
     sender: &mpsc::Sender<Change>,
 ) -> Result<(), String> {
     let config = settings
@@ -130,9 +139,14 @@ async fn listen_once(
         }
         while let Some(message) = messages.recv().await {
             let payload = message?;
-            match Topic::from_name(&payload) {
-                Some(topic) => {
-                    if sender.send(Change::Topic(topic)).await.is_err() {
+            match parse_payload(&payload) {
+                Some((topic, from)) => {
+                    let change = if from == origin {
+                        Change::Own(topic)
+                    } else {
+                        Change::Topic(topic)
+                    };
+                    if sender.send(change).await.is_err() {
                         return Ok(());
                     }
                 }

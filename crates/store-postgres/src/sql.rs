@@ -47,7 +47,7 @@ impl PostgresStore {
             .await
             .map_err(StoreError::postgres(operation))?;
         if changed > 0 {
-            notify(&*transaction, topic).await?;
+            notify(&*transaction, topic, &self.origin).await?;
         }
         transaction
             .commit()

@@ -104,6 +104,8 @@ fn describe_url(url: &str) -> String {
 pub struct PostgresStore {
     pub(crate) pool: Pool,
     pub(crate) settings: Arc<PostgresSettings>,
+    /// Names this store in its notifications, so that its own listener can tell them apart.
+    pub(crate) origin: Arc<str>,
     /// Every API key, in memory, for lookups that never wait on the database (`auth.rs`).
     pub(crate) key_cache: Arc<KeyCache>,
 }
@@ -166,6 +168,7 @@ impl PostgresStore {
         let store = Self {
             pool,
             settings: Arc::new(settings),
+            origin: Arc::from(crate::changes::new_origin()),
             key_cache: Arc::new(KeyCache::empty()),
         };
         drop(store.client().await?);

@@ -51,3 +51,25 @@ async fn notifications_arrive_and_a_dropped_connection_heals() {
     postgres.psql(&database, "NOTIFY mcpgw_changes, 'users'");
     assert_eq!(next(&mut listener).await, Change::Topic(Topic::Users));
 }
+
+/// A store hears its own writes as its own, and another store's as the other's: a replica
+/// need not read again what it wrote itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_tells_its_own_writes_from_another_stores() {
+    use mcpgw_core::{ServerId, ServerRepository as _, ServerSpec};
+
+    let url = TempPostgres::shared().fresh_database();
+    let mine = PostgresStore::connect(PostgresSettings::new(url.clone()))
+        .await
+        .unwrap();
+    let other = PostgresStore::connect(PostgresSettings::new(url))
+        .await
+        .unwrap();
+    let mut listener = mine.listen();
+    assert_eq!(next(&mut listener).await, Change::Listening);
+    let spec = |id: &str| ServerSpec::subprocess(ServerId::parse(id).unwrap(), vec!["x".into()]);
+    mine.save(&spec("mine")).await.unwrap();
+    assert_eq!(next(&mut listener).await, Change::Own(Topic::Servers));
+    other.save(&spec("theirs")).await.unwrap();
+    assert_eq!(next(&mut listener).await, Change::Topic(Topic::Servers));
+}

@@ -291,10 +291,11 @@ impl Listener {
 
     /// Checks that the next notification is `topic`'s.
     async fn expect(&mut self, topic: Topic, after: &str) {
+        let payload = self.next().await;
         assert_eq!(
-            self.next().await,
-            topic.name(),
-            "the notification of {after}"
+            mcpgw_store_postgres::parse_payload(&payload).map(|(topic, _)| topic),
+            Some(topic),
+            "the notification of {after}: {payload}"
         );
     }
 }
