@@ -1,5 +1,5 @@
-//! The contract of [`FleetStore`] (heartbeats and leases of replicas sharing a store), and an
-//! in-memory implementation of it.
+//! What every [`FleetStore`] must do (heartbeats and leases of replicas sharing a store), as
+//! tests, and an in-memory implementation of it.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -10,7 +10,7 @@ use mcpgw_core::{
     FleetStore, ReplicaHeartbeat, ReplicaStatus, RepositoryError, ServerId, ServerState, Timestamp,
 };
 
-/// Runs every case of the [`FleetStore`] contract against the store `$make_store` makes (an
+/// Runs every case of what a [`FleetStore`] must do against the store `$make_store` makes (an
 /// expression evaluated once per case, inside the async test, so it may `.await`). Each case
 /// must get an empty store. The tests use `#[tokio::test]` with a multi-threaded runtime, so the
 /// invoking crate needs tokio's `macros`, `rt` and `rt-multi-thread` among its dev-dependencies.
