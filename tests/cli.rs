@@ -106,6 +106,85 @@ fn config_check_reports_every_invalid_value() {
 }
 
 #[test]
+fn config_check_reports_tool_names_that_collide() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("names.yaml");
+    // Bad input: no prefixes and two servers that both predefine `add`; and an id holding the
+    // separator.
+    let tools = "    tools: [{name: add, inputSchema: {type: object}}]\n";
+    std::fs::write(
+        &path,
+        format!(
+            "tool_names: {{prefix: none, separator: \"-\"}}\nmcp_servers:\n  a:\n    mode: \
+             subprocess\n    command: [x]\n{tools}  b:\n    mode: subprocess\n    command: \
+             [x]\n{tools}  my-c:\n    mode: subprocess\n    command: [x]\n"
+        ),
+    )
+    .unwrap();
+    let output = run(
+        &["config", "check", "--config", path.to_str().unwrap()],
+        dir.path(),
+    );
+    assert!(!output.status.success());
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains(
+            "mcp_servers.a.tools[0] \"add\" and mcp_servers.b.tools[0] \"add\" would both be \
+             listed as \"add\""
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("names.yaml:11") && stderr.contains("id `my-c` contains `-`"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn config_check_reports_the_errors_of_curated_endpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.yaml");
+    // Bad input: an override on an entry without `tool`, a principal pattern without a kind,
+    // and two entries served under one name.
+    std::fs::write(
+        &path,
+        "mcp_servers:\n  math:\n    mode: subprocess\n    command: [x]\nendpoints:\n  support:\n    \
+         tools:\n      - server: math\n        title: Maths\n      - {server: math, tool: add, \
+         name: sum}\n      - {server: math, tool: plus, name: sum}\n    allow: [alice]\n",
+    )
+    .unwrap();
+    let output = run(
+        &["config", "check", "--config", path.to_str().unwrap()],
+        dir.path(),
+    );
+    assert!(!output.status.success());
+    let stderr = text(&output.stderr);
+    for expected in [
+        "bad.yaml:9:9: endpoints.support.tools[0].title: name/title/description/annotations need \
+         `tool`: they override one tool",
+        "bad.yaml:11:",
+        "endpoints.support.tools[1] and endpoints.support.tools[2] would both be served as \"sum\"",
+        "bad.yaml:12:",
+        "endpoints.support.allow[0]: principal `alice` has no kind",
+    ] {
+        assert!(stderr.contains(expected), "{expected}: {stderr}");
+    }
+
+    // A server the file does not declare is no error: one may be created over the API.
+    let path = dir.path().join("ok.yaml");
+    std::fs::write(
+        &path,
+        "endpoints:\n  support:\n    tools: [{server: crm}]\n    deny: [\"user:mallory\"]\n",
+    )
+    .unwrap();
+    let output = run(
+        &["config", "check", "--config", path.to_str().unwrap()],
+        dir.path(),
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+}
+
+#[test]
 fn a_missing_config_file_stops_the_start_with_its_name() {
     let dir = tempfile::tempdir().unwrap();
     let output = run(

@@ -7,7 +7,10 @@
 //! - `data-plane`: tool calls through the gateway's `/mcp` against the same calls made directly
 //!   to the same upstream (the fixture server over Streamable HTTP) in the same run, in both
 //!   protocol eras (2025-11-25 sessions, 2026-07-28 stateless requests): p50/p99 at concurrency
-//!   1, calls/s at concurrency 16, and `tools/list` latency with 100 servers.
+//!   1, calls/s at concurrency 16, and `tools/list` latency with 100 servers. With
+//!   `MCPGW_BENCH_DATA_PLANE=pinned` every server's tools are pinned with `enforce`; with
+//!   `=endpoint` the calls go through a curated endpoint (`/mcp/v/bench`) that selects the
+//!   upstream's `echo`: what tool governance adds to a call.
 //!
 //! - `groups`: a group of 3 members that each serve one call at a time in 5 ms, against one
 //!   such server outside the group called directly through the same gateway: calls/s at
@@ -638,8 +641,20 @@ fn data_plane() -> anyhow::Result<()> {
     let (mut direct, direct_url) = start_fixture_http(&fixture)?;
 
     let config = work.path().join("gateway.yaml");
+    let variant = std::env::var("MCPGW_BENCH_DATA_PLANE").unwrap_or_default();
+    let (governance, path) = match variant.as_str() {
+        "" => ("", "/mcp"),
+        "pinned" => ("tool_pinning: enforce\n", "/mcp"),
+        "endpoint" => (
+            "endpoints:\n  bench:\n    tools:\n      - {server: fx, tool: echo}\n",
+            "/mcp/v/bench",
+        ),
+        other => anyhow::bail!(
+            "MCPGW_BENCH_DATA_PLANE={other}: use `pinned`, `endpoint`, or leave it unset"
+        ),
+    };
     let mut yaml = format!(
-        "tool_timeout_s: 60\nmcp_servers:\n  fx:\n    mode: subprocess\n    command: [\"{}\"]\n",
+        "tool_timeout_s: 60\n{governance}mcp_servers:\n  fx:\n    mode: subprocess\n    command: [\"{}\"]\n",
         fixture.display()
     );
     for index in 0..LISTED_SERVERS {
@@ -655,10 +670,15 @@ fn data_plane() -> anyhow::Result<()> {
     }
     std::fs::write(&config, yaml)?;
     let gateway = start_gateway(&gateway_binary, &config, &work.path().join("data"))?;
-    let gateway_url = format!("http://{}/mcp", gateway.address);
+    let gateway_url = format!("http://{}{path}", gateway.address);
 
     println!(
-        "# data plane: tools/call `echo` through the gateway vs directly to the same upstream"
+        "# data plane: tools/call `echo` through the gateway vs directly to the same upstream{}",
+        if variant.is_empty() {
+            String::new()
+        } else {
+            format!(" ({variant})")
+        }
     );
     println!(
         "(direct: the fixture server over Streamable HTTP; gateway: /mcp -> the fixture over stdio)"

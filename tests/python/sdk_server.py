@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """A small MCP server made with the official Python SDK (mcp 2.3.0), for end-to-end tests.
 
-    sdk_server.py stdio
-    sdk_server.py http [--host 127.0.0.1] [--port 0]
+    sdk_server.py stdio [--release FILE]
+    sdk_server.py http [--host 127.0.0.1] [--port 0] [--release FILE]
 
 Over HTTP it serves Streamable HTTP at /mcp in both protocol eras on one path (2025-11-25 with
 initialize and sessions, 2026-07-28 stateless), and prints `listening on http://HOST:PORT/mcp`
@@ -28,6 +28,11 @@ Tools:
 - `log_and_echo {message}`: logs the message at `info` and at `debug`, then answers it.
 - `announce_lists`: announces that its prompts and its resources changed (2025 era).
 
+`--release FILE` reads, at start, a JSON object that stands for a new release of the server:
+`{"descriptions": {"TOOL": "TEXT"}, "added_tools": ["NAME"]}` gives tools other descriptions and
+adds tools (each answering its own name), so that a test can change what the server lists
+between two starts without changing how it is started.
+
 Prompts:
 - `ask_topic`: asks the user for a topic (`elicitation/create`, a form with one `answer`
   string) while the prompt is got, and answers `Write about TOPIC.`
@@ -36,6 +41,7 @@ Prompts:
 from __future__ import annotations
 
 import argparse
+import json
 import socket
 import sys
 
@@ -173,12 +179,31 @@ async def serve_http(host: str, port: int) -> None:
         await http_server.serve(sockets=[listener])
 
 
+def apply_release(path: str) -> None:
+    """Changes the tools as the release file says (see the module's documentation)."""
+    with open(path, encoding="utf-8") as file:
+        release = json.load(file)
+    for name, description in release.get("descriptions", {}).items():
+        function = globals()[name]
+        server.remove_tool(name)
+        server.add_tool(function, name=name, description=description)
+    for name in release.get("added_tools", []):
+
+        def answer_own_name(name: str = name) -> str:
+            return name
+
+        server.add_tool(answer_own_name, name=name, description=f"Answers {name}.")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("transport", choices=("stdio", "http"))
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--release", help="a JSON file of changed descriptions and added tools")
     options = parser.parse_args()
+    if options.release:
+        apply_release(options.release)
     if options.transport == "stdio":
         server.run("stdio")
     else:

@@ -44,6 +44,11 @@ pub struct Cli {
     )]
     pub data_dir: PathBuf,
 
+    /// Over stdio, serve the curated endpoint NAME (its tools, names and overrides) instead
+    /// of every tool.
+    #[arg(long, global = true, value_name = "NAME")]
+    pub endpoint: Option<String>,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }

@@ -52,7 +52,10 @@ fn serve(cli: &Cli) -> Result<ExitCode, StartError> {
             .bind()
             .and_then(|listener| running.serve_http(listener))
     } else {
-        runtime.block_on(running.serve_stdio())
+        match &cli.endpoint {
+            Some(name) => runtime.block_on(running.serve_stdio_endpoint(name)),
+            None => runtime.block_on(running.serve_stdio()),
+        }
     };
     // Every managed server is stopped before the process ends, so nothing is left behind.
     runtime.block_on(running.shutdown());
@@ -70,6 +73,9 @@ fn config_check(cli: &Cli) -> Result<ExitCode, StartError> {
     let environment = mcpgw_server::process_environment();
     match mcpgw_server::load_config_file(path, &environment, &sources, &[]) {
         Ok(config) => {
+            for warning in config.warnings() {
+                eprintln!("warning: {warning}");
+            }
             let servers = config.mcp_servers.len();
             println!("{}: ok ({servers} mcp servers)", path.display());
             Ok(ExitCode::SUCCESS)

@@ -35,15 +35,15 @@
 //! | `admin` | `*` |
 //! | `mcp_server_admin` | `mcp_server:*`, `tool:invoke`, `tool:list` |
 //! | `developer` | `mcp_server:read`, `mcp_server:list`, `mcp_server:start`, `tool:invoke`, `tool:list` |
-//! | `viewer` | `mcp_server:read`, `mcp_server:list`, `tool:list`, `metrics:read` |
+//! | `viewer` | `mcp_server:read`, `mcp_server:list`, `tool:list`, `metrics:read`, `endpoint:list`, `endpoint:read` |
 //! | `auditor` | `audit:read`, `events:read`, `metrics:read` |
-//! | `operator` | `mcp_server:start`, `mcp_server:stop`, `config:reload`, `group:*` |
+//! | `operator` | `mcp_server:start`, `mcp_server:stop`, `config:reload`, `group:*`, `endpoint:*` |
 //!
 //! The auditor's "audit read" is the audit trail, which the gateway keeps in two places: the tool
 //! invocation history (`audit:read`) and the live event stream (`events:read`). "Metrics read"
 //! is `GET /api/system` (uptime, version, metrics summary); `/metrics` itself is open. An
 //! operator who should also see servers is given `viewer` as well: `operator` grants only start,
-//! stop, reload and group management.
+//! stop, reload, and group and curated endpoint management.
 //!
 //! # Example
 //!

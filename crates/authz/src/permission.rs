@@ -21,6 +21,7 @@ pub enum Resource {
     Tool,
     Audit,
     Group,
+    Endpoint,
     Discovery,
     Config,
     Metrics,
@@ -29,11 +30,12 @@ pub enum Resource {
 }
 
 impl Resource {
-    pub const ALL: [Resource; 9] = [
+    pub const ALL: [Resource; 10] = [
         Resource::McpServer,
         Resource::Tool,
         Resource::Audit,
         Resource::Group,
+        Resource::Endpoint,
         Resource::Discovery,
         Resource::Config,
         Resource::Metrics,
@@ -47,6 +49,7 @@ impl Resource {
             Resource::Tool => "tool",
             Resource::Audit => "audit",
             Resource::Group => "group",
+            Resource::Endpoint => "endpoint",
             Resource::Discovery => "discovery",
             Resource::Config => "config",
             Resource::Metrics => "metrics",
@@ -126,6 +129,11 @@ pub enum Permission {
     GroupUpdate,
     GroupDelete,
     GroupRebalance,
+    EndpointList,
+    EndpointRead,
+    EndpointCreate,
+    EndpointUpdate,
+    EndpointDelete,
     DiscoveryRead,
     DiscoveryManage,
     DiscoveryScan,
@@ -171,16 +179,20 @@ static CATALOGUE: [PermissionInfo; Permission::ALL.len()] = [
     info(
         Permission::McpServerList,
         "mcp_server:list",
-        "list the registered mcp servers and their states",
-        &[rest("GET", "/api/mcp_servers")],
+        "list the registered mcp servers and their states, and the tool pin ledger",
+        &[
+            rest("GET", "/api/mcp_servers"),
+            rest("GET", "/api/tool_pins"),
+        ],
     ),
     info(
         Permission::McpServerRead,
         "mcp_server:read",
-        "read an mcp server's details and health",
+        "read an mcp server's details, health and tool pins",
         &[
             rest("GET", "/api/mcp_servers/{id}"),
             rest("GET", "/api/mcp_servers/{id}/health"),
+            rest("GET", "/api/tool_pins/{id}"),
         ],
     ),
     info(
@@ -192,8 +204,13 @@ static CATALOGUE: [PermissionInfo; Permission::ALL.len()] = [
     info(
         Permission::McpServerUpdate,
         "mcp_server:update",
-        "change an mcp server's configuration",
-        &[rest("PUT", "/api/mcp_servers/{id}")],
+        "change an mcp server's configuration, and approve, reject or reset its tool pins",
+        &[
+            rest("PUT", "/api/mcp_servers/{id}"),
+            rest("POST", "/api/tool_pins/{id}/approve"),
+            rest("POST", "/api/tool_pins/{id}/reject"),
+            rest("DELETE", "/api/tool_pins/{id}"),
+        ],
     ),
     info(
         Permission::McpServerDelete,
@@ -284,6 +301,36 @@ static CATALOGUE: [PermissionInfo; Permission::ALL.len()] = [
         "group:rebalance",
         "re-read member health and reset a group's rotation",
         &[rest("POST", "/api/groups/{id}/rebalance")],
+    ),
+    info(
+        Permission::EndpointList,
+        "endpoint:list",
+        "list the curated endpoints",
+        &[rest("GET", "/api/endpoints")],
+    ),
+    info(
+        Permission::EndpointRead,
+        "endpoint:read",
+        "read a curated endpoint's definition and the tools it serves",
+        &[rest("GET", "/api/endpoints/{name}")],
+    ),
+    info(
+        Permission::EndpointCreate,
+        "endpoint:create",
+        "create a curated endpoint",
+        &[rest("POST", "/api/endpoints")],
+    ),
+    info(
+        Permission::EndpointUpdate,
+        "endpoint:update",
+        "change a curated endpoint's selection, overrides and access rules",
+        &[rest("PUT", "/api/endpoints/{name}")],
+    ),
+    info(
+        Permission::EndpointDelete,
+        "endpoint:delete",
+        "delete a curated endpoint",
+        &[rest("DELETE", "/api/endpoints/{name}")],
     ),
     info(
         Permission::DiscoveryRead,
@@ -400,7 +447,7 @@ static CATALOGUE: [PermissionInfo; Permission::ALL.len()] = [
 
 impl Permission {
     /// Every permission, in catalogue order.
-    pub const ALL: [Permission; 29] = [
+    pub const ALL: [Permission; 34] = [
         Permission::McpServerList,
         Permission::McpServerRead,
         Permission::McpServerCreate,
@@ -418,6 +465,11 @@ impl Permission {
         Permission::GroupUpdate,
         Permission::GroupDelete,
         Permission::GroupRebalance,
+        Permission::EndpointList,
+        Permission::EndpointRead,
+        Permission::EndpointCreate,
+        Permission::EndpointUpdate,
+        Permission::EndpointDelete,
         Permission::DiscoveryRead,
         Permission::DiscoveryManage,
         Permission::DiscoveryScan,
@@ -458,6 +510,9 @@ impl Permission {
             AuditRead => Resource::Audit,
             GroupList | GroupRead | GroupCreate | GroupUpdate | GroupDelete | GroupRebalance => {
                 Resource::Group
+            }
+            EndpointList | EndpointRead | EndpointCreate | EndpointUpdate | EndpointDelete => {
+                Resource::Endpoint
             }
             DiscoveryRead | DiscoveryManage | DiscoveryScan | DiscoveryApprove => {
                 Resource::Discovery
@@ -675,6 +730,7 @@ fn nearest_name(raw: &str) -> Option<&'static str> {
         "tool:*",
         "audit:*",
         "group:*",
+        "endpoint:*",
         "discovery:*",
         "config:*",
         "metrics:*",
@@ -772,6 +828,19 @@ mod tests {
             "/api/mcp_servers/{id}/logs",
             Permission::McpServerLogs,
         ),
+        ("GET", "/api/tool_pins", Permission::McpServerList),
+        ("GET", "/api/tool_pins/{id}", Permission::McpServerRead),
+        (
+            "POST",
+            "/api/tool_pins/{id}/approve",
+            Permission::McpServerUpdate,
+        ),
+        (
+            "POST",
+            "/api/tool_pins/{id}/reject",
+            Permission::McpServerUpdate,
+        ),
+        ("DELETE", "/api/tool_pins/{id}", Permission::McpServerUpdate),
         (
             "GET",
             "/api/mcp_servers/{id}/tools/history",
@@ -786,6 +855,15 @@ mod tests {
             "POST",
             "/api/groups/{id}/rebalance",
             Permission::GroupRebalance,
+        ),
+        ("GET", "/api/endpoints", Permission::EndpointList),
+        ("POST", "/api/endpoints", Permission::EndpointCreate),
+        ("GET", "/api/endpoints/{name}", Permission::EndpointRead),
+        ("PUT", "/api/endpoints/{name}", Permission::EndpointUpdate),
+        (
+            "DELETE",
+            "/api/endpoints/{name}",
+            Permission::EndpointDelete,
         ),
         ("POST", "/api/groups/{id}/members", Permission::GroupUpdate),
         (
@@ -960,6 +1038,21 @@ mod tests {
                 "/api/groups/pool/members/math",
                 Some(Permission::GroupUpdate),
             ),
+            ("GET", "/api/endpoints/", Some(Permission::EndpointList)),
+            (
+                "GET",
+                "/api/endpoints/support",
+                Some(Permission::EndpointRead),
+            ),
+            (
+                "PUT",
+                "/api/endpoints/support",
+                Some(Permission::EndpointUpdate),
+            ),
+            // Curated MCP endpoints are not REST routes: they need authentication only.
+            ("POST", "/mcp/v/support", None),
+            ("POST", "/api/endpoints/support", None),
+            ("GET", "/api/endpoints/support/tools", None),
             // Unknown routes, wrong methods, empty segments and lowercase methods map to nothing.
             ("GET", "/api/unknown", None),
             ("PATCH", "/api/mcp_servers/math", None),

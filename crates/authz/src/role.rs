@@ -139,13 +139,16 @@ impl BuiltInRole {
             BuiltInRole::Admin => "everything, auth management included",
             BuiltInRole::McpServerAdmin => "every action on mcp servers; list and invoke tools",
             BuiltInRole::Developer => "read, list and start mcp servers; list and invoke tools",
-            BuiltInRole::Viewer => "read and list mcp servers; list tools; read metrics",
+            BuiltInRole::Viewer => {
+                "read and list mcp servers and curated endpoints; list tools; read metrics"
+            }
             BuiltInRole::Auditor => {
                 "read the audit trail (the tool invocation history and the event stream) and \
                  metrics"
             }
             BuiltInRole::Operator => {
-                "start and stop mcp servers, reload the configuration, manage groups"
+                "start and stop mcp servers, reload the configuration, manage groups and curated \
+                 endpoints"
             }
         }
     }
@@ -172,6 +175,8 @@ impl BuiltInRole {
                 Exactly(Permission::McpServerList),
                 Exactly(Permission::ToolList),
                 Exactly(Permission::MetricsRead),
+                Exactly(Permission::EndpointList),
+                Exactly(Permission::EndpointRead),
             ],
             BuiltInRole::Auditor => &[
                 Exactly(Permission::AuditRead),
@@ -183,6 +188,7 @@ impl BuiltInRole {
                 Exactly(Permission::McpServerStop),
                 Exactly(Permission::ConfigReload),
                 AllOf(Resource::Group),
+                AllOf(Resource::Endpoint),
             ],
         }
     }

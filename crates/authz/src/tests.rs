@@ -66,13 +66,15 @@ const BUILT_IN_ROLE_TABLE: &[(&str, &[&str])] = &[
         ],
     ),
     (
-        // "MCP server read and list; tool list; metrics read"
+        // "MCP server read and list; tool list; metrics read; curated endpoint list and read"
         "viewer",
         &[
             "mcp_server:read",
             "mcp_server:list",
             "tool:list",
             "metrics:read",
+            "endpoint:list",
+            "endpoint:read",
         ],
     ),
     (
@@ -81,7 +83,7 @@ const BUILT_IN_ROLE_TABLE: &[(&str, &[&str])] = &[
         &["audit:read", "events:read", "metrics:read"],
     ),
     (
-        // "Start, stop, reload, manage groups"
+        // "Start, stop, reload, manage groups and curated endpoints"
         "operator",
         &[
             "mcp_server:start",
@@ -93,6 +95,11 @@ const BUILT_IN_ROLE_TABLE: &[(&str, &[&str])] = &[
             "group:update",
             "group:delete",
             "group:rebalance",
+            "endpoint:list",
+            "endpoint:read",
+            "endpoint:create",
+            "endpoint:update",
+            "endpoint:delete",
         ],
     ),
 ];

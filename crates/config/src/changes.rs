@@ -1,13 +1,15 @@
 //! What differs between two configurations.
 //!
-//! A reload applies server and group changes one id at a time, so those are classified by id;
-//! every other section is applied only at the next start, so it is enough to name it.
+//! A reload applies server, group and curated endpoint changes one id (or name) at a time, so
+//! those are classified by id; every other section is applied only at the next start, so it is
+//! enough to name it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::schema::{GatewayConfig, ServerDefinition, ServerMode};
 
-/// How the entries of one section (servers, or groups) differ, by id, each list sorted.
+/// How the entries of one section (servers, groups, or endpoints) differ, by id or name, each
+/// list sorted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SectionChanges {
     pub added: Vec<String>,
@@ -31,15 +33,20 @@ pub struct ConfigChanges {
     pub servers: SectionChanges,
     /// `mcp_servers` entries of mode `group`.
     pub groups: SectionChanges,
-    /// Top-level sections other than `mcp_servers` that differ (`auth`, `rate_limit`, ...):
-    /// they take effect at the next start.
+    /// `endpoints` entries, by name.
+    pub endpoints: SectionChanges,
+    /// Top-level sections other than `mcp_servers` and `endpoints` that differ (`auth`,
+    /// `rate_limit`, ...): they take effect at the next start.
     pub restart_required: Vec<String>,
 }
 
 impl ConfigChanges {
     /// Whether the two configurations configure the same thing.
     pub fn is_empty(&self) -> bool {
-        self.servers.is_empty() && self.groups.is_empty() && self.restart_required.is_empty()
+        self.servers.is_empty()
+            && self.groups.is_empty()
+            && self.endpoints.is_empty()
+            && self.restart_required.is_empty()
     }
 }
 
@@ -56,6 +63,7 @@ pub fn changes(old: &GatewayConfig, new: &GatewayConfig) -> ConfigChanges {
     ConfigChanges {
         servers: section_changes(&old_servers, &new_servers),
         groups: section_changes(&old_groups, &new_groups),
+        endpoints: section_changes(&by_name(&old.endpoints), &by_name(&new.endpoints)),
         restart_required: differing_sections(old, new),
     }
 }
@@ -72,11 +80,22 @@ pub fn no_changes(config: &GatewayConfig) -> ConfigChanges {
     ConfigChanges {
         servers: unchanged(servers),
         groups: unchanged(groups),
+        endpoints: SectionChanges {
+            unchanged: config.endpoints.keys().cloned().collect(),
+            ..SectionChanges::default()
+        },
         restart_required: Vec::new(),
     }
 }
 
 type Definitions<'config> = BTreeMap<&'config str, &'config ServerDefinition>;
+
+fn by_name<V>(entries: &BTreeMap<String, V>) -> BTreeMap<&str, &V> {
+    entries
+        .iter()
+        .map(|(name, entry)| (name.as_str(), entry))
+        .collect()
+}
 
 fn split_by_kind(
     definitions: &BTreeMap<String, ServerDefinition>,
@@ -87,7 +106,10 @@ fn split_by_kind(
         .partition(|(_, definition)| definition.mode != Some(ServerMode::Group))
 }
 
-fn section_changes(old: &Definitions<'_>, new: &Definitions<'_>) -> SectionChanges {
+fn section_changes<V: PartialEq>(
+    old: &BTreeMap<&str, &V>,
+    new: &BTreeMap<&str, &V>,
+) -> SectionChanges {
     let mut changes = SectionChanges::default();
     // BTreeMap iteration is ordered, so every list comes out sorted.
     for (id, old_definition) in old {
@@ -107,13 +129,18 @@ fn section_changes(old: &Definitions<'_>, new: &Definitions<'_>) -> SectionChang
     changes
 }
 
+/// The top-level sections a reload applies (entry by entry, in [`ConfigChanges`]' lists).
+const APPLIED_BY_RELOAD: [&str; 2] = ["mcp_servers", "endpoints"];
+
 fn differing_sections(old: &GatewayConfig, new: &GatewayConfig) -> Vec<String> {
     let old = sections(old);
     let new = sections(new);
     let names: BTreeSet<&String> = old.keys().chain(new.keys()).collect();
     names
         .into_iter()
-        .filter(|name| name.as_str() != "mcp_servers" && old.get(*name) != new.get(*name))
+        .filter(|name| {
+            !APPLIED_BY_RELOAD.contains(&name.as_str()) && old.get(*name) != new.get(*name)
+        })
         .cloned()
         .collect()
 }

@@ -109,6 +109,7 @@ impl ServerDefinition {
             predefined_tools: self.tools.clone().unwrap_or_default(),
             origin,
             caller_meta: self.caller_meta.clone().map(std::sync::Arc::new),
+            tool_pinning: self.tool_pinning,
         })
     }
 
@@ -157,6 +158,7 @@ impl ServerDefinition {
                 .filter(|count| *count != ServerSpec::DEFAULT_MAX_CONSECUTIVE_FAILURES),
             tools: Some(spec.predefined_tools.clone()).filter(|tools| !tools.is_empty()),
             caller_meta: spec.caller_meta.as_deref().cloned(),
+            tool_pinning: spec.tool_pinning,
             ..ServerDefinition::default()
         };
         match &spec.launch {

@@ -39,6 +39,7 @@
 mod changes;
 mod convert;
 mod de;
+mod endpoints;
 mod error;
 mod expand;
 mod export;
@@ -55,6 +56,10 @@ use mcpgw_core::{ServerId, ServerOrigin, ServerSpec};
 
 pub use changes::{ConfigChanges, SectionChanges, changes, no_changes};
 pub use convert::{DEFAULT_DOCKER_NETWORK, DEFAULT_DOCKER_READ_ONLY, GroupDefinition, GroupMember};
+pub use endpoints::{
+    EndpointDefinition, EndpointToolDefinition, endpoint_definition_from_json,
+    endpoint_spec_from_body,
+};
 pub use error::{ConfigError, ConfigErrorKind, ConfigErrors, ConfigWarning};
 pub use expand::VariableReference;
 pub use export::export_yaml;
@@ -69,7 +74,7 @@ pub use schema::{
     GatewayConfig, GroupMemberDefinition, GroupStrategy, IssuerConfig, McpEndpointConfig,
     OAuthConfig, OidcConfig, OpaConfig, RateLimitBackend, RateLimitConfig, RateLimitOnUnavailable,
     RedisRateLimitConfig, RoleAssignmentConfig, ServerDefinition, ServerMode, StoreConfig,
-    ToolNaming,
+    ToolNameConflict, ToolNames, ToolPrefix,
 };
 pub use text_diff::unified_diff;
 pub use validate::{HEALTH_CHECK_INTERVAL_S, IDLE_TTL_S, MAX_CONSECUTIVE_FAILURES};
@@ -499,8 +504,12 @@ fn strip_path_prefix(message: &str, path: &KeyPath) -> String {
 }
 
 #[cfg(test)]
+mod endpoints_tests;
+#[cfg(test)]
 mod management_tests;
 #[cfg(test)]
 mod registered_mode_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tool_names_tests;

@@ -23,6 +23,14 @@ pub struct GatewayConfig {
     /// Servers and groups by id; ids of both share one namespace.
     #[serde(default, deserialize_with = "de::unique_map")]
     pub mcp_servers: BTreeMap<String, ServerDefinition>,
+    /// Curated endpoints by name: selections of tools from any servers and groups, each
+    /// served at `/mcp/v/{name}` with its own access rules.
+    #[serde(
+        default,
+        deserialize_with = "de::unique_map",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub endpoints: BTreeMap<String, crate::endpoints::EndpointDefinition>,
     /// Absent means discovery is off (and every `/api/discovery/*` answers 404).
     #[serde(
         default,
@@ -46,8 +54,13 @@ pub struct GatewayConfig {
     /// How replicas sharing one store work together.
     #[serde(default, deserialize_with = "de::null_as_default")]
     pub cluster: ClusterConfig,
+    /// How servers' tools are pinned where their own definition says nothing (`off`, `warn`,
+    /// `enforce`, or `{mode, approve_first}`); `off` by default.
+    #[serde(default, skip_serializing_if = "is_default_pinning")]
+    pub tool_pinning: mcpgw_core::ToolPinning,
+    /// How aggregated tools and prompts are named on `/mcp`.
     #[serde(default)]
-    pub tool_names: ToolNaming,
+    pub tool_names: ToolNames,
     /// How long a tool call may take before the gateway answers a timeout.
     #[serde(default = "default_tool_timeout_s")]
     pub tool_timeout_s: u64,
@@ -105,6 +118,10 @@ fn default_probe_concurrency() -> u64 {
     GatewayConfig::DEFAULT_PROBE_CONCURRENCY
 }
 
+fn is_default_pinning(pinning: &mcpgw_core::ToolPinning) -> bool {
+    *pinning == mcpgw_core::ToolPinning::OFF
+}
+
 fn default_true() -> bool {
     true
 }
@@ -117,6 +134,7 @@ impl Default for GatewayConfig {
     fn default() -> Self {
         Self {
             mcp_servers: BTreeMap::new(),
+            endpoints: BTreeMap::new(),
             discovery: None,
             auth: AuthConfig::default(),
             console: ConsoleConfig::default(),
@@ -124,7 +142,8 @@ impl Default for GatewayConfig {
             event_log: EventLogConfig::default(),
             store: None,
             cluster: ClusterConfig::default(),
-            tool_names: ToolNaming::default(),
+            tool_pinning: mcpgw_core::ToolPinning::OFF,
+            tool_names: ToolNames::default(),
             tool_timeout_s: GatewayConfig::DEFAULT_TOOL_TIMEOUT_S,
             config_reload: ConfigReloadConfig::default(),
             mcp_endpoint: McpEndpointConfig::default(),
@@ -142,12 +161,14 @@ impl Default for GatewayConfig {
 impl PartialEq for GatewayConfig {
     fn eq(&self, other: &Self) -> bool {
         self.mcp_servers == other.mcp_servers
+            && self.endpoints == other.endpoints
             && self.discovery == other.discovery
             && self.auth == other.auth
             && self.rate_limit == other.rate_limit
             && self.event_log == other.event_log
             && self.store == other.store
             && self.cluster == other.cluster
+            && self.tool_pinning == other.tool_pinning
             && self.tool_names == other.tool_names
             && self.tool_timeout_s == other.tool_timeout_s
             && self.probe_concurrency == other.probe_concurrency
@@ -328,6 +349,10 @@ pub struct ServerDefinition {
     /// calling principal (`com.example/caller`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caller_meta: Option<String>,
+    /// subprocess, docker, remote: how this server's tools are pinned (`off`, `warn`,
+    /// `enforce`, or `{mode, approve_first}`); the top-level `tool_pinning` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_pinning: Option<mcpgw_core::ToolPinning>,
 
     /// remote: the MCP Streamable HTTP endpoint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -972,15 +997,280 @@ impl Default for EventLogConfig {
     }
 }
 
-/// How aggregated tools are named on `/mcp`.
+/// How aggregated tools (and prompts) are named on `/mcp`: the `tool_names` key.
+///
+/// It is written either as one word, `prefixed` (the default: every name is
+/// `{server_or_group_id}__{tool}`) or `bare` (the same, except that a name only one server or
+/// group exposes is listed as it is), or as a mapping of the settings below. The two words are
+/// shorthands: `prefixed` is `{prefix: id}` and `bare` is `{prefix: id, unique_bare: true}`,
+/// with every other setting at its default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolNames {
+    /// What separates a prefix from the upstream's own name: 1 to 4 characters, each `_`, `-`
+    /// or `.`. No server or group id may contain it.
+    pub separator: String,
+    /// What a name is prefixed with.
+    pub prefix: ToolPrefix,
+    /// With [`ToolPrefix::Custom`]: the prefix of each server or group id listed here; ids not
+    /// listed use their id.
+    pub prefixes: BTreeMap<String, String>,
+    /// With [`ToolPrefix::Id`] or [`ToolPrefix::Custom`]: a name only one server or group
+    /// exposes is listed without its prefix.
+    pub unique_bare: bool,
+    /// The longest name listed, in characters (32 to 128); longer ones are shortened.
+    pub max_length: u64,
+}
+
+/// What a listed tool name starts with: the `tool_names.prefix` key.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum ToolNaming {
-    /// Always `{server_or_group_id}__{tool}`.
+pub enum ToolPrefix {
+    /// The id of the server or group that owns the tool.
     #[default]
-    Prefixed,
-    /// Unprefixed where only one server or group exposes the name.
-    Bare,
+    Id,
+    /// The owner's entry in `tool_names.prefixes`, else its id.
+    Custom,
+    /// Nothing: every tool is listed under its own name, and two tools with one name collide.
+    None,
+}
+
+impl ToolPrefix {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolPrefix::Id => "id",
+            ToolPrefix::Custom => "custom",
+            ToolPrefix::None => "none",
+        }
+    }
+}
+
+impl ToolNames {
+    pub const DEFAULT_SEPARATOR: &'static str = "__";
+    pub const DEFAULT_MAX_LENGTH: u64 = 64;
+    /// The range of `max_length`: (minimum, maximum), both allowed.
+    pub const MAX_LENGTH: (u64, u64) = (32, 128);
+    /// The characters a separator is made of.
+    pub const SEPARATOR_CHARACTERS: [char; 3] = ['_', '-', '.'];
+    /// The longest separator, in characters.
+    pub const MAX_SEPARATOR_LENGTH: usize = 4;
+
+    /// `tool_names: prefixed`, the default: every name is `{id}__{tool}`.
+    pub fn prefixed() -> Self {
+        Self {
+            separator: Self::DEFAULT_SEPARATOR.to_owned(),
+            prefix: ToolPrefix::Id,
+            prefixes: BTreeMap::new(),
+            unique_bare: false,
+            max_length: Self::DEFAULT_MAX_LENGTH,
+        }
+    }
+
+    /// `tool_names: bare`: `prefixed`, except that a name only one server or group exposes is
+    /// listed as it is.
+    pub fn bare() -> Self {
+        Self {
+            unique_bare: true,
+            ..Self::prefixed()
+        }
+    }
+
+    /// The prefix of the tools of server or group `id`: its custom prefix or its id; `None`
+    /// when names are not prefixed.
+    pub fn prefix_of<'a>(&'a self, id: &'a str) -> Option<&'a str> {
+        match self.prefix {
+            ToolPrefix::None => None,
+            ToolPrefix::Id => Some(id),
+            ToolPrefix::Custom => Some(self.prefixes.get(id).map_or(id, String::as_str)),
+        }
+    }
+
+    /// The name `name` of server or group `id` is listed under when it is prefixed, before any
+    /// shortening: `{prefix}{separator}{name}`, or `name` itself when names are not prefixed.
+    pub fn prefixed_name(&self, id: &str, name: &str) -> String {
+        match self.prefix_of(id) {
+            Some(prefix) => format!("{prefix}{}{name}", self.separator),
+            None => name.to_owned(),
+        }
+    }
+
+    /// Whether a name only one server or group exposes is listed without its prefix.
+    pub fn lists_unique_bare(&self) -> bool {
+        self.unique_bare && self.prefix != ToolPrefix::None
+    }
+
+    /// Why a server or group `id` cannot join `owners` (the ids of the servers and groups there
+    /// are, itself left out) under these names: its id contains the separator, or its prefix
+    /// is another owner's (that owner's custom prefix is its id, or its own custom prefix is
+    /// that owner's id or custom prefix). A custom prefix is reserved for the id it is written
+    /// for even while that id does not exist.
+    pub fn check_new_owner<'a>(
+        &self,
+        id: &str,
+        owners: impl IntoIterator<Item = &'a str>,
+    ) -> Result<(), ToolNameConflict> {
+        if id.contains(self.separator.as_str()) {
+            return Err(ToolNameConflict::SeparatorInId {
+                id: id.to_owned(),
+                separator: self.separator.clone(),
+            });
+        }
+        let Some(prefix) = self.prefix_of(id) else {
+            return Ok(());
+        };
+        let taken = |other: &str| ToolNameConflict::PrefixTaken {
+            id: id.to_owned(),
+            other: other.to_owned(),
+            prefix: prefix.to_owned(),
+        };
+        if self.prefix == ToolPrefix::Custom
+            && let Some((other, _)) = self
+                .prefixes
+                .iter()
+                .find(|(other, custom)| other.as_str() != id && custom.as_str() == prefix)
+        {
+            return Err(taken(other));
+        }
+        for other in owners {
+            if other != id && self.prefix_of(other) == Some(prefix) {
+                return Err(taken(other));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Default for ToolNames {
+    fn default() -> Self {
+        Self::prefixed()
+    }
+}
+
+/// Why a server or group cannot be added under the tool names in effect.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolNameConflict {
+    /// The id contains the separator of tool names.
+    #[error(
+        "id `{id}` contains `{separator}`, which separates prefixes from tool names \
+         (tool_names.separator); choose an id without it"
+    )]
+    SeparatorInId { id: String, separator: String },
+    /// The owner's prefix is another owner's.
+    #[error(
+        "the tools of `{id}` would be listed with the prefix `{prefix}`, which `{other}` has; \
+         choose another id, or another prefix in tool_names.prefixes"
+    )]
+    PrefixTaken {
+        id: String,
+        other: String,
+        prefix: String,
+    },
+}
+
+impl Serialize for ToolNames {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        // The shorthands are written as they were (and as most files say them).
+        if *self == Self::prefixed() {
+            return serializer.serialize_str("prefixed");
+        }
+        if *self == Self::bare() {
+            return serializer.serialize_str("bare");
+        }
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("separator", &self.separator)?;
+        map.serialize_entry("prefix", &self.prefix)?;
+        if !self.prefixes.is_empty() {
+            map.serialize_entry("prefixes", &self.prefixes)?;
+        }
+        map.serialize_entry("unique_bare", &self.unique_bare)?;
+        map.serialize_entry("max_length", &self.max_length)?;
+        map.end()
+    }
+}
+
+/// The keys of the `tool_names` mapping as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct ToolNamesFields {
+    separator: String,
+    prefix: ToolPrefix,
+    #[serde(deserialize_with = "de::null_as_default")]
+    prefixes: BTreeMap<String, String>,
+    unique_bare: bool,
+    max_length: u64,
+}
+
+impl Default for ToolNamesFields {
+    fn default() -> Self {
+        let ToolNames {
+            separator,
+            prefix,
+            prefixes,
+            unique_bare,
+            max_length,
+        } = ToolNames::default();
+        Self {
+            separator,
+            prefix,
+            prefixes,
+            unique_bare,
+            max_length,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ToolNames {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ToolNamesVisitor;
+
+        impl<'de> serde::de::Visitor<'de> for ToolNamesVisitor {
+            type Value = ToolNames;
+
+            fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                formatter.write_str("`prefixed`, `bare` or a mapping of tool naming settings")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, value: &str) -> Result<ToolNames, E> {
+                match value {
+                    "prefixed" => Ok(ToolNames::prefixed()),
+                    "bare" => Ok(ToolNames::bare()),
+                    other => Err(E::unknown_variant(other, &["prefixed", "bare"])),
+                }
+            }
+
+            fn visit_unit<E: serde::de::Error>(self) -> Result<ToolNames, E> {
+                Ok(ToolNames::default())
+            }
+
+            fn visit_none<E: serde::de::Error>(self) -> Result<ToolNames, E> {
+                Ok(ToolNames::default())
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<ToolNames, A::Error> {
+                let ToolNamesFields {
+                    separator,
+                    prefix,
+                    prefixes,
+                    unique_bare,
+                    max_length,
+                } = ToolNamesFields::deserialize(serde::de::value::MapAccessDeserializer::new(
+                    map,
+                ))?;
+                Ok(ToolNames {
+                    separator,
+                    prefix,
+                    prefixes,
+                    unique_bare,
+                    max_length,
+                })
+            }
+        }
+
+        deserializer.deserialize_any(ToolNamesVisitor)
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

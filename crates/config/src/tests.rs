@@ -201,7 +201,7 @@ fn the_full_example_parses_into_servers_groups_and_sections() {
             ..RateLimitConfig::default()
         }
     );
-    assert_eq!(config.tool_names, ToolNaming::Prefixed);
+    assert_eq!(config.tool_names, ToolNames::prefixed());
     assert_eq!(config.tool_timeout_s, 60);
     assert_eq!(config.probe_concurrency, 4);
     assert!(!config.config_reload.watch);
@@ -272,7 +272,7 @@ fn defaults_are_the_documented_ones() {
             ..RateLimitConfig::default()
         }
     );
-    assert_eq!(config.tool_names, ToolNaming::Prefixed);
+    assert_eq!(config.tool_names, ToolNames::prefixed());
     assert_eq!(config.tool_timeout_s, 60);
     assert_eq!(config.probe_concurrency, 4);
     assert!(!config.config_reload.watch);
@@ -320,7 +320,7 @@ fn bare_tool_names_and_other_top_level_keys_parse() {
         "tool_names: bare\ntool_timeout_s: 5\nconfig_reload: {watch: true}\nrate_limit: {rps: 0.5}\n\
          probe_concurrency: 16\n",
     );
-    assert_eq!(config.tool_names, ToolNaming::Bare);
+    assert_eq!(config.tool_names, ToolNames::bare());
     assert_eq!(config.tool_timeout_s, 5);
     assert_eq!(config.probe_concurrency, 16);
     assert!(config.config_reload.watch);

@@ -15,6 +15,9 @@ use crate::schema::{
 };
 use crate::suggest::{nearest, quoted_list};
 
+pub(crate) mod endpoints;
+mod tool_names;
+
 /// The range of a server's `idle_ttl_s`: (minimum, maximum), both allowed.
 pub const IDLE_TTL_S: (u64, u64) = (1, 86_400);
 /// The range of a server's `health_check_interval_s`: (minimum, maximum), both allowed.
@@ -121,6 +124,7 @@ const SERVER_KEY_MODES: &[(&str, &[KeyMode])] = {
         ),
         ("tools", &[Subprocess, Docker, Remote, Registered]),
         ("caller_meta", &[Subprocess, Docker, Remote, Registered]),
+        ("tool_pinning", &[Subprocess, Docker, Remote, Registered]),
         ("image", &[Docker]),
         ("args", &[Docker]),
         ("network", &[Docker]),
@@ -156,6 +160,7 @@ fn present_keys(definition: &ServerDefinition) -> Vec<&'static str> {
         ),
         ("tools", definition.tools.is_some()),
         ("caller_meta", definition.caller_meta.is_some()),
+        ("tool_pinning", definition.tool_pinning.is_some()),
         ("image", definition.image.is_some()),
         ("args", definition.args.is_some()),
         ("network", definition.network.is_some()),
@@ -274,6 +279,8 @@ pub(crate) fn validate_config(config: &GatewayConfig, options: &crate::ParseOpti
         &endpoint.key("allowed_origins"),
         &mut findings,
     );
+    endpoints::validate_endpoints(config, &mut findings);
+    tool_names::validate_tool_names(config, &mut findings);
     findings
 }
 
@@ -1595,6 +1602,7 @@ mod tests {
                 scope: None,
             }),
             caller_meta: Some(String::new()),
+            tool_pinning: Some(mcpgw_core::ToolPinning::OFF),
             settings: Some(serde_json::Map::new()),
             strategy: Some(crate::schema::GroupStrategy::Random),
             min_healthy: Some(1),

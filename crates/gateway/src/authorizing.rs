@@ -393,7 +393,7 @@ mod tests {
     use std::time::Duration;
 
     use mcpgw_authz::{Admission, RateLimitDecision, RateLimitKey, RateLimitPolicy, RateLimiter};
-    use mcpgw_config::ToolNaming;
+    use mcpgw_config::ToolNames;
     use mcpgw_core::{
         CallContext, Caller, FrontendErrorKind, ManagerSettings, McpFrontend, ServerId,
         ServerManager, ServerSpec, Tool,
@@ -485,7 +485,7 @@ mod tests {
             })
             .await
             .unwrap();
-        let catalog = ToolCatalog::new(manager, ToolNaming::Prefixed);
+        let catalog = ToolCatalog::new(manager, ToolNames::prefixed());
         let auth = Arc::new(AuthService::new(
             AuthSettings::default(),
             Arc::new(mcpgw_testkit::auth_store::InMemoryAuthStore::new()),

@@ -11,6 +11,18 @@
 //! such tool. With bare naming, a bare name
 //! reaches only tools the catalogue knows (nothing says which server an unknown bare name
 //! belongs to); the prefixed form reaches every tool, listed bare or not.
+//!
+//! Names follow `tool_names` (see [`crate::naming`]): the prefix is the owner's id or its custom
+//! prefix (which leads back to that owner), and the separator is the configured one. With
+//! `prefix: none` a name says nothing about its owner, so a name that is not listed cannot be
+//! split: it is an unknown tool until its owner's tools are known and list it. A shortened name
+//! cannot be split either: it is reached as listed, and the whole name it stands for reaches
+//! the same tool. When two owners would list the same name (possible with `none`,
+//! with a shortening that meets another name, or with prefixes that read alike), only the first
+//! in id order is listed, a warning is logged and [`DomainEvent::ToolNameCollision`] is
+//! published once per collision (again only after it went away and came back). Prompts follow
+//! the same rules; resources and resource templates get the prefix on their names, never
+//! shortened (they are reached by URI, not by name).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,20 +32,22 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::future::BoxFuture;
 use mcpgw_authz::AccessPath;
-use mcpgw_config::ToolNaming;
+use mcpgw_config::ToolNames;
 use mcpgw_core::{
-    CallContext, Caller, CoreError, DomainEvent, EventObserver, FrontendError, FrontendErrorKind,
-    McpFrontend, McpSession, PublishedEvent, ResourceSubscription, ServerId, ServerManager,
-    SessionError, SessionErrorKind, Tool, ToolCall, ToolCallOutcome, scope_task, split_scoped_id,
+    CallContext, Caller, CoreError, DomainEvent, EventObserver, EventSink, FrontendError,
+    FrontendErrorKind, McpFrontend, McpSession, PublishedEvent, ResourceSubscription, ServerId,
+    ServerManager, SessionError, SessionErrorKind, Tool, ToolCall, ToolCallOutcome, scope_task,
+    split_scoped_id,
 };
 use serde_json::{Map, Value};
 use tokio::sync::{Notify, watch};
 
 use crate::groups::GroupService;
+use crate::naming::{Assigned, NameCollision, ToolNaming};
 
-/// Separates the server (or group) id from the upstream's own name. Server ids never contain
-/// it, so the first occurrence is always the boundary.
-pub const NAME_SEPARATOR: &str = "__";
+/// The default separator of the server (or group) id from the upstream's own name
+/// (`tool_names.separator` may name another). Server ids never contain it.
+pub const NAME_SEPARATOR: &str = ToolNames::DEFAULT_SEPARATOR;
 
 /// How long listing prompts or resources waits for one running server.
 const FAN_OUT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -63,8 +77,8 @@ struct Snapshot {
     /// The `dirty` counter value this snapshot was built at.
     built_at: u64,
     tools: Arc<Vec<Tool>>,
-    /// Exposed tool name -> (owner, the upstream's own name); with bare naming, also the
-    /// prefixed form of every tool listed bare.
+    /// Exposed tool name -> (owner, the upstream's own name); also the whole prefixed form of
+    /// every tool listed bare or shortened.
     routes: HashMap<String, (Owner, String)>,
     /// Routed tool name -> its access path for authorization, made once per build rather
     /// than per listing.
@@ -80,6 +94,11 @@ pub struct ToolCatalog {
     manager: ServerManager,
     groups: Option<Arc<GroupService>>,
     naming: ToolNaming,
+    /// Where [`DomainEvent::ToolNameCollision`] is published, once set.
+    events: RwLock<Option<Arc<dyn EventSink>>>,
+    /// The collisions of the newest build so far, and the `dirty` counter value it was built
+    /// at: a collision is reported when a build finds it and the one before did not.
+    collisions: std::sync::Mutex<(u64, std::collections::HashSet<NameCollision>)>,
     dirty: AtomicU64,
     snapshot: RwLock<Snapshot>,
     changes: watch::Sender<u64>,
@@ -107,6 +126,13 @@ pub struct ToolCatalog {
     tasks_offered: std::sync::atomic::AtomicBool,
     /// Where work started by event observers runs (observers may be called off the runtime).
     runtime: Option<tokio::runtime::Handle>,
+    /// The pin ledger, when tools are pinned: lists are reviewed against it as they are built.
+    pins: std::sync::OnceLock<Arc<crate::ToolPins>>,
+    /// Servers and groups whose tools are pinned with `enforce`, as of the last build: a call
+    /// to one of them checks, once the server runs, that the tool it names is still admitted
+    /// (a server that starts for the call may list other tools than it did before).
+    enforced: RwLock<std::collections::HashSet<ServerId>>,
+    any_enforced: std::sync::atomic::AtomicBool,
 }
 
 /// The most verbose `logging/setLevel` level asked for so far.
@@ -149,8 +175,9 @@ impl std::fmt::Debug for ToolCatalog {
 
 impl ToolCatalog {
     /// Builds the catalogue. Register [`ToolCatalog::observer`] on the event bus, and run
-    /// [`ToolCatalog::run_change_notifier`] in a task, so that changes reach clients.
-    pub fn new(manager: ServerManager, naming: ToolNaming) -> Arc<Self> {
+    /// [`ToolCatalog::run_change_notifier`] in a task, so that changes reach clients. Tools
+    /// and prompts are named as `naming` says.
+    pub fn new(manager: ServerManager, naming: ToolNames) -> Arc<Self> {
         Self::assemble(manager, None, naming)
     }
 
@@ -159,7 +186,7 @@ impl ToolCatalog {
     /// Group events reach the catalogue through [`ToolCatalog::observer`] like server events.
     pub fn with_groups(
         manager: ServerManager,
-        naming: ToolNaming,
+        naming: ToolNames,
         groups: Arc<GroupService>,
     ) -> Arc<Self> {
         Self::assemble(manager, Some(groups), naming)
@@ -168,12 +195,14 @@ impl ToolCatalog {
     fn assemble(
         manager: ServerManager,
         groups: Option<Arc<GroupService>>,
-        naming: ToolNaming,
+        naming: ToolNames,
     ) -> Arc<Self> {
         Arc::new(Self {
             manager,
             groups,
-            naming,
+            naming: ToolNaming::new(naming),
+            events: RwLock::new(None),
+            collisions: std::sync::Mutex::default(),
             // Start dirty, so the first read builds.
             dirty: AtomicU64::new(1),
             snapshot: RwLock::new(Snapshot::default()),
@@ -192,6 +221,9 @@ impl ToolCatalog {
             list_changes: watch::Sender::new(mcpgw_core::ListChanges::default()),
             tasks_offered: std::sync::atomic::AtomicBool::new(false),
             runtime: tokio::runtime::Handle::try_current().ok(),
+            pins: std::sync::OnceLock::new(),
+            enforced: RwLock::new(std::collections::HashSet::new()),
+            any_enforced: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -301,6 +333,65 @@ impl ToolCatalog {
         self.probing.store(enabled, Ordering::Release);
     }
 
+    /// Where the catalogue publishes its events ([`DomainEvent::ToolNameCollision`]); without
+    /// one, collisions are only logged.
+    pub fn set_events(&self, events: Arc<dyn EventSink>) {
+        *self.events.write().unwrap_or_else(|p| p.into_inner()) = Some(events);
+    }
+
+    /// How tools and prompts are named.
+    pub fn naming(&self) -> &ToolNaming {
+        &self.naming
+    }
+
+    /// Logs and publishes the collisions of the build at `built_at` that the build before it
+    /// did not have. A build that finishes after a newer one reports nothing.
+    fn report_collisions(&self, built_at: u64, found: Vec<NameCollision>) {
+        let fresh: Vec<NameCollision> = {
+            let mut reported = self.collisions.lock().unwrap_or_else(|p| p.into_inner());
+            if built_at < reported.0 {
+                return;
+            }
+            let found: std::collections::HashSet<NameCollision> = found.into_iter().collect();
+            let fresh = found
+                .iter()
+                .filter(|collision| !reported.1.contains(*collision))
+                .cloned()
+                .collect();
+            *reported = (built_at, found);
+            fresh
+        };
+        if fresh.is_empty() {
+            return;
+        }
+        let events = self
+            .events
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        for collision in fresh {
+            tracing::warn!(
+                name = %collision.name,
+                server = %collision.owner,
+                tool = %collision.tool,
+                listed_from = %collision.listed_from,
+                "two tools would be listed under one name; only the first (in id order) is listed"
+            );
+            if let (Some(events), Ok(mcp_server_id)) = (&events, ServerId::parse(&collision.owner))
+            {
+                events.publish(
+                    self.manager.clock().wall(),
+                    DomainEvent::ToolNameCollision {
+                        mcp_server_id,
+                        tool: collision.tool,
+                        name: collision.name,
+                        listed_from: collision.listed_from,
+                    },
+                );
+            }
+        }
+    }
+
     /// How many servers may be probed at once (at least 1; [`DEFAULT_PROBE_CONCURRENCY`] until
     /// set). Probes already waiting or running keep the bound they were scheduled under, so set
     /// it before probing starts.
@@ -375,52 +466,64 @@ impl ToolCatalog {
             .map(|groups| groups.member_ids())
             .unwrap_or_default();
         let mut per_server: Vec<(Owner, Vec<Tool>)> = Vec::new();
+        let mut enforced = std::collections::HashSet::new();
         for server in self.manager.list(None) {
             let id = server.id().clone();
             if members.contains(&id) {
                 continue;
             }
-            if let Ok((tools, _)) = self.manager.tools(&id) {
+            if let Ok(list) = self.manager.tool_list(&id) {
+                let pinning = self.server_pinning(server.spec.tool_pinning);
+                let tools = self.pinned_tools(&id, pinning, &list.tools, &mut enforced);
                 per_server.push((Owner::Server(id), tools));
             }
         }
         if let Some(groups) = &self.groups {
             for id in groups.ids() {
                 if let Some(tools) = groups.tools(&id) {
+                    let pinning = self.group_pinning(&id);
+                    let tools = self.pinned_tools(&id, pinning, &Arc::new(tools), &mut enforced);
                     per_server.push((Owner::Group(id), tools));
                 }
             }
             // Servers and groups share one namespace: list them in one id order.
             per_server.sort_by(|(left, _), (right, _)| left.id().cmp(right.id()));
         }
-        let mut name_counts: HashMap<&str, usize> = HashMap::new();
-        if self.naming == ToolNaming::Bare {
-            for (_, tools) in &per_server {
-                for tool in tools {
-                    *name_counts.entry(tool.name.as_str()).or_default() += 1;
-                }
-            }
-        }
+        self.any_enforced
+            .store(!enforced.is_empty(), Ordering::Release);
+        *self.enforced.write().unwrap_or_else(|p| p.into_inner()) = enforced;
+        let names: Vec<(&str, Vec<&str>)> = per_server
+            .iter()
+            .map(|(owner, tools)| {
+                let tools = tools.iter().map(|tool| tool.name.as_str()).collect();
+                (owner.id().as_str(), tools)
+            })
+            .collect();
+        let assigned = self.naming.assign(&names);
+        let mut collisions = Vec::new();
         let mut exposed = Vec::new();
         let mut routes = HashMap::new();
         let mut paths = HashMap::new();
-        // The prefixed forms of tools listed bare, added once every listed name is in, so that
-        // a listed name always wins over an alias that happens to spell the same.
+        // The whole prefixed forms of tools listed bare or shortened, added once every listed
+        // name is in, so that a listed name always wins over an alias that happens to spell
+        // the same.
         let mut aliases = Vec::new();
-        for (owner, tools) in &per_server {
-            for tool in tools {
-                let unique = name_counts.get(tool.name.as_str()) == Some(&1);
-                let prefixed = format!("{}{NAME_SEPARATOR}{}", owner.id(), tool.name);
-                let path = match owner {
-                    Owner::Server(server) => AccessPath::server_tool(server, &tool.name).ok(),
-                    Owner::Group(group) => AccessPath::group_tool(group, &tool.name, None).ok(),
+        for ((owner, tools), assigned) in per_server.iter().zip(assigned) {
+            for (tool, assigned) in tools.iter().zip(assigned) {
+                let name = match assigned {
+                    Assigned::Listed { name, alias } => {
+                        if let Some(alias) = alias {
+                            aliases.push((alias, owner, &tool.name));
+                        }
+                        name
+                    }
+                    Assigned::Collides(collision) => {
+                        collisions.push(collision);
+                        continue;
+                    }
+                    Assigned::Repeated => continue,
                 };
-                let name = if self.naming == ToolNaming::Bare && unique {
-                    aliases.push((prefixed, owner, &tool.name, path.clone()));
-                    tool.name.clone()
-                } else {
-                    prefixed
-                };
+                let path = access_path_of(owner, &tool.name);
                 if let Some(path) = path {
                     paths.insert(name.clone(), path);
                 }
@@ -431,15 +534,16 @@ impl ToolCatalog {
                 });
             }
         }
-        for (alias, owner, tool, path) in aliases {
+        for (alias, owner, tool) in aliases {
             if routes.contains_key(&alias) {
                 continue;
             }
-            if let Some(path) = path {
+            if let Some(path) = access_path_of(owner, tool) {
                 paths.insert(alias.clone(), path);
             }
             routes.insert(alias, (owner.clone(), tool.clone()));
         }
+        self.report_collisions(built_at, collisions);
         Snapshot {
             built_at,
             tools: Arc::new(exposed),
@@ -468,9 +572,17 @@ impl ToolCatalog {
     }
 
     /// Who would own the tool `name` names in its prefixed form: a group, or a server that is
-    /// not a member of one (members are reached through their groups only).
+    /// not a member of one (members are reached through their groups only). The first reading
+    /// of the name (see [`ToolNaming::split`]) that names such an owner counts; with
+    /// `prefix: none` no name has an owner.
     fn owner_of<'a>(&self, name: &'a str) -> Option<(Owner, &'a str)> {
-        let (id, tool) = Self::split(name)?;
+        self.split(name)
+            .into_iter()
+            .find_map(|(id, tool)| self.listed_owner(id, tool))
+    }
+
+    /// `id` as the owner of `tool`, when it is a group or a server that is not a member.
+    fn listed_owner<'a>(&self, id: ServerId, tool: &'a str) -> Option<(Owner, &'a str)> {
         if tool.is_empty() {
             return None;
         }
@@ -532,7 +644,7 @@ impl ToolCatalog {
                 self.knows_tool(&owner, tool).unwrap_or(false)
             }
         };
-        if has_tool {
+        if has_tool && self.pin_admits(&owner, tool) {
             Ok((owner, tool.to_owned()))
         } else {
             Err(unknown())
@@ -562,11 +674,10 @@ impl ToolCatalog {
         self.snapshot().routes.get(name).cloned()
     }
 
-    /// Splits a namespaced `{server_or_group}__{name}` at its first separator (ids never
-    /// contain one); `None` when the part before it is not a valid id.
-    fn split(name: &str) -> Option<(ServerId, &str)> {
-        let (server, rest) = name.split_once(NAME_SEPARATOR)?;
-        Some((ServerId::parse(server).ok()?, rest))
+    /// The readings of a namespaced `{prefix}{separator}{name}` as (owner, name), first
+    /// separator first (see [`ToolNaming::split`]); none with `prefix: none`.
+    fn split<'a>(&self, name: &'a str) -> Vec<(ServerId, &'a str)> {
+        self.naming.split(name)
     }
 
     /// Asks every running server for one of its lists, all at once, each bounded by
@@ -634,8 +745,15 @@ impl ToolCatalog {
         if let Some(route) = known(self) {
             return Ok(route);
         }
-        match Self::split(name) {
-            Some((server, prompt)) => Ok((server, prompt.to_owned())),
+        // The reading that names a registered server, else the first (which then answers
+        // that the server does not exist).
+        let readings = self.split(name);
+        let reading = readings
+            .iter()
+            .find(|(server, _)| self.manager.contains(server))
+            .or(readings.first());
+        match reading {
+            Some((server, prompt)) => Ok((server.clone(), (*prompt).to_owned())),
             None => Err(FrontendError::unknown("prompt", name)),
         }
     }
@@ -675,6 +793,164 @@ impl ToolCatalog {
                     .map(|session| (id, session))
             })
             .collect()
+    }
+}
+
+/// Tool pinning.
+impl ToolCatalog {
+    /// Reviews every tool list against `pins` from now on (see [`crate::ToolPins`]); a
+    /// decision on the ledger rebuilds the list.
+    pub fn set_tool_pins(self: &Arc<Self>, pins: Arc<crate::ToolPins>) {
+        let catalog = Arc::downgrade(self);
+        pins.on_change(move || {
+            if let Some(catalog) = catalog.upgrade() {
+                catalog.mark_dirty();
+            }
+        });
+        if self.pins.set(pins).is_ok() {
+            self.mark_dirty();
+        }
+    }
+
+    /// How a server whose definition says `own` is pinned.
+    fn server_pinning(&self, own: Option<mcpgw_core::ToolPinning>) -> mcpgw_core::ToolPinning {
+        match self.pins.get() {
+            Some(pins) => pins.pinning_of(own),
+            None => mcpgw_core::ToolPinning::OFF,
+        }
+    }
+
+    /// How a group is pinned: the strictest of the gateway's default and its members'
+    /// settings, since its tools are theirs.
+    fn group_pinning(&self, group: &ServerId) -> mcpgw_core::ToolPinning {
+        let (Some(pins), Some(groups)) = (self.pins.get(), &self.groups) else {
+            return mcpgw_core::ToolPinning::OFF;
+        };
+        let members = groups
+            .get(group)
+            .map(|view| view.members)
+            .unwrap_or_default();
+        members
+            .iter()
+            .filter_map(|member| self.manager.snapshot(&member.id).ok())
+            .fold(pins.default_pinning(), |pinning, member| {
+                pinning.strictest(pins.pinning_of(member.spec.tool_pinning))
+            })
+    }
+
+    /// The tools of `owner`'s list that pinning admits; notes in `enforced` an owner pinned
+    /// with `enforce`.
+    fn pinned_tools(
+        &self,
+        owner: &ServerId,
+        pinning: mcpgw_core::ToolPinning,
+        tools: &Arc<Vec<Tool>>,
+        enforced: &mut std::collections::HashSet<ServerId>,
+    ) -> Vec<Tool> {
+        let Some(pins) = self.pins.get().filter(|_| pinning.is_on()) else {
+            return tools.as_ref().clone();
+        };
+        if pinning.mode == mcpgw_core::PinMode::Enforce {
+            enforced.insert(owner.clone());
+        }
+        Arc::unwrap_or_clone(pins.admit(owner, pinning, tools))
+    }
+
+    /// The listed tools, as one snapshot holds them: the same `Arc` until the list is rebuilt.
+    pub fn listed_tools(&self) -> Arc<Vec<Tool>> {
+        self.current_tools()
+    }
+
+    /// For each of `tools` (listed names), the server or group that owns it and the tool's own
+    /// name there; `None` for a name that is not routed (any more).
+    pub fn owners_of(&self, tools: &[Tool]) -> Vec<Option<(ServerId, String)>> {
+        let snapshot = self.snapshot();
+        tools
+            .iter()
+            .map(|tool| {
+                snapshot
+                    .routes
+                    .get(&tool.name)
+                    .map(|(owner, own_name)| (owner.id().clone(), own_name.clone()))
+            })
+            .collect()
+    }
+
+    /// Forgets the pins of a server or group that was removed, in the background.
+    fn forget_pins(&self, owner: &ServerId) {
+        if let (Some(pins), Some(runtime)) = (self.pins.get(), self.runtime()) {
+            let (pins, owner) = (Arc::clone(pins), owner.clone());
+            runtime.spawn(async move { pins.forget(&owner).await });
+        }
+    }
+
+    fn is_enforced(&self, owner: &ServerId) -> bool {
+        self.enforced
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(owner)
+    }
+
+    /// Whether pinning admits `owner`'s tool `tool` as the owner lists it now.
+    fn pin_admits(&self, owner: &Owner, tool: &str) -> bool {
+        let Some(pins) = self.pins.get() else {
+            return true;
+        };
+        let (pinning, tools) = match owner {
+            Owner::Server(server) => {
+                let Ok(snapshot) = self.manager.snapshot(server) else {
+                    return false;
+                };
+                let Ok(list) = self.manager.tool_list(server) else {
+                    return false;
+                };
+                (pins.pinning_of(snapshot.spec.tool_pinning), list.tools)
+            }
+            Owner::Group(group) => {
+                let Some(tools) = self.groups.as_ref().and_then(|groups| groups.tools(group))
+                else {
+                    return false;
+                };
+                (self.group_pinning(group), Arc::new(tools))
+            }
+        };
+        !pinning.is_on()
+            || pins
+                .admit(owner.id(), pinning, &tools)
+                .iter()
+                .any(|admitted| admitted.name == tool)
+    }
+
+    /// For a call routed to an owner pinned with `enforce`: starts the server when it is not
+    /// running (as the call would), then checks that the tool is still admitted, so that a
+    /// server that restarts with a changed tool never has the changed tool called.
+    async fn verify_pinned(
+        &self,
+        owner: &Owner,
+        tool: &str,
+        name: &str,
+    ) -> Result<(), FrontendError> {
+        if let Owner::Server(server) = owner
+            && self.manager.running_session(server).is_none()
+        {
+            self.manager
+                .start_for_call(server)
+                .await
+                .map_err(frontend_error)?;
+        }
+        if self.pin_admits(owner, tool) {
+            Ok(())
+        } else {
+            Err(FrontendError::unknown("tool", name))
+        }
+    }
+}
+
+/// The access path of `owner`'s tool `tool`, for authorization.
+fn access_path_of(owner: &Owner, tool: &str) -> Option<AccessPath> {
+    match owner {
+        Owner::Server(server) => AccessPath::server_tool(server, tool).ok(),
+        Owner::Group(group) => AccessPath::group_tool(group, tool, None).ok(),
     }
 }
 
@@ -742,9 +1018,11 @@ fn uri_matches_template(uri: &str, template: &str) -> bool {
     remaining.is_empty()
 }
 
-fn rename(mut item: Value, server: &ServerId) -> Value {
+/// A resource or template with its server's prefix on its name (whole: it is never shortened,
+/// since nothing is reached by it), or as it is when names are not prefixed.
+fn rename(mut item: Value, server: &ServerId, naming: &ToolNaming) -> Value {
     if let Some(name) = item.get("name").and_then(Value::as_str) {
-        let namespaced = format!("{server}{NAME_SEPARATOR}{name}");
+        let namespaced = naming.full_name(server.as_str(), name);
         item["name"] = Value::String(namespaced);
     }
     item
@@ -770,6 +1048,9 @@ impl McpFrontend for ToolCatalog {
             Some(route) => route,
             None => Box::pin(self.unlisted_route(name)).await?,
         };
+        if self.any_enforced.load(Ordering::Acquire) && self.is_enforced(owner.id()) {
+            Box::pin(self.verify_pinned(&owner, &tool, name)).await?;
+        }
         if ctx.principal.is_none() {
             ctx.principal.clone_from(&caller.principal);
         }
@@ -846,36 +1127,64 @@ impl McpFrontend for ToolCatalog {
         let listed = self
             .ask_running_servers(|session| Box::pin(async move { session.list_prompts().await }))
             .await;
-        // Prompts follow the same naming rule as tools.
-        let mut name_counts: HashMap<String, usize> = HashMap::new();
-        for (_, prompts) in &listed {
-            for prompt in prompts {
-                if let Some(name) = prompt.get("name").and_then(Value::as_str) {
-                    *name_counts.entry(name.to_owned()).or_default() += 1;
-                }
-            }
-        }
+        // Prompts follow the same naming rules as tools; a prompt without a name is left out.
+        let named: Vec<(ServerId, Vec<(String, Value)>)> = listed
+            .into_iter()
+            .map(|(id, prompts)| {
+                let prompts = prompts
+                    .into_iter()
+                    .filter_map(|prompt| {
+                        let name = prompt.get("name").and_then(Value::as_str)?.to_owned();
+                        Some((name, prompt))
+                    })
+                    .collect();
+                (id, prompts)
+            })
+            .collect();
+        let names: Vec<(&str, Vec<&str>)> = named
+            .iter()
+            .map(|(id, prompts)| {
+                let names = prompts.iter().map(|(name, _)| name.as_str()).collect();
+                (id.as_str(), names)
+            })
+            .collect();
+        let assigned = self.naming.assign(&names);
         let mut routes = HashMap::new();
+        let mut aliases = Vec::new();
         let mut all = Vec::new();
-        for (id, prompts) in listed {
-            for mut prompt in prompts {
-                let Some(name) = prompt
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-                else {
-                    continue;
+        for ((id, prompts), assigned) in named.iter().zip(assigned) {
+            for ((name, prompt), assigned) in prompts.iter().zip(assigned) {
+                let exposed = match assigned {
+                    Assigned::Listed {
+                        name: listed,
+                        alias,
+                    } => {
+                        aliases.extend(alias.map(|alias| (alias, id, name)));
+                        listed
+                    }
+                    Assigned::Collides(collision) => {
+                        tracing::debug!(
+                            name = %collision.name,
+                            server = %collision.owner,
+                            prompt = %collision.tool,
+                            listed_from = %collision.listed_from,
+                            "two prompts would be listed under one name; the first is listed"
+                        );
+                        continue;
+                    }
+                    Assigned::Repeated => continue,
                 };
-                let bare = self.naming == ToolNaming::Bare && name_counts.get(&name) == Some(&1);
-                let exposed = if bare {
-                    name.clone()
-                } else {
-                    format!("{id}{NAME_SEPARATOR}{name}")
-                };
+                let mut prompt = prompt.clone();
                 prompt["name"] = Value::String(exposed.clone());
-                routes.insert(exposed, (id.clone(), name));
+                routes.insert(exposed, (id.clone(), name.clone()));
                 all.push(prompt);
             }
+        }
+        // The whole prefixed forms of prompts listed bare or shortened reach them too.
+        for (alias, id, name) in aliases {
+            routes
+                .entry(alias)
+                .or_insert_with(|| (id.clone(), name.clone()));
         }
         *self
             .prompt_routes
@@ -926,7 +1235,7 @@ impl McpFrontend for ToolCatalog {
                     // The first server (in id order) to list a URI owns it.
                     routes.entry(uri.to_owned()).or_insert_with(|| id.clone());
                 }
-                all.push(rename(resource, &id));
+                all.push(rename(resource, &id, &self.naming));
             }
         }
         all
@@ -940,7 +1249,11 @@ impl McpFrontend for ToolCatalog {
             .await;
         listed
             .into_iter()
-            .flat_map(|(id, templates)| templates.into_iter().map(move |t| rename(t, &id)))
+            .flat_map(|(id, templates)| {
+                templates
+                    .into_iter()
+                    .map(move |template| rename(template, &id, &self.naming))
+            })
             .collect()
     }
 
@@ -1164,6 +1477,13 @@ impl EventObserver for CatalogObserver {
         }
         if let DomainEvent::McpServerStarted { mcp_server_id, .. } = &published.event {
             catalog.follow_started_server(mcp_server_id);
+        }
+        if let DomainEvent::McpServerRemoved { mcp_server_id }
+        | DomainEvent::GroupDeleted {
+            group_id: mcp_server_id,
+        } = &published.event
+        {
+            catalog.forget_pins(mcp_server_id);
         }
         if relevant {
             catalog.mark_dirty();

@@ -8,7 +8,10 @@
 //! new ones are registered as at start-up, changed servers get their new definition (the
 //! manager restarts a running one only when its launch settings changed, so a new description
 //! or `idle_ttl_s` keeps the session), and everything the file did not change is left alone.
-//! Sections other than `mcp_servers` are recorded but take effect at the next start.
+//! The file's curated endpoints (`endpoints`) are made what the file says, as a whole; an
+//! endpoint created over the API keeps its name, so a file that declares it changes nothing.
+//! Sections other than `mcp_servers` and `endpoints` are recorded but take effect at the next
+//! start.
 //!
 //! The file itself is reached only through the [`ConfigFile`] port; this module never touches
 //! the file system.
@@ -17,14 +20,16 @@ use std::sync::{Arc, RwLock, Weak};
 use std::time::Duration;
 
 use mcpgw_config::{
-    ConfigChanges, ConfigErrors, ConfigFile, GatewayConfig, GroupDefinition, GroupMember,
-    ServerDefinition,
+    ConfigChanges, ConfigErrors, ConfigFile, EndpointDefinition, GatewayConfig, GroupDefinition,
+    GroupMember, ServerDefinition,
 };
 use mcpgw_core::{
-    DomainEvent, ErrorKind, EventSink, ServerId, ServerManager, ServerOrigin, ServerSpec,
+    DomainEvent, EndpointSpec, ErrorKind, EventSink, ServerId, ServerManager, ServerOrigin,
+    ServerSpec,
 };
 use mcpgw_groups::GroupSpec;
 
+use crate::endpoints::EndpointService;
 use crate::groups::{GroupService, GroupView, group_spec_from_config};
 
 /// Looks up the variables that `${VAR}` references in the file name.
@@ -146,6 +151,7 @@ struct Plan {
 pub struct ConfigService {
     servers: ServerManager,
     groups: Option<Arc<GroupService>>,
+    endpoints: Option<Arc<EndpointService>>,
     events: Arc<dyn EventSink>,
     /// What a reloaded file may name beyond the schema (the discovery source types there are).
     parse_options: mcpgw_config::ParseOptions,
@@ -215,6 +221,7 @@ impl ConfigService {
         Self {
             servers,
             groups: None,
+            endpoints: None,
             events,
             parse_options: mcpgw_config::ParseOptions::default(),
             environment,
@@ -253,6 +260,14 @@ impl ConfigService {
     #[must_use]
     pub fn with_groups(mut self, groups: Arc<GroupService>) -> Self {
         self.groups = Some(groups);
+        self
+    }
+
+    /// The curated endpoints service that serves the file's endpoints (without it, the file's
+    /// endpoints are not applied by a reload).
+    #[must_use]
+    pub fn with_endpoints(mut self, endpoints: Arc<EndpointService>) -> Self {
+        self.endpoints = Some(endpoints);
         self
     }
 
@@ -350,7 +365,9 @@ impl ConfigService {
         let old = self.running();
         let changes = mcpgw_config::changes(&old, &new);
         let plan = self.plan(&new, &changes)?;
+        let endpoints = self.endpoint_plan(&new, &changes)?;
         self.apply(plan).await?;
+        self.apply_endpoints(endpoints, &changes)?;
         {
             let mut running = self.running_mut();
             running.config = new;
@@ -467,6 +484,66 @@ impl ConfigService {
         Ok(plan)
     }
 
+    /// The file's curated endpoints, when this gateway serves endpoints; refuses names that
+    /// endpoints created over the API hold, before anything is changed.
+    fn endpoint_plan(
+        &self,
+        new: &GatewayConfig,
+        changes: &ConfigChanges,
+    ) -> Result<Option<Vec<EndpointSpec>>, ConfigServiceError> {
+        let Some(endpoints) = &self.endpoints else {
+            if !changes.endpoints.is_empty() {
+                tracing::warn!(
+                    "the configuration's curated endpoints changed, but this gateway serves no \
+                     curated endpoints"
+                );
+            }
+            return Ok(None);
+        };
+        let specs = new.to_endpoint_specs();
+        let held: Vec<String> = specs
+            .iter()
+            .filter_map(|spec| {
+                let existing = endpoints.get(spec.name.as_str())?;
+                (existing.origin != ServerOrigin::Config)
+                    .then(|| format!("`{}` (of origin {})", spec.name, existing.origin.as_str()))
+            })
+            .collect();
+        if !held.is_empty() {
+            return Err(ConfigServiceError::Conflict(format!(
+                "the configuration file declares curated endpoints whose names endpoints created \
+                 at run time already hold: {}; rename them in the file or delete the others \
+                 over the API, then reload (nothing was changed)",
+                held.join(", ")
+            )));
+        }
+        Ok(Some(specs))
+    }
+
+    /// Makes the file's curated endpoints `specs` (the API's stay as they are).
+    fn apply_endpoints(
+        &self,
+        specs: Option<Vec<EndpointSpec>>,
+        changes: &ConfigChanges,
+    ) -> Result<(), ConfigServiceError> {
+        let (Some(endpoints), Some(specs)) = (&self.endpoints, specs) else {
+            return Ok(());
+        };
+        endpoints
+            .apply_config(specs)
+            .map_err(|error| step_failed("applying the curated endpoints", &error))?;
+        let section = &changes.endpoints;
+        if !section.is_empty() {
+            tracing::info!(
+                added = ?section.added,
+                removed = ?section.removed,
+                updated = ?section.updated,
+                "curated endpoints reloaded"
+            );
+        }
+        Ok(())
+    }
+
     /// What holds `id` and is not the file's own (so the reload may not take it over).
     fn holder_of_another_origin(&self, id: &ServerId) -> Option<String> {
         if let Ok(snapshot) = self.servers.snapshot(id)
@@ -560,9 +637,10 @@ impl ConfigService {
         Ok(())
     }
 
-    /// The current state as a configuration file: the file's servers and groups as written
-    /// (so `${VAR}` references survive), plus every server and group created over the API or
-    /// approved from discovery. Loading it reproduces the state.
+    /// The current state as a configuration file: the file's servers, groups and curated
+    /// endpoints as written (so `${VAR}` references survive), plus every server, group and
+    /// endpoint created over the API or approved from discovery. Loading it reproduces the
+    /// state.
     pub async fn export(&self) -> String {
         let _reload = self.reloads.lock().await;
         let mut config = self.running();
@@ -592,6 +670,17 @@ impl ConfigService {
                     id.to_owned(),
                     ServerDefinition::from_group_definition(&group_definition_of(&view)),
                 );
+            }
+        }
+        if let Some(endpoints) = &self.endpoints {
+            for spec in endpoints.list() {
+                if spec.origin == ServerOrigin::Config {
+                    continue;
+                }
+                config
+                    .endpoints
+                    .entry(spec.name.to_string())
+                    .or_insert_with(|| EndpointDefinition::from_endpoint_spec(&spec));
             }
         }
         mcpgw_config::export_yaml(&config)
@@ -681,6 +770,109 @@ mod tests {
         let apply = ConfigServiceError::Apply("broken".into());
         assert_eq!(apply.kind(), ErrorKind::Internal);
         assert_eq!(apply.name(), "InternalServerError");
+    }
+
+    /// A configuration file held in memory.
+    struct MemoryFile(std::sync::Mutex<String>);
+
+    #[async_trait::async_trait]
+    impl ConfigFile for MemoryFile {
+        fn display_name(&self) -> String {
+            "gateway.yaml".to_owned()
+        }
+
+        async fn read(&self) -> Result<String, mcpgw_config::ConfigFileError> {
+            Ok(self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone())
+        }
+
+        async fn backup(&self, _keep: usize) -> Result<String, mcpgw_config::ConfigFileError> {
+            Ok("gateway.yaml.bak1".to_owned())
+        }
+
+        async fn changed(&self) {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    fn endpoints_file(names: &[&str]) -> String {
+        let mut text = String::from("endpoints:\n");
+        for name in names {
+            text.push_str(&format!("  {name}:\n    tools: [{{server: math}}]\n"));
+        }
+        text
+    }
+
+    #[tokio::test]
+    async fn a_reload_applies_the_files_endpoints_and_refuses_names_the_api_holds() {
+        use mcpgw_testkit::clock::FakeClock;
+        use mcpgw_testkit::fakes::{FakeLauncher, RecordingEventSink, TokioSpawner};
+
+        let events = Arc::new(RecordingEventSink::default());
+        let clock = Arc::new(FakeClock::new());
+        let manager = ServerManager::new(
+            Arc::new(FakeLauncher::new()),
+            clock.clone(),
+            events.clone(),
+            Arc::new(TokioSpawner),
+            None,
+            mcpgw_core::ManagerSettings::default(),
+        );
+        let endpoints = Arc::new(EndpointService::new(events.clone(), clock));
+        let file = Arc::new(MemoryFile(std::sync::Mutex::new(endpoints_file(&[
+            "support", "ops",
+        ]))));
+        let service = ConfigService::new(
+            manager,
+            events,
+            Arc::new(|_: &str| None),
+            GatewayConfig::default(),
+        )
+        .with_file(file.clone(), String::new())
+        .with_endpoints(endpoints.clone());
+        let origin_of = |name: &str| endpoints.get(name).map(|spec| spec.origin.clone());
+
+        let report = service.reload(ReloadTrigger::Api).await.unwrap();
+        assert!(report.restart_required.is_empty(), "{report:?}");
+        assert_eq!(origin_of("support"), Some(ServerOrigin::Config));
+        assert_eq!(origin_of("ops"), Some(ServerOrigin::Config));
+
+        // An endpoint created over the API keeps its name: a file that declares it is refused
+        // whole, and nothing changes.
+        let api = service.running().to_endpoint_specs()[0].clone();
+        endpoints
+            .create(mcpgw_core::EndpointSpec {
+                name: mcpgw_core::EndpointName::parse("mine").unwrap(),
+                origin: ServerOrigin::Api,
+                ..api
+            })
+            .await
+            .unwrap();
+        *file.0.lock().unwrap() = endpoints_file(&["support", "mine"]);
+        let error = service.reload(ReloadTrigger::Api).await.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Conflict, "{error}");
+        assert!(
+            error.to_string().contains("`mine` (of origin api)"),
+            "{error}"
+        );
+        assert_eq!(origin_of("ops"), Some(ServerOrigin::Config));
+        assert_eq!(origin_of("mine"), Some(ServerOrigin::Api));
+
+        // The file drops one and adds another; the API's endpoint stays.
+        *file.0.lock().unwrap() = endpoints_file(&["support", "new"]);
+        service.reload(ReloadTrigger::Api).await.unwrap();
+        assert_eq!(origin_of("ops"), None);
+        assert_eq!(origin_of("new"), Some(ServerOrigin::Config));
+        assert_eq!(origin_of("mine"), Some(ServerOrigin::Api));
+
+        // The export holds both kinds, and loads back to them.
+        let exported = service.export().await;
+        let again = mcpgw_config::parse("export.yaml", &exported, &|_| None).unwrap();
+        let names: Vec<&str> = again.endpoints.keys().map(String::as_str).collect();
+        assert_eq!(names, ["mine", "new", "support"], "{exported}");
     }
 
     #[test]

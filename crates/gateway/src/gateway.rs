@@ -34,6 +34,9 @@ pub struct Gateway {
     discovery: Option<Arc<crate::DiscoveryService>>,
     config: Option<Arc<crate::ConfigService>>,
     fleet: Option<Arc<crate::Fleet>>,
+    tool_pins: Option<Arc<crate::ToolPins>>,
+    endpoints: Option<Arc<crate::EndpointService>>,
+    tool_names: Arc<mcpgw_config::ToolNames>,
 }
 
 /// How many invocations per server the default in-memory history keeps.
@@ -66,7 +69,44 @@ impl Gateway {
             discovery: None,
             config: None,
             fleet: None,
+            tool_pins: None,
+            endpoints: None,
+            tool_names: Arc::default(),
         }
+    }
+
+    /// Names tools as `names` says (the catalogue's own setting): servers and groups created
+    /// while the gateway runs are checked against it (see [`Gateway::check_new_owner`]). The
+    /// default is `tool_names: prefixed`.
+    #[must_use]
+    pub fn with_tool_names(mut self, names: mcpgw_config::ToolNames) -> Self {
+        self.tool_names = Arc::new(names);
+        self
+    }
+
+    pub fn tool_names(&self) -> &mcpgw_config::ToolNames {
+        &self.tool_names
+    }
+
+    /// Whether a server or group `id` may be created next to the servers and groups there are,
+    /// as far as tool names go: its id must not contain the separator, and its tools' prefix
+    /// must be no other owner's (nor a custom prefix written for another id). Whether the id
+    /// itself is free is the registry's business.
+    pub fn check_new_owner(
+        &self,
+        id: &mcpgw_core::ServerId,
+    ) -> Result<(), mcpgw_config::ToolNameConflict> {
+        let servers = self.servers.list(None);
+        let groups = self
+            .groups
+            .as_ref()
+            .map(|groups| groups.ids())
+            .unwrap_or_default();
+        let owners = servers
+            .iter()
+            .map(|server| server.id().as_str())
+            .chain(groups.iter().map(mcpgw_core::ServerId::as_str));
+        self.tool_names.check_new_owner(id.as_str(), owners)
     }
 
     /// Makes this gateway one replica of a fleet that shares its store: the fleet view and
@@ -79,6 +119,30 @@ impl Gateway {
 
     pub fn fleet(&self) -> Option<&Arc<crate::Fleet>> {
         self.fleet.as_ref()
+    }
+
+    /// Turns the pin ledger's management on (set the same ledger on the catalogue with
+    /// [`crate::ToolCatalog::set_tool_pins`]). Without it the ledger API answers 404.
+    #[must_use]
+    pub fn with_tool_pins(mut self, pins: Arc<crate::ToolPins>) -> Self {
+        self.tool_pins = Some(pins);
+        self
+    }
+
+    pub fn tool_pins(&self) -> Option<&Arc<crate::ToolPins>> {
+        self.tool_pins.as_ref()
+    }
+
+    /// Turns curated endpoints on: their management and their MCP endpoints. Without it the
+    /// endpoint API answers 404.
+    #[must_use]
+    pub fn with_endpoints(mut self, endpoints: Arc<crate::EndpointService>) -> Self {
+        self.endpoints = Some(endpoints);
+        self
+    }
+
+    pub fn endpoints(&self) -> Option<&Arc<crate::EndpointService>> {
+        self.endpoints.as_ref()
     }
 
     /// Turns configuration management on: the running configuration, reload, export, backup

@@ -17,6 +17,8 @@
 //! [`ConsoleSessions`] holds the web console's signed-in browsers.
 //! [`ToolListKeeper`] keeps the tool lists servers listed, so that a restart serves them
 //! instead of starting every server that declares no tools.
+//! [`naming`] says under which names the catalogue lists tools and prompts (`tool_names`):
+//! prefixes, bare names, the shortening of long names and their collisions.
 //!
 //! It must never know a concrete adapter: no HTTP framework, no database, no process or
 //! protocol library. Adapters are handed in as `Arc<dyn Port>` by whoever composes the gateway
@@ -61,6 +63,8 @@ mod catalog;
 mod config_service;
 mod console_sessions;
 mod discovery;
+mod endpoint_frontend;
+mod endpoints;
 mod event_log;
 mod events;
 mod fleet;
@@ -68,11 +72,13 @@ mod gateway;
 mod groups;
 mod launcher;
 pub mod metrics;
+pub mod naming;
 mod passwords;
 mod runtime;
 mod stats;
 mod token_cache;
 mod tool_lists;
+mod tool_pins;
 
 pub use self::metrics::EventMetrics;
 pub use auth::{
@@ -94,6 +100,10 @@ pub use discovery::{
     ApprovalView, CompositeSourceFactory, DiscoveryService, DiscoverySettings, RejectionView,
     ScanReport, SourceRequest, SourceView, discovery_sources_from_config,
 };
+pub use endpoint_frontend::{
+    EndpointFrontend, FIND_TOOLS, find_tools_definition, search as search_tools,
+};
+pub use endpoints::{EndpointError, EndpointService, EndpointTool, Resolved};
 pub use event_log::{MIN_COMPACTION_PERIOD, run_event_log_compaction};
 pub use events::EventBus;
 pub use fleet::{Fleet, FleetSettings, LEASE_DISCOVERY, LEASE_EVENT_LOG_COMPACTION};
@@ -103,6 +113,7 @@ pub use groups::{
     group_spec_from_config,
 };
 pub use launcher::{CompositeLauncher, StdioLauncher};
+pub use naming::ToolNaming;
 pub use passwords::{
     PASSWORD_HASH_MAX_ITERATIONS, PASSWORD_HASH_MAX_MEMORY_KIB, PASSWORD_HASH_MAX_PARALLELISM,
     PasswordHashing,
@@ -112,6 +123,7 @@ pub use runtime::{
 };
 pub use stats::{CALL_DURATION_WINDOW, CallStats, CallStatsSnapshot};
 pub use tool_lists::{RestoreReport, ToolListKeeper};
+pub use tool_pins::{PinVerdict, ToolPinError, ToolPinView, ToolPins};
 
 pub use mcpgw_authz as authz;
 pub use mcpgw_config as config;

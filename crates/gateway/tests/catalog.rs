@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcpgw_config::ToolNaming;
+use mcpgw_config::ToolNames;
 use mcpgw_core::{
     CallContext, Caller, EventSink, FrontendErrorKind, InMemoryInvocationHistory,
     InvocationHistory, LaunchError, ManagerSettings, McpFrontend, ServerId, ServerManager,
@@ -24,7 +24,7 @@ struct Harness {
     history: Arc<InMemoryInvocationHistory>,
 }
 
-fn harness(naming: ToolNaming) -> Harness {
+fn harness(naming: ToolNames) -> Harness {
     let launcher = Arc::new(FakeLauncher::new());
     let bus = Arc::new(EventBus::new(64));
     let manager = ServerManager::new(
@@ -84,7 +84,7 @@ fn text(arguments: serde_json::Value) -> Option<serde_json::Map<String, serde_js
 
 #[tokio::test]
 async fn tools_of_every_server_are_listed_prefixed_without_starting_any() {
-    let h = harness(ToolNaming::Prefixed);
+    let h = harness(ToolNames::prefixed());
     h.manager
         .register(with_tools("math", &["add", "echo"]))
         .await
@@ -103,7 +103,7 @@ async fn tools_of_every_server_are_listed_prefixed_without_starting_any() {
 
 #[tokio::test]
 async fn servers_that_declare_no_tools_are_probed_once_and_stopped_again() {
-    let h = harness(ToolNaming::Prefixed);
+    let h = harness(ToolNames::prefixed());
     lists(&h, "quiet", &["hidden"]);
     h.manager.register(with_tools("quiet", &[])).await.unwrap();
     h.catalog.probe_unknown_tools();
@@ -126,7 +126,7 @@ async fn servers_that_declare_no_tools_are_probed_once_and_stopped_again() {
 
 #[tokio::test]
 async fn a_failing_probe_is_not_retried_until_the_definition_changes() {
-    let h = harness(ToolNaming::Prefixed);
+    let h = harness(ToolNames::prefixed());
     h.launcher.set_behaviour(
         "broken",
         FakeBehaviour {
@@ -145,7 +145,7 @@ async fn a_failing_probe_is_not_retried_until_the_definition_changes() {
 
 #[tokio::test]
 async fn bare_naming_leaves_unique_names_alone_and_prefixes_shared_ones() {
-    let h = harness(ToolNaming::Bare);
+    let h = harness(ToolNames::bare());
     h.manager
         .register(with_tools("math", &["add", "echo"]))
         .await
@@ -162,7 +162,7 @@ async fn bare_naming_leaves_unique_names_alone_and_prefixes_shared_ones() {
 
 #[tokio::test]
 async fn calls_are_routed_to_the_owner_under_the_upstream_name() {
-    let h = harness(ToolNaming::Prefixed);
+    let h = harness(ToolNames::prefixed());
     h.manager
         .register(with_tools("a", &["echo"]))
         .await
@@ -191,7 +191,7 @@ async fn calls_are_routed_to_the_owner_under_the_upstream_name() {
 
 #[tokio::test]
 async fn unknown_and_malformed_names_are_unknown_tools() {
-    let h = harness(ToolNaming::Prefixed);
+    let h = harness(ToolNames::prefixed());
     h.manager
         .register(with_tools("a", &["echo"]))
         .await
@@ -216,7 +216,7 @@ async fn unknown_and_malformed_names_are_unknown_tools() {
 
 #[tokio::test]
 async fn the_live_list_replaces_the_predefined_one_after_a_start_and_clients_are_told() {
-    let h = harness(ToolNaming::Prefixed);
+    let h = harness(ToolNames::prefixed());
     h.manager
         .register(with_tools("s", &["declared"]))
         .await
@@ -253,7 +253,7 @@ async fn the_live_list_replaces_the_predefined_one_after_a_start_and_clients_are
 
 #[tokio::test]
 async fn failures_map_to_what_a_client_is_told() {
-    let h = harness(ToolNaming::Prefixed);
+    let h = harness(ToolNames::prefixed());
     let served = ["echo", "protocol_error", "transport_error"];
     lists(&h, "s", &served);
     h.manager.register(with_tools("s", &served)).await.unwrap();
@@ -291,7 +291,7 @@ async fn failures_map_to_what_a_client_is_told() {
 
 #[tokio::test]
 async fn every_call_lands_in_the_history_newest_first() {
-    let h = harness(ToolNaming::Prefixed);
+    let h = harness(ToolNames::prefixed());
     let served = ["echo", "tool_error", "transport_error"];
     lists(&h, "s", &served);
     h.manager.register(with_tools("s", &served)).await.unwrap();
@@ -328,7 +328,7 @@ async fn every_call_lands_in_the_history_newest_first() {
 // ----- calls that name tools the catalogue has not learned yet --------------------------------
 
 /// A harness whose catalogue never probes: tools are learned only by calls.
-fn without_probing(naming: ToolNaming) -> Harness {
+fn without_probing(naming: ToolNames) -> Harness {
     let h = harness(naming);
     h.catalog.set_probing(false);
     h
@@ -355,7 +355,7 @@ async fn call_named(
 
 #[tokio::test]
 async fn a_call_learns_the_tools_of_a_server_whose_tools_are_unknown_and_is_routed() {
-    let h = without_probing(ToolNaming::Prefixed);
+    let h = without_probing(ToolNames::prefixed());
     h.manager.register(with_tools("quiet", &[])).await.unwrap();
     let outcome = call_named(&*h.catalog, &Caller::default(), "quiet__echo")
         .await
@@ -372,7 +372,7 @@ async fn a_call_learns_the_tools_of_a_server_whose_tools_are_unknown_and_is_rout
 
 #[tokio::test]
 async fn concurrent_first_calls_of_unknown_tools_share_one_start() {
-    let h = without_probing(ToolNaming::Prefixed);
+    let h = without_probing(ToolNames::prefixed());
     h.manager.register(with_tools("quiet", &[])).await.unwrap();
     let gate = Arc::new(Notify::new());
     h.launcher.set_behaviour(
@@ -405,7 +405,7 @@ async fn concurrent_first_calls_of_unknown_tools_share_one_start() {
 
 #[tokio::test]
 async fn a_tool_the_learned_list_lacks_is_unknown_after_the_start() {
-    let h = without_probing(ToolNaming::Prefixed);
+    let h = without_probing(ToolNames::prefixed());
     h.manager.register(with_tools("quiet", &[])).await.unwrap();
     let error = call_named(&*h.catalog, &Caller::default(), "quiet__nope")
         .await
@@ -428,7 +428,7 @@ async fn a_tool_the_learned_list_lacks_is_unknown_after_the_start() {
 
 #[tokio::test]
 async fn a_server_that_cannot_start_answers_why_rather_than_unknown() {
-    let h = without_probing(ToolNaming::Prefixed);
+    let h = without_probing(ToolNames::prefixed());
     h.manager.register(with_tools("broken", &[])).await.unwrap();
     h.launcher.set_behaviour(
         "broken",
@@ -448,7 +448,7 @@ async fn a_server_that_cannot_start_answers_why_rather_than_unknown() {
 
 #[tokio::test]
 async fn names_of_no_server_start_nothing() {
-    let h = without_probing(ToolNaming::Prefixed);
+    let h = without_probing(ToolNames::prefixed());
     h.manager.register(with_tools("quiet", &[])).await.unwrap();
     for name in [
         "echo",
@@ -468,7 +468,7 @@ async fn names_of_no_server_start_nothing() {
 
 #[tokio::test]
 async fn bare_names_reach_known_tools_only_and_the_prefixed_form_reaches_every_tool() {
-    let h = without_probing(ToolNaming::Bare);
+    let h = without_probing(ToolNames::bare());
     h.manager.register(with_tools("quiet", &[])).await.unwrap();
     let bare = call_named(&*h.catalog, &Caller::default(), "echo")
         .await
@@ -509,7 +509,7 @@ impl SecretSource for CountingSecrets {
 
 #[tokio::test]
 async fn a_caller_the_policies_do_not_admit_starts_nothing() {
-    let h = without_probing(ToolNaming::Prefixed);
+    let h = without_probing(ToolNames::prefixed());
     h.manager.register(with_tools("quiet", &[])).await.unwrap();
     let auth = AuthService::new(
         AuthSettings {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use mcpgw_config::ToolNaming;
+use mcpgw_config::ToolNames;
 use mcpgw_core::{
     Caller, EventSink, LaunchSpec, ManagerSettings, McpFrontend, McpSession, ServerId,
     ServerLauncher, ServerManager, ServerSpec, Tool,
@@ -205,7 +205,7 @@ mod call_stats_observer {
 
 mod catalog_observer {
     mcpgw_testkit::event_observer_contract_suite!(
-        mcpgw_gateway::ToolCatalog::new(super::manager(), mcpgw_config::ToolNaming::Prefixed)
+        mcpgw_gateway::ToolCatalog::new(super::manager(), mcpgw_config::ToolNames::prefixed())
             .observer()
     );
 }
@@ -270,7 +270,7 @@ impl CatalogFrontend {
             None,
             ManagerSettings::default(),
         );
-        let catalog = ToolCatalog::new(manager.clone(), ToolNaming::Prefixed);
+        let catalog = ToolCatalog::new(manager.clone(), ToolNames::prefixed());
         bus.add_observer(catalog.observer());
         tokio::spawn(catalog.clone().run_change_notifier());
         manager

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use mcpgw_config::ToolNaming;
+use mcpgw_config::ToolNames;
 use mcpgw_core::{
     CallContext, Caller, CoreError, DomainEvent, ErrorKind, EventObserver, EventSink,
     ExitStatusInfo, FrontendErrorKind, LaunchError, LaunchedServer, LogBuffer, ManagerSettings,
@@ -1729,7 +1729,7 @@ async fn a_removed_server_leaves_every_group_and_the_stored_groups() {
 
 // ----- the catalogue ------------------------------------------------------------------------
 
-fn catalog_of(h: &Harness, naming: ToolNaming) -> Arc<ToolCatalog> {
+fn catalog_of(h: &Harness, naming: ToolNames) -> Arc<ToolCatalog> {
     let catalog = ToolCatalog::with_groups(h.manager.clone(), naming, h.groups.clone());
     h.bus.add_observer(catalog.observer());
     catalog.set_probing(false);
@@ -1768,7 +1768,7 @@ async fn the_catalogue_lists_groups_instead_of_their_members_and_routes_through_
     register_with_tools(&h, "a", &["add", "echo"]).await;
     register_with_tools(&h, "b", &["add", "echo"]).await;
     register_with_tools(&h, "solo", &["echo"]).await;
-    let catalog = catalog_of(&h, ToolNaming::Prefixed);
+    let catalog = catalog_of(&h, ToolNames::prefixed());
     assert_eq!(
         names(&catalog),
         ["a__add", "a__echo", "b__add", "b__echo", "solo__echo"]
@@ -1829,7 +1829,7 @@ async fn bare_naming_treats_a_group_like_a_server() {
     register_with_tools(&h, "a", &["echo", "search"]).await;
     register_with_tools(&h, "b", &["echo", "search"]).await;
     register_with_tools(&h, "solo", &["echo"]).await;
-    let catalog = catalog_of(&h, ToolNaming::Bare);
+    let catalog = catalog_of(&h, ToolNames::bare());
     h.group(
         "pool",
         GroupStrategy::RoundRobin,
@@ -1851,7 +1851,7 @@ async fn bare_naming_treats_a_group_like_a_server() {
 async fn an_unavailable_group_answers_unavailable_to_mcp_clients() {
     let h = harness();
     register_with_tools(&h, "a", &["echo"]).await;
-    let catalog = catalog_of(&h, ToolNaming::Prefixed);
+    let catalog = catalog_of(&h, ToolNames::prefixed());
     h.group("pool", GroupStrategy::RoundRobin, &[member("a")])
         .await;
     h.launcher
@@ -1923,7 +1923,7 @@ async fn a_call_through_a_group_whose_members_tools_are_unknown_learns_them() {
     let h = harness();
     register_unknown(&h, "a").await;
     register_unknown(&h, "b").await;
-    let catalog = catalog_of(&h, ToolNaming::Prefixed);
+    let catalog = catalog_of(&h, ToolNames::prefixed());
     h.group(
         "pool",
         GroupStrategy::RoundRobin,
@@ -1971,7 +1971,7 @@ async fn a_call_through_a_group_whose_members_tools_are_unknown_learns_them() {
 async fn an_unknown_tool_of_a_group_is_answered_unknown_after_learning() {
     let h = harness();
     register_unknown(&h, "a").await;
-    let catalog = catalog_of(&h, ToolNaming::Prefixed);
+    let catalog = catalog_of(&h, ToolNames::prefixed());
     h.group("pool", GroupStrategy::RoundRobin, &[member("a")])
         .await;
     let error = catalog
@@ -2008,7 +2008,7 @@ async fn a_group_tool_a_members_kept_list_lacks_is_learned_from_the_member() {
         learned_at: mcpgw_core::Timestamp::from_unix_micros(1_700_000_000_000_000),
     };
     assert!(h.manager.restore_tools(&kept).unwrap());
-    let catalog = catalog_of(&h, ToolNaming::Prefixed);
+    let catalog = catalog_of(&h, ToolNames::prefixed());
     h.group("pool", GroupStrategy::RoundRobin, &[member("a")])
         .await;
     assert_eq!(names(&catalog), ["pool__retired"]);

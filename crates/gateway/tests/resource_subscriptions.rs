@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcpgw_config::ToolNaming;
+use mcpgw_config::ToolNames;
 use mcpgw_core::{
     Caller, EventSink, FrontendErrorKind, ManagerSettings, McpFrontend, ServerId, ServerManager,
     ServerSpec,
@@ -33,7 +33,7 @@ async fn catalog_with_fixture() -> (ServerManager, Arc<ToolCatalog>) {
         None,
         ManagerSettings::default(),
     );
-    let catalog = ToolCatalog::new(manager.clone(), ToolNaming::Prefixed);
+    let catalog = ToolCatalog::new(manager.clone(), ToolNames::prefixed());
     bus.add_observer(catalog.observer());
     let binary = fixture_server_binary().display().to_string();
     manager

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use mcpgw_config::ToolNaming;
+use mcpgw_config::ToolNames;
 use mcpgw_core::{
     CallContext, Caller, EventSink, FrontendErrorKind, LaunchSpec, ManagerSettings, McpFrontend,
     ServerId, ServerManager, ServerSpec, Tool, ToolListStore, ToolSource,
@@ -34,7 +34,7 @@ fn run(store: &Arc<InMemoryToolListStore>) -> Run {
         None,
         ManagerSettings::default(),
     );
-    let catalog = ToolCatalog::new(manager.clone(), ToolNaming::Prefixed);
+    let catalog = ToolCatalog::new(manager.clone(), ToolNames::prefixed());
     bus.add_observer(catalog.observer());
     let keeper = ToolListKeeper::new(manager.clone(), store.clone() as Arc<dyn ToolListStore>);
     bus.add_observer(keeper.observer());

@@ -9,9 +9,10 @@
 //! roles, gets 404 `NotFoundError` for a path no route serves and 405 `MethodNotAllowedError`
 //! (with `Allow`) for a method the permissions do not map on a path they do (the API
 //! description, which every authenticated caller may read, lists the routes anyway); a route
-//! that is served but that no permission opens is denied, whoever asks. `/mcp` needs only
-//! authentication here: what an MCP client may list and call is decided per tool by the front
-//! end (`AuthorizedFrontend`), which gets the caller through the request's extensions.
+//! that is served but that no permission opens is denied, whoever asks. `/mcp` and every curated
+//! endpoint `/mcp/v/{name}` need only authentication here: what an MCP client may list and call
+//! is decided per tool by the front end (`AuthorizedFrontend`), which gets the caller through
+//! the request's extensions (and, on a curated endpoint, whether the endpoint admits it).
 //!
 //! Probes, `/metrics`, the documentation page and CORS preflight requests (`OPTIONS`) are never
 //! checked. Answers: 401 `AuthenticationError` with `WWW-Authenticate`, 403 `AccessDeniedError`,
@@ -33,7 +34,7 @@ use mcpgw_gateway::{AuthService, AuthServiceError, Credentials, caller_of};
 use crate::error::{ApiError, ErrorEnvelope, names};
 use crate::oauth;
 use crate::state::ApiState;
-use crate::{EVENTS_WS_PATH, MCP_PATH, OPENAPI_PATH};
+use crate::{EVENTS_WS_PATH, OPENAPI_PATH, is_mcp_path};
 
 /// Network ranges whose `X-Forwarded-For` is believed when finding a client's address.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -136,7 +137,8 @@ fn prefix_matches(network: &[u8], address: &[u8], bits: u8) -> bool {
 enum Requirement {
     /// A REST route's permission.
     Permission(Permission),
-    /// Authentication alone: `/mcp` (the front end decides per tool) and the API description.
+    /// Authentication alone: `/mcp` and `/mcp/v/{name}` (the front end decides per tool) and
+    /// the API description.
     Authenticated,
     /// A method and path under `/api/` that no permission maps: never served.
     Unmapped,
@@ -146,7 +148,7 @@ fn requirement(method: &str, path: &str) -> Option<Requirement> {
     if method == "OPTIONS" {
         return None;
     }
-    if path == MCP_PATH || path == OPENAPI_PATH {
+    if is_mcp_path(path) || path == OPENAPI_PATH {
         return Some(Requirement::Authenticated);
     }
     if !path.starts_with("/api/") {
@@ -206,8 +208,8 @@ pub async fn authenticate(
     match needed {
         Requirement::Authenticated => {
             // An access token held to scopes that cover no tool use cannot do anything at
-            // `/mcp`: the client is told which scope to ask for instead.
-            if request.path() == MCP_PATH
+            // `/mcp` (or a curated endpoint): the client is told which scope to ask for instead.
+            if is_mcp_path(request.path())
                 && identity
                     .scope_limit
                     .as_ref()
@@ -477,6 +479,20 @@ mod tests {
             requirement("POST", "/mcp"),
             Some(Requirement::Authenticated)
         ));
+        // A curated endpoint needs what `/mcp` needs, whatever its name, on every MCP method.
+        for method in ["GET", "POST", "DELETE"] {
+            for path in ["/mcp/v/support", "/mcp/v/a-b_1"] {
+                assert!(
+                    matches!(requirement(method, path), Some(Requirement::Authenticated)),
+                    "{method} {path}"
+                );
+            }
+        }
+        assert!(requirement("OPTIONS", "/mcp/v/support").is_none());
+        // Not curated endpoints: no name, or more than one segment after `/mcp/v/`.
+        for path in ["/mcp/v/", "/mcp/v", "/mcp/v/a/b"] {
+            assert!(requirement("POST", path).is_none(), "{path}");
+        }
         assert!(matches!(
             requirement("GET", "/api/mcp_servers"),
             Some(Requirement::Permission(Permission::McpServerList))

@@ -164,6 +164,8 @@ pub(crate) struct ConfigChangeSummary {
     pub servers: ConfigSectionDiff,
     /// `mcp_servers` entries of mode `group`.
     pub groups: ConfigSectionDiff,
+    /// `endpoints` entries: curated endpoints.
+    pub endpoints: ConfigSectionDiff,
     /// Top-level sections that differ and take effect only at the next start.
     pub restart_required: Vec<String>,
 }
@@ -187,6 +189,7 @@ impl From<ConfigDiffView> for ConfigDiff {
             changed: ConfigChangeSummary {
                 servers: view.changes.servers.into(),
                 groups: view.changes.groups.into(),
+                endpoints: view.changes.endpoints.into(),
                 restart_required: view.changes.restart_required,
             },
         }

@@ -166,6 +166,27 @@ pub(crate) fn definition_rules(
     }
 }
 
+/// Refuses a new server or group `id` that the tool names in effect cannot take: 422 when it
+/// contains their separator (the body's `field` is named), 409 with the error name `conflict`
+/// when its tools' prefix is another server's or group's. Both name the other party.
+pub(crate) fn refuse_tool_name_conflicts(
+    gateway: &mcpgw_gateway::Gateway,
+    id: &ServerId,
+    field: &str,
+    conflict: &'static str,
+) -> Result<(), ApiError> {
+    gateway
+        .check_new_owner(id)
+        .map_err(|refusal| match refusal {
+            mcpgw_config::ToolNameConflict::SeparatorInId { .. } => {
+                ApiError::validation(format!("{field}: {refusal}"))
+            }
+            mcpgw_config::ToolNameConflict::PrefixTaken { .. } => {
+                ApiError::new(StatusCode::CONFLICT, conflict, refusal.to_string())
+            }
+        })
+}
+
 /// The body of a create: `mcp_server_id` plus the server's fields.
 pub(crate) fn spec_for_create(
     bytes: &[u8],

@@ -19,12 +19,12 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-use crate::definition::{body_bytes, json_object_with, json_type_name};
+use crate::definition::{body_bytes, json_object_with, json_type_name, refuse_tool_name_conflicts};
 use crate::dto::{
     DiscoveryEnableRequest, DiscoverySourceId, DiscoverySourceRequest, DiscoverySourceUpdate,
     McpServerId,
 };
-use crate::error::{ApiError, ErrorEnvelope, bounded_for_message};
+use crate::error::{ApiError, ErrorEnvelope, bounded_for_message, names};
 use crate::state::ApiState;
 
 const SOURCE_FIELDS: &str = "`source_type` (or `type`), and optionally `source_id` (or `id`), \
@@ -673,14 +673,29 @@ pub(crate) async fn list_quarantined(
         (status = 404, description = "No pending server has this name (DiscoveredServerNotFoundError), \
             or discovery is not configured (NotFoundError)", body = ErrorEnvelope),
         (status = 409, description = "A server with this id exists and was not discovered from \
-            this source (ConflictError)", body = ErrorEnvelope),
+            this source, or the id's tool name prefix is another server's or group's \
+            (ConflictError)", body = ErrorEnvelope),
+        (status = 422, description = "The id contains the tool name separator (ValidationError)", body = ErrorEnvelope),
     )
 )]
 pub(crate) async fn approve(
     state: web::Data<ApiState>,
     name: web::Path<String>,
 ) -> Result<web::Json<DiscoveryApproved>, ApiError> {
-    let view = service(&state)?.approve(&name).await?;
+    let discovery = service(&state)?;
+    // A server that is new (not a changed definition of one approved before) must fit the
+    // tool names in effect.
+    let new_server = discovery
+        .pending()
+        .into_iter()
+        .find(|pending| pending.name == name.as_str())
+        .filter(|pending| !pending.replaces_approved);
+    if let Some(pending) = new_server
+        && let Ok(id) = mcpgw_core::ServerId::parse(&pending.name)
+    {
+        refuse_tool_name_conflicts(state.gateway(), &id, "name", names::CONFLICT)?;
+    }
+    let view = discovery.approve(&name).await?;
     Ok(web::Json(view.into()))
 }
 

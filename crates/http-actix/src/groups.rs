@@ -16,12 +16,12 @@ use mcpgw_gateway::groups_domain::{GroupError, GroupSpec, GroupStrategy, MemberS
 use mcpgw_gateway::{GroupService, GroupServiceError, GroupUpdate};
 use serde_json::{Map, Value, json};
 
-use crate::definition::{body_bytes, json_object_with, json_type_name};
+use crate::definition::{body_bytes, json_object_with, json_type_name, refuse_tool_name_conflicts};
 use crate::dto::{
     AddGroupMemberRequest, CreateGroupRequest, GroupCreated, GroupDeleted, GroupDetails, GroupList,
     UpdateGroupRequest,
 };
-use crate::error::{ApiError, ErrorEnvelope, bounded_for_message};
+use crate::error::{ApiError, ErrorEnvelope, bounded_for_message, names};
 use crate::state::ApiState;
 
 const GROUP_ID_FIELD: &str = "group_id";
@@ -299,9 +299,10 @@ pub(crate) async fn list_groups(
         (status = 201, description = "Created; the new group's details", body = GroupCreated),
         (status = 404, description = "A member is not a registered server (McpServerNotFoundError), \
             or groups are not enabled (NotFoundError)", body = ErrorEnvelope),
-        (status = 409, description = "A group or a server with this id exists (GroupAlreadyExistsError)", body = ErrorEnvelope),
+        (status = 409, description = "A group or a server with this id exists, or the id's tool name prefix is another server's or group's (GroupAlreadyExistsError)", body = ErrorEnvelope),
         (status = 413, description = "The body is larger than the configured limit", body = ErrorEnvelope),
-        (status = 422, description = "Malformed JSON, a missing or invalid id, an unknown strategy, a \
+        (status = 422, description = "Malformed JSON, a missing or invalid id (one with the tool name \
+            separator too), an unknown strategy, a \
             wrong field type, a weight of 0, a member listed twice or the group itself as a member, \
             `min_healthy` of 0 or above the number of members given (ValidationError)", body = ErrorEnvelope),
     )
@@ -313,6 +314,12 @@ pub(crate) async fn create_group(
     let groups = service(&state)?;
     let bytes = body_bytes(body, state.settings().max_body_bytes)?;
     let spec = spec_for_create(&bytes)?;
+    refuse_tool_name_conflicts(
+        state.gateway(),
+        &spec.id,
+        GROUP_ID_FIELD,
+        names::GROUP_ALREADY_EXISTS,
+    )?;
     let view = groups.create(spec, ServerOrigin::Api).await?;
     Ok(HttpResponse::Created().json(GroupCreated {
         group: GroupDetails::from(&view),

@@ -42,7 +42,6 @@ use futures::StreamExt as _;
 
 use crate::cors::CorsSettings;
 use crate::error::{ApiError, bounded_for_message, names};
-use crate::mcp_endpoint::MCP_PATH;
 use crate::state::ApiState;
 
 /// The paths the Host check leaves alone: the probes, exactly (any other path under `/health/`
@@ -376,7 +375,7 @@ fn refusal(
     );
     let upgrade = header_text(headers, &header::UPGRADE)
         .is_some_and(|value| value.to_ascii_lowercase().contains("websocket"));
-    let is_mcp = request.path() == MCP_PATH;
+    let is_mcp = crate::mcp_endpoint::is_mcp_path(request.path());
     if let Some(origin) = headers.get(header::ORIGIN)
         && (!safe || upgrade || (is_mcp && *request.method() != Method::OPTIONS))
     {
@@ -482,7 +481,7 @@ pub(crate) async fn check_request(
             error = error.name(),
             "refused a request before it reached a handler"
         );
-        let limit = if request.path() == MCP_PATH {
+        let limit = if crate::mcp_endpoint::is_mcp_path(request.path()) {
             state.settings().max_mcp_body_bytes
         } else {
             state.settings().max_body_bytes

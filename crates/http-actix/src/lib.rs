@@ -77,6 +77,7 @@ mod cors;
 mod definition;
 mod discovery;
 pub mod dto;
+mod endpoints_api;
 mod error;
 mod groups;
 mod guard;
@@ -90,6 +91,7 @@ mod servers;
 mod state;
 mod system;
 mod telemetry;
+mod tool_pins;
 mod ws;
 
 use actix_web::body::MessageBody;
@@ -104,7 +106,10 @@ pub use error::{
     ApiError, ErrorEnvelope, names as error_names, route_not_found, status_and_name_of,
 };
 pub use guard::{AllowedHosts, McpOrigins};
-pub use mcp_endpoint::{MCP_ALLOWED_METHODS, MCP_PATH, McpHttpHandler, McpResponseBody};
+pub use mcp_endpoint::{
+    CURATED_PATH_PREFIX, EndpointHandlers, MCP_ALLOWED_METHODS, MCP_PATH, McpHttpHandler,
+    McpResponseBody, is_mcp_path,
+};
 pub use oauth::{
     MCP_PROTECTED_RESOURCE_METADATA_PATH, PROTECTED_RESOURCE_METADATA_PATH,
     ProtectedResourceMetadata,
@@ -195,6 +200,18 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: ApiState) {
     // `/mcp` first: the router and the request metrics' route label try resources in this
     // order, and the data plane's requests should not pay for matching every `/api` pattern.
     cfg.service(mounter.mcp_resource())
+        .service(
+            mounter
+                .resource(web::resource("/mcp/v/{name}"), MCP_ALLOWED_METHODS)
+                .route(web::get().to(mcp_endpoint::curated_open_stream))
+                .route(web::post().to(mcp_endpoint::curated_send_message))
+                .route(web::delete().to(mcp_endpoint::curated_end_session))
+                .route(
+                    web::route()
+                        .method(Method::OPTIONS)
+                        .to(mcp_endpoint::options),
+                ),
+        )
         .service(
             mounter
                 .resource(
@@ -343,7 +360,9 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: ApiState) {
         )
         .configure(|cfg| auth_api::mount(cfg, &mounter))
         .configure(|cfg| discovery::mount(cfg, &mounter))
+        .configure(|cfg| endpoints_api::mount(cfg, &mounter))
         .configure(|cfg| config_api::mount(cfg, &mounter))
+        .configure(|cfg| tool_pins::mount(cfg, &mounter))
         .configure(|cfg| console::mount(cfg, &mounter.state))
         .default_service(web::to(route_not_found));
 }

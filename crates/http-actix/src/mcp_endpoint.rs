@@ -34,6 +34,22 @@ use crate::state::ApiState;
 /// Where the MCP endpoint is mounted.
 pub const MCP_PATH: &str = "/mcp";
 
+/// Where each curated endpoint is served: `/mcp/v/{name}`.
+pub const CURATED_PATH_PREFIX: &str = "/mcp/v/";
+
+/// Whether `path` is an MCP endpoint: `/mcp`, or a curated endpoint's `/mcp/v/{name}`. Both
+/// get the same treatment in front of their handler (origins, body limit, authentication).
+pub fn is_mcp_path(path: &str) -> bool {
+    path == MCP_PATH
+        || path
+            .strip_prefix(CURATED_PATH_PREFIX)
+            .is_some_and(|name| !name.is_empty() && !name.contains('/'))
+}
+
+/// The handler of each curated endpoint, by name: `None` when the name has none (the
+/// composition creates one per endpoint, on first use, each with sessions of its own).
+pub type EndpointHandlers = Arc<dyn Fn(&str) -> Option<McpHttpHandler> + Send + Sync>;
+
 /// The methods `/mcp` answers when an MCP handler is set.
 pub const MCP_ALLOWED_METHODS: &str = "GET, POST, DELETE, OPTIONS";
 
@@ -323,8 +339,71 @@ async fn forward(
     let Some(handler) = state.mcp_handler() else {
         return Err(not_enabled());
     };
-    let body = read_body(&request, payload, state.settings().max_mcp_body_bytes).await?;
-    let mut standard = standard_request(&request, body)?;
+    forward_to(handler, &state, &request, payload).await
+}
+
+/// The handler of the curated endpoint `name`, once the caller is known to be admitted: a
+/// name that is no endpoint is 404, a caller its rules leave out 403, both in the envelope.
+fn curated_handler(
+    state: &ApiState,
+    request: &HttpRequest,
+    name: &str,
+) -> Result<McpHttpHandler, ApiError> {
+    let not_found = || {
+        ApiError::new(
+            ActixStatus::NOT_FOUND,
+            names::NOT_FOUND,
+            format!(
+                "no curated endpoint is named `{}`; GET /api/endpoints lists them",
+                crate::error::bounded_for_message(name)
+            ),
+        )
+    };
+    let endpoints = state.gateway().endpoints().ok_or_else(not_found)?;
+    let caller = request
+        .extensions()
+        .get::<mcpgw_gateway::core::Caller>()
+        .cloned()
+        .unwrap_or_default();
+    match endpoints.admits(name, &caller) {
+        None => return Err(not_found()),
+        Some(false) => {
+            return Err(ApiError::new(
+                ActixStatus::FORBIDDEN,
+                names::ACCESS_DENIED,
+                format!(
+                    "the curated endpoint `{name}` does not admit {}",
+                    caller.principal.as_deref().unwrap_or("this caller")
+                ),
+            ));
+        }
+        Some(true) => {}
+    }
+    state
+        .endpoint_handlers()
+        .and_then(|handlers| handlers(name))
+        .ok_or_else(not_found)
+}
+
+/// A request to a curated endpoint, `/mcp/v/{name}`.
+async fn forward_curated(
+    state: web::Data<ApiState>,
+    request: HttpRequest,
+    name: web::Path<String>,
+    payload: web::Payload,
+) -> Result<HttpResponse<StreamedBody>, ApiError> {
+    let handler = curated_handler(&state, &request, &name)?;
+    forward_to(&handler, &state, &request, payload).await
+}
+
+async fn forward_to(
+    handler: &McpHttpHandler,
+    state: &ApiState,
+    request: &HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse<StreamedBody>, ApiError> {
+    let body = read_body(request, payload, state.settings().max_mcp_body_bytes).await?;
+    let mut standard = standard_request(request, body)?;
     // Who is calling, as the authentication middleware found (nobody in particular while
     // authentication is off), and from where: the MCP layer reads it from the request's
     // extensions, and tool-call rate limits tell anonymous callers apart by address.
@@ -334,11 +413,95 @@ async fn forward(
         .cloned()
         .unwrap_or_default();
     if caller.address.is_none() {
-        caller.address = state.client_address(&request);
+        caller.address = state.client_address(request);
     }
     standard.extensions_mut().insert(caller);
     let response = handler(standard).await;
     Ok(actix_response(response))
+}
+
+/// A curated endpoint: the same exchange as `/mcp` (GET opens the stream of a session).
+#[utoipa::path(
+    get,
+    path = "/mcp/v/{name}",
+    tag = "mcp",
+    operation_id = "curated_open_stream",
+    description = "A curated endpoint (see `/api/endpoints`): the MCP Streamable HTTP endpoint \
+        of a named selection of tools, exchanged exactly as at `/mcp`. A caller the endpoint's \
+        rules leave out is refused before the exchange.",
+    params(("name" = String, Path, description = "The endpoint's name")),
+    responses(
+        (status = 200, description = "Server-sent events, one JSON-RPC message each", content_type = "text/event-stream", body = String),
+        (status = 403, description = "The endpoint's `allow`/`deny` rules leave the caller out (AccessDeniedError)", body = ErrorEnvelope),
+        (status = 404, description = "No curated endpoint has that name (NotFoundError), or the \
+            session is unknown (plain text)", content(
+            (ErrorEnvelope = "application/json"),
+            (String = "text/plain"),
+        )),
+    )
+)]
+pub(crate) async fn curated_open_stream(
+    state: web::Data<ApiState>,
+    request: HttpRequest,
+    name: web::Path<String>,
+    payload: web::Payload,
+) -> Result<HttpResponse<StreamedBody>, ApiError> {
+    forward_curated(state, request, name, payload).await
+}
+
+/// A curated endpoint: one JSON-RPC message, as at `/mcp`.
+#[utoipa::path(
+    post,
+    path = "/mcp/v/{name}",
+    tag = "mcp",
+    operation_id = "curated_send_message",
+    description = "A curated endpoint: `tools/list` answers the endpoint's tools (with its names \
+        and overrides, and only those the caller may use), or the `find_tools` search tool alone \
+        when the endpoint has `tool_search`; `tools/call` reaches them by those names. It has no \
+        prompts or resources.",
+    params(("name" = String, Path, description = "The endpoint's name")),
+    request_body(content = Object, content_type = "application/json",
+        description = "One JSON-RPC message"),
+    responses(
+        (status = 200, description = "The JSON-RPC response, as JSON or as server-sent events", content(
+            (Object = "application/json"),
+            (String = "text/event-stream"),
+        )),
+        (status = 202, description = "A notification or response was accepted"),
+        (status = 403, description = "The endpoint's `allow`/`deny` rules leave the caller out (AccessDeniedError)", body = ErrorEnvelope),
+        (status = 404, description = "No curated endpoint has that name (NotFoundError)", body = ErrorEnvelope),
+        (status = 413, description = "The body is larger than the MCP body limit (PayloadTooLargeError)", body = ErrorEnvelope),
+    )
+)]
+pub(crate) async fn curated_send_message(
+    state: web::Data<ApiState>,
+    request: HttpRequest,
+    name: web::Path<String>,
+    payload: web::Payload,
+) -> Result<HttpResponse<StreamedBody>, ApiError> {
+    forward_curated(state, request, name, payload).await
+}
+
+/// A curated endpoint: ends a session, as at `/mcp`.
+#[utoipa::path(
+    delete,
+    path = "/mcp/v/{name}",
+    tag = "mcp",
+    operation_id = "curated_end_session",
+    params(("name" = String, Path, description = "The endpoint's name")),
+    responses(
+        (status = 204, description = "The session ended"),
+        (status = 403, description = "The endpoint's `allow`/`deny` rules leave the caller out (AccessDeniedError)", body = ErrorEnvelope),
+        (status = 404, description = "No curated endpoint has that name (NotFoundError)", body = ErrorEnvelope),
+    )
+)]
+pub(crate) async fn curated_end_session(
+    state: web::Data<ApiState>,
+    request: HttpRequest,
+    name: web::Path<String>,
+    payload: web::Payload,
+) -> Result<HttpResponse<StreamedBody>, ApiError> {
+    forward_curated(state, request, name, payload).await
 }
 
 /// Open the stream of server-to-client messages (Streamable HTTP).

@@ -9,8 +9,8 @@ use utoipa_swagger_ui::Config;
 
 use crate::error::{ApiError, ErrorEnvelope};
 use crate::{
-    auth_api, config_api, discovery, dto, groups, mcp_endpoint, probes, servers, system, telemetry,
-    ws,
+    auth_api, config_api, discovery, dto, endpoints_api, groups, mcp_endpoint, probes, servers,
+    system, telemetry, ws,
 };
 
 pub const OPENAPI_PATH: &str = "/api/openapi.json";
@@ -57,6 +57,11 @@ pub const DOCS_PATH: &str = "/docs";
         groups::rebalance_group,
         groups::add_member,
         groups::remove_member,
+        endpoints_api::list_endpoints,
+        endpoints_api::create_endpoint,
+        endpoints_api::get_endpoint,
+        endpoints_api::update_endpoint,
+        endpoints_api::delete_endpoint,
         auth_api::create_key,
         auth_api::list_keys,
         auth_api::revoke_key,
@@ -90,12 +95,20 @@ pub const DOCS_PATH: &str = "/docs";
         config_api::export_config,
         config_api::backup_config,
         config_api::diff_config,
+        crate::tool_pins::list_tool_pins,
+        crate::tool_pins::get_tool_pins,
+        crate::tool_pins::approve_tool_pins,
+        crate::tool_pins::reject_tool_pins,
+        crate::tool_pins::reset_tool_pins,
         ws::events_socket,
         system::system_info,
         system::replicas,
         mcp_endpoint::open_stream,
         mcp_endpoint::send_message,
         mcp_endpoint::end_session,
+        mcp_endpoint::curated_open_stream,
+        mcp_endpoint::curated_send_message,
+        mcp_endpoint::curated_end_session,
         probes::live,
         probes::startup,
         probes::ready,
@@ -118,9 +131,11 @@ pub const DOCS_PATH: &str = "/docs";
     tags(
         (name = "mcp_servers", description = "Managed MCP servers: definitions, lifecycle, tools, health and logs"),
         (name = "groups", description = "Load-balanced groups of MCP servers: strategy, members, rotation and state. Group ids and server ids share one namespace; a gateway composed without groups answers 404 on every group route"),
+        (name = "endpoints", description = "Curated endpoints: named selections of tools from any servers and groups, each served at `/mcp/v/{name}` with its own access rules and optional per-tool names, titles, descriptions and annotations. Endpoints of the configuration file are read-only here. A gateway composed without curated endpoints answers 404 on every endpoint route"),
         (name = "auth", description = "Auth management: API keys, roles, role assignments, principals, permissions and tool access policies. A gateway composed without an auth service answers 404 on every auth route"),
         (name = "discovery", description = "Discovery sources (a container engine, a directory of definitions) and the MCP servers they found: pending approval, rejected, or quarantined with the reason. A gateway without a `discovery:` block answers 404 on every discovery route"),
         (name = "config", description = "The running configuration with secrets masked, reloading the configuration file without a restart (an invalid file changes nothing), exporting it as YAML, rotating backups next to the file, and the file's difference from what runs. A gateway composed without a configuration service answers 404 on every configuration route"),
+        (name = "tool_pins", description = "The pin ledger: what each server's tools looked like when they were trusted (pinned on first use, or approved), what the server reports now with a diff, and the operators' approvals and rejections. With `tool_pinning: enforce`, a changed or new tool is neither listed nor callable until approved"),
         (name = "events", description = "The WebSocket stream of domain events, filtered by event type and server"),
         (name = "mcp", description = "The MCP Streamable HTTP endpoint: every tool of every server the caller may use, as `{server_id}__{tool}`"),
         (name = "probes", description = "Liveness, startup and readiness probes; no credentials, never rate limited"),
@@ -290,8 +305,9 @@ fn declare_auth_failures(document: &mut utoipa::openapi::OpenApi) {
     )
     .build();
     for (path, item) in &mut document.paths.paths {
-        // `/mcp` and this document need authentication only, no permission (`docs/auth.md`).
-        let needs_permission = path.as_str() != crate::MCP_PATH && path.as_str() != OPENAPI_PATH;
+        // `/mcp`, the curated endpoints and this document need authentication only, no
+        // permission (`docs/auth.md`); a curated endpoint documents its own 403.
+        let needs_permission = !is_mcp_document_path(path) && path.as_str() != OPENAPI_PATH;
         for operation in [
             &mut item.get,
             &mut item.put,
@@ -389,7 +405,7 @@ fn declare_browser_checks(document: &mut utoipa::openapi::OpenApi) {
             continue;
         }
         let origin_checked_get =
-            path.as_str() == crate::MCP_PATH || path.as_str() == crate::EVENTS_WS_PATH;
+            is_mcp_document_path(path) || path.as_str() == crate::EVENTS_WS_PATH;
         let under_api = path.starts_with("/api/");
         for (is_get, operation) in [
             (true, &mut item.get),
@@ -494,10 +510,18 @@ fn declare_security(document: &mut utoipa::openapi::OpenApi) {
         SecurityRequirement::new("bearer", Vec::<String>::new()),
     ];
     for operation in operations(document, |path| {
-        path.starts_with("/api/") || path == crate::MCP_PATH
+        path.starts_with("/api/") || is_mcp_document_path(path)
     }) {
         operation.security = Some(requirements.clone());
     }
+}
+
+/// How the document names the curated endpoints' path.
+const CURATED_DOCUMENT_PATH: &str = "/mcp/v/{name}";
+
+/// Whether a path of the document is an MCP endpoint: `/mcp` or the curated endpoints'.
+fn is_mcp_document_path(path: &str) -> bool {
+    path == crate::MCP_PATH || path == CURATED_DOCUMENT_PATH
 }
 
 /// Every operation of the paths that `include` accepts.
@@ -739,7 +763,7 @@ mod tests {
                     "421 of {method} {path}"
                 );
                 let origin_checked =
-                    method != "get" || path == crate::MCP_PATH || path == crate::EVENTS_WS_PATH;
+                    method != "get" || is_mcp_document_path(path) || path == crate::EVENTS_WS_PATH;
                 let forbidden = responses["403"]["description"].as_str().unwrap_or_default();
                 assert_eq!(
                     forbidden.contains("ForbiddenOriginError"),
@@ -832,12 +856,19 @@ mod tests {
                 }
                 // `/mcp` and this document need no permission: `/mcp` answers 403 only to a
                 // foreign origin, and this document never.
-                let needs_permission = path != crate::MCP_PATH && path != OPENAPI_PATH;
+                let needs_permission = !is_mcp_document_path(path) && path != OPENAPI_PATH;
                 let forbidden = responses
                     .get("403")
                     .map(|answer| answer["description"].as_str().unwrap().to_owned());
                 if needs_permission {
                     assert!(forbidden.is_some(), "{method} {path}");
+                } else if path == CURATED_DOCUMENT_PATH {
+                    assert!(
+                        forbidden.is_some_and(|text| !text.contains("permission")
+                            && text.contains("AccessDeniedError")
+                            && text.contains("ForbiddenOriginError")),
+                        "{method} {path}"
+                    );
                 } else if path == crate::MCP_PATH {
                     assert!(
                         forbidden.is_some_and(|text| !text.contains("permission")

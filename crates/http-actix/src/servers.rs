@@ -7,7 +7,9 @@ use mcpgw_core::{LOG_RING_CAPACITY, ServerId, ServerState};
 use mcpgw_gateway::GroupServiceError;
 use serde::Deserialize;
 
-use crate::definition::{body_bytes, definition_rules, spec_for_create, spec_for_update};
+use crate::definition::{
+    body_bytes, definition_rules, refuse_tool_name_conflicts, spec_for_create, spec_for_update,
+};
 use crate::dto::{
     CreateServerRequest, HealthStatus, InvocationEntry, ServerCreated, ServerDeleted,
     ServerDetails, ServerList, ServerLogs, ServerSummary, ServerTools, ToolHistory,
@@ -129,9 +131,9 @@ fn refuse_group_members(state: &ApiState, id: &ServerId) -> Result<(), ApiError>
                        The body is parsed as JSON whatever its Content-Type says."),
     responses(
         (status = 201, description = "Created", body = ServerCreated),
-        (status = 409, description = "A server or group with this id exists (McpServerAlreadyExistsError)", body = ErrorEnvelope),
+        (status = 409, description = "A server or group with this id exists, or the id's tool name prefix is another server's or group's (McpServerAlreadyExistsError)", body = ErrorEnvelope),
         (status = 413, description = "The body is larger than the configured limit", body = ErrorEnvelope),
-        (status = 422, description = "Malformed JSON, a missing or invalid id, a wrong field, `mode: group`", body = ErrorEnvelope),
+        (status = 422, description = "Malformed JSON, a missing or invalid id (one with the tool name separator too), a wrong field, `mode: group`", body = ErrorEnvelope),
     )
 )]
 pub(crate) async fn create_server(
@@ -141,6 +143,12 @@ pub(crate) async fn create_server(
     let bytes = body_bytes(body, state.settings().max_body_bytes)?;
     let spec = spec_for_create(&bytes, &definition_rules(state.gateway()))?;
     refuse_group_ids(&state, &spec.id)?;
+    refuse_tool_name_conflicts(
+        state.gateway(),
+        &spec.id,
+        "mcp_server_id",
+        names::MCP_SERVER_ALREADY_EXISTS,
+    )?;
     let snapshot = state.gateway().servers().register(spec).await?;
     Ok(HttpResponse::Created().json(ServerCreated {
         mcp_server_id: snapshot.id().to_string(),

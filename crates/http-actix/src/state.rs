@@ -72,6 +72,7 @@ pub struct ApiState {
     metrics: PrometheusHandle,
     settings: HttpSettings,
     mcp_handler: Option<McpHttpHandler>,
+    endpoint_handlers: Option<crate::mcp_endpoint::EndpointHandlers>,
     event_streams: Option<EventStreams>,
     auth: Option<Arc<AuthService>>,
     trusted_proxies: TrustedProxies,
@@ -106,6 +107,7 @@ impl ApiState {
             metrics,
             settings,
             mcp_handler: None,
+            endpoint_handlers: None,
             event_streams: None,
             auth: None,
             trusted_proxies: TrustedProxies::default(),
@@ -148,6 +150,22 @@ impl ApiState {
     pub fn with_mcp_handler(mut self, handler: McpHttpHandler) -> Self {
         self.mcp_handler = Some(handler);
         self
+    }
+
+    /// Serves each curated endpoint at `/mcp/v/{name}` with the handler `handlers` gives for its
+    /// name (see [`crate::mcp_endpoint::EndpointHandlers`]). Without them, or without
+    /// endpoints on the gateway, those paths answer 404.
+    #[must_use]
+    pub fn with_endpoint_handlers(
+        mut self,
+        handlers: crate::mcp_endpoint::EndpointHandlers,
+    ) -> Self {
+        self.endpoint_handlers = Some(handlers);
+        self
+    }
+
+    pub fn endpoint_handlers(&self) -> Option<&crate::mcp_endpoint::EndpointHandlers> {
+        self.endpoint_handlers.as_ref()
     }
 
     /// Serves the WebSocket stream of domain events at `/api/ws/events` from `streams`. Without

@@ -239,10 +239,64 @@ pub enum DomainEvent {
         trigger: &'static str,
         error: String,
     },
+    /// A server's (or group's) tools were pinned as it first listed them (trust on first use).
+    ToolsPinned {
+        mcp_server_id: ServerId,
+        tools: Vec<String>,
+    },
+    /// A server (or group) reports a tool whose definition differs from its pin (`change`
+    /// `changed`), or one with no pin (`added`); `withheld` when it is not served until an
+    /// operator approves it.
+    ToolDefinitionChanged {
+        mcp_server_id: ServerId,
+        tool: String,
+        change: &'static str,
+        pinned_digest: Option<String>,
+        observed_digest: String,
+        withheld: bool,
+    },
+    /// An operator approved a tool's observed definition: it is the pin now.
+    ToolPinApproved {
+        mcp_server_id: ServerId,
+        tool: String,
+        digest: String,
+        approved_by: String,
+    },
+    /// An operator rejected a tool's observed definition: it stays withheld.
+    ToolPinRejected {
+        mcp_server_id: ServerId,
+        tool: String,
+        digest: String,
+        rejected_by: String,
+    },
+    /// An operator forgot a server's (or group's) pins: its next list is pinned afresh.
+    ToolPinsReset {
+        mcp_server_id: ServerId,
+        reset_by: String,
+    },
+    /// A curated endpoint was created (over the API, or by a reload of the file).
+    EndpointCreated {
+        endpoint: String,
+        origin: &'static str,
+    },
+    EndpointUpdated {
+        endpoint: String,
+    },
+    EndpointDeleted {
+        endpoint: String,
+    },
+    /// Two tools would be listed under one name; `tool` of `mcp_server_id` is not listed, the
+    /// tool of `listed_from` keeps the name.
+    ToolNameCollision {
+        mcp_server_id: ServerId,
+        tool: String,
+        name: String,
+        listed_from: String,
+    },
 }
 
 /// Every `event_type` a [`DomainEvent`] can have, for validating subscription filters.
-pub const EVENT_TYPES: [&str; 45] = [
+pub const EVENT_TYPES: [&str; 54] = [
     "McpServerRegistered",
     "McpServerUpdated",
     "McpServerRemoved",
@@ -288,6 +342,15 @@ pub const EVENT_TYPES: [&str; 45] = [
     "DiscoveryServerWithdrawn",
     "ConfigurationReloaded",
     "ConfigurationReloadFailed",
+    "ToolsPinned",
+    "ToolDefinitionChanged",
+    "ToolPinApproved",
+    "ToolPinRejected",
+    "ToolPinsReset",
+    "ToolNameCollision",
+    "EndpointCreated",
+    "EndpointUpdated",
+    "EndpointDeleted",
 ];
 
 impl DomainEvent {
@@ -338,6 +401,15 @@ impl DomainEvent {
             DomainEvent::DiscoveryServerWithdrawn { .. } => "DiscoveryServerWithdrawn",
             DomainEvent::ConfigurationReloaded { .. } => "ConfigurationReloaded",
             DomainEvent::ConfigurationReloadFailed { .. } => "ConfigurationReloadFailed",
+            DomainEvent::ToolsPinned { .. } => "ToolsPinned",
+            DomainEvent::ToolDefinitionChanged { .. } => "ToolDefinitionChanged",
+            DomainEvent::ToolPinApproved { .. } => "ToolPinApproved",
+            DomainEvent::ToolPinRejected { .. } => "ToolPinRejected",
+            DomainEvent::ToolPinsReset { .. } => "ToolPinsReset",
+            DomainEvent::ToolNameCollision { .. } => "ToolNameCollision",
+            DomainEvent::EndpointCreated { .. } => "EndpointCreated",
+            DomainEvent::EndpointUpdated { .. } => "EndpointUpdated",
+            DomainEvent::EndpointDeleted { .. } => "EndpointDeleted",
         }
     }
 
@@ -361,7 +433,13 @@ impl DomainEvent {
             | DomainEvent::GroupMemberRemoved { mcp_server_id, .. }
             | DomainEvent::GroupMemberHealthChanged { mcp_server_id, .. }
             | DomainEvent::DiscoveryServerApproved { mcp_server_id, .. }
-            | DomainEvent::DiscoveryServerWithdrawn { mcp_server_id, .. } => Some(mcp_server_id),
+            | DomainEvent::DiscoveryServerWithdrawn { mcp_server_id, .. }
+            | DomainEvent::ToolsPinned { mcp_server_id, .. }
+            | DomainEvent::ToolDefinitionChanged { mcp_server_id, .. }
+            | DomainEvent::ToolPinApproved { mcp_server_id, .. }
+            | DomainEvent::ToolPinRejected { mcp_server_id, .. }
+            | DomainEvent::ToolPinsReset { mcp_server_id, .. }
+            | DomainEvent::ToolNameCollision { mcp_server_id, .. } => Some(mcp_server_id),
             DomainEvent::GroupCreated { .. }
             | DomainEvent::GroupUpdated { .. }
             | DomainEvent::GroupDeleted { .. }
@@ -389,7 +467,10 @@ impl DomainEvent {
             | DomainEvent::DiscoveryServerQuarantined { .. }
             | DomainEvent::DiscoveryServerRejected { .. }
             | DomainEvent::ConfigurationReloaded { .. }
-            | DomainEvent::ConfigurationReloadFailed { .. } => None,
+            | DomainEvent::ConfigurationReloadFailed { .. }
+            | DomainEvent::EndpointCreated { .. }
+            | DomainEvent::EndpointUpdated { .. }
+            | DomainEvent::EndpointDeleted { .. } => None,
         }
     }
 

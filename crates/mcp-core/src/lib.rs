@@ -57,6 +57,7 @@
 //! # }
 //! ```
 
+pub mod endpoints;
 pub mod error;
 pub mod event_log;
 pub mod events;
@@ -68,6 +69,7 @@ pub mod id;
 pub mod launch_mode;
 pub mod logs;
 pub mod manager;
+pub mod pins;
 pub mod ports;
 pub mod relay;
 pub mod spec;
@@ -77,6 +79,9 @@ pub mod task;
 pub mod time;
 pub mod tool;
 
+pub use endpoints::{
+    EndpointName, EndpointNameError, EndpointRepository, EndpointSpec, ToolSelector,
+};
 pub use error::{CoreError, ErrorKind};
 pub use event_log::{CompactionReport, EventLog, EventLogError, EventLogStats, EventRetention};
 pub use events::{
@@ -98,6 +103,10 @@ pub use logs::{
 pub use manager::{
     ManagerSettings, ResyncReport, ServerManager, ServerSnapshot, ToolList, ToolSource,
     WeakServerManager,
+};
+pub use pins::{
+    ObservedTool, PinChange, PinDecisionError, PinMode, PinReview, PinStatus, PinnedTool, ToolPin,
+    ToolPinStore, ToolPinning, approve_pin, changed_fields, reject_pin, review_tools, tool_digest,
 };
 pub use ports::{
     ByteStreams, ExitStatusInfo, LaunchError, LaunchedServer, McpSession, ProcessControl,

@@ -405,6 +405,9 @@ pub struct ServerSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     /// One pointer wide (`Arc<String>`): it travels with every call of the server.
     pub caller_meta: Option<Arc<String>>,
+    /// How this server's tools are pinned (see [`crate::pins`]); `None`: the gateway's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_pinning: Option<crate::pins::ToolPinning>,
 }
 
 impl ServerSpec {
@@ -428,6 +431,7 @@ impl ServerSpec {
             predefined_tools: Vec::new(),
             origin: ServerOrigin::Api,
             caller_meta: None,
+            tool_pinning: None,
         }
     }
 
@@ -644,6 +648,7 @@ mod tests {
             predefined_tools: vec![tool.clone()],
             origin,
             caller_meta: Some(Arc::new("com.example/caller".to_owned())),
+            tool_pinning: None,
         };
         let docker = |engine: ContainerEngine| LaunchSpec::Docker {
             image: "repo/image:tag".to_owned(),

@@ -21,7 +21,7 @@ use mcpgw_gateway::{
     AuthService, AuthSettings, AuthorizedFrontend, CallStats, CompositeLauncher,
     CompositeSourceFactory, ConfigService, DiscoveryService, DiscoverySettings, Environment,
     EventBus, Fleet, FleetSettings, Gateway, GatewayInfo, GroupService, StdioLauncher, TokioClock,
-    TokioSpawner, ToolCatalog, ToolListKeeper,
+    TokioSpawner, ToolCatalog, ToolListKeeper, ToolPins,
 };
 use mcpgw_runner_docker::{DockerRunner, DockerRunnerSettings};
 
@@ -64,6 +64,8 @@ pub struct GatewayBuilder {
     user_store: Option<Arc<dyn UserStore>>,
     discovery_store: Option<Arc<dyn DiscoveryStore>>,
     tool_list_store: Option<Arc<dyn ToolListStore>>,
+    tool_pin_store: Option<Arc<dyn mcpgw_core::ToolPinStore>>,
+    endpoint_repository: Option<Arc<dyn mcpgw_core::EndpointRepository>>,
     event_log: Option<Arc<dyn EventLog>>,
     launcher: Option<Arc<dyn ServerLauncher>>,
     rate_limiter: Option<Arc<dyn RateLimiter>>,
@@ -102,6 +104,8 @@ impl GatewayBuilder {
             user_store: None,
             discovery_store: None,
             tool_list_store: None,
+            tool_pin_store: None,
+            endpoint_repository: None,
             event_log: None,
             launcher: None,
             rate_limiter: None,
@@ -240,6 +244,21 @@ impl GatewayBuilder {
     /// Replaces where learned tool lists are kept across restarts (SQLite by default).
     pub fn with_tool_list_store(mut self, store: Arc<dyn ToolListStore>) -> Self {
         self.tool_list_store = Some(store);
+        self
+    }
+
+    /// Replaces where the tool pin ledger is kept (SQLite by default).
+    pub fn with_tool_pin_store(mut self, store: Arc<dyn mcpgw_core::ToolPinStore>) -> Self {
+        self.tool_pin_store = Some(store);
+        self
+    }
+
+    /// Replaces where the curated endpoints created over the API are kept (SQLite by default).
+    pub fn with_endpoint_repository(
+        mut self,
+        repository: Arc<dyn mcpgw_core::EndpointRepository>,
+    ) -> Self {
+        self.endpoint_repository = Some(repository);
         self
     }
 
@@ -472,7 +491,10 @@ impl GatewayBuilder {
         );
         events.add_observer(groups.observer());
 
-        let catalog = ToolCatalog::with_groups(manager.clone(), config.tool_names, groups.clone());
+        let catalog =
+            ToolCatalog::with_groups(manager.clone(), config.tool_names.clone(), groups.clone());
+        // Tool names two owners would share are told on the bus.
+        catalog.set_events(events.clone() as Arc<dyn EventSink>);
         // No probe before the kept tool lists are restored (see `Parts::load`): a server whose
         // list is kept must not be started to learn it again.
         catalog.set_probing(false);
@@ -492,6 +514,42 @@ impl GatewayBuilder {
         };
         let tool_lists = ToolListKeeper::new(manager.clone(), tool_list_store);
         events.add_observer(tool_lists.observer());
+        let tool_pin_store: Arc<dyn mcpgw_core::ToolPinStore> =
+            match (self.tool_pin_store, &shared_store) {
+                (Some(store), _) => store,
+                (None, Some(shared)) => Arc::new(mcpgw_store_postgres::PostgresToolPinStore::new(
+                    shared.clone(),
+                )),
+                (None, None) => Arc::new(mcpgw_store_sqlite::SqliteToolPinStore::new(
+                    opening.store()?,
+                )),
+            };
+        let endpoint_repository: Arc<dyn mcpgw_core::EndpointRepository> =
+            match (self.endpoint_repository, &shared_store) {
+                (Some(repository), _) => repository,
+                (None, Some(shared)) => Arc::new(
+                    mcpgw_store_postgres::PostgresEndpointRepository::new(shared.clone()),
+                ),
+                (None, None) => Arc::new(mcpgw_store_sqlite::SqliteEndpointRepository::new(
+                    opening.store()?,
+                )),
+            };
+        let endpoints = Arc::new(
+            mcpgw_gateway::EndpointService::new(
+                events.clone() as Arc<dyn EventSink>,
+                clock.clone(),
+            )
+            .with_repository(endpoint_repository),
+        );
+        endpoints.set_catalog(catalog.clone());
+        // Set on the catalogue once the ledger is loaded (see `Parts::load`): a review against
+        // an empty ledger would pin every list afresh.
+        let tool_pins = ToolPins::new(
+            tool_pin_store,
+            events.clone() as Arc<dyn EventSink>,
+            clock.clone(),
+            config.tool_pinning,
+        );
         let call_stats = Arc::new(CallStats::new());
         events.add_observer(call_stats.clone());
         events.add_observer(Arc::new(mcpgw_gateway::EventMetrics::new()));
@@ -563,7 +621,10 @@ impl GatewayBuilder {
         .with_event_log(event_log.clone())
         .with_call_stats(call_stats)
         .with_frontend(frontend.clone())
-        .with_groups(groups.clone());
+        .with_groups(groups.clone())
+        .with_tool_names(config.tool_names.clone())
+        .with_tool_pins(tool_pins.clone())
+        .with_endpoints(endpoints.clone());
         let gateway = match &replica {
             Some(replica) => gateway.with_fleet(replica.fleet.clone()),
             None => gateway,
@@ -612,6 +673,7 @@ impl GatewayBuilder {
             config.clone(),
         )
         .with_groups(groups.clone())
+        .with_endpoints(endpoints.clone())
         // A reloaded file and REST bodies may name the source types and launch modes this
         // gateway can build.
         .with_parse_options(parse_options);
@@ -643,6 +705,8 @@ impl GatewayBuilder {
             gateway,
             catalog,
             tool_lists,
+            tool_pins,
+            endpoints,
             frontend,
             groups,
             events,

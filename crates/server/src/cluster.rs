@@ -75,6 +75,8 @@ pub(crate) struct Followers {
     pub(crate) auth: Arc<AuthService>,
     pub(crate) auth_store: Arc<dyn AuthStore>,
     pub(crate) tool_lists: Arc<ToolListKeeper>,
+    pub(crate) tool_pins: Arc<mcpgw_gateway::ToolPins>,
+    pub(crate) endpoints: Arc<mcpgw_gateway::EndpointService>,
 }
 
 /// Work that only the holder of a lease does.
@@ -168,6 +170,16 @@ async fn follow(followers: &Followers, topics: &HashSet<Topic>) {
                 tracing::warn!(%error, "could not read the groups again from the shared store");
             }
         }
+    }
+    if topics.contains(&Topic::Endpoints)
+        && let Err(error) = followers.endpoints.resync_from_repository().await
+    {
+        tracing::warn!(%error, "could not read the curated endpoints again from the shared store");
+    }
+    if topics.contains(&Topic::ToolPins)
+        && let Err(error) = followers.tool_pins.load().await
+    {
+        tracing::warn!(%error, "could not read the tool pin ledger again from the shared store");
     }
     if (topics.contains(&Topic::Servers) || topics.contains(&Topic::ToolLists))
         && let Err(error) = followers.tool_lists.restore().await

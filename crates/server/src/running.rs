@@ -44,6 +44,9 @@ pub(crate) struct Parts {
     pub(crate) gateway: Gateway,
     pub(crate) catalog: Arc<ToolCatalog>,
     pub(crate) tool_lists: Arc<ToolListKeeper>,
+    /// The pin ledger, reviewed by the catalogue once loaded.
+    pub(crate) tool_pins: Arc<mcpgw_gateway::ToolPins>,
+    pub(crate) endpoints: Arc<mcpgw_gateway::EndpointService>,
     pub(crate) frontend: Arc<dyn McpFrontend>,
     pub(crate) groups: Arc<GroupService>,
     pub(crate) events: Arc<EventBus>,
@@ -69,6 +72,17 @@ impl Parts {
     /// Loads the servers and groups of the configuration and the stores, the discovery
     /// sources, the auth records and the kept tool lists.
     pub(crate) async fn load(&self) -> Result<(), StartError> {
+        // First: every list the catalogue serves is reviewed against the pins, and a ledger
+        // read in part would pin afresh what an operator rejected, so a store that cannot be
+        // read stops the start.
+        let pins = self.tool_pins.load().await.map_err(|error| {
+            StartError::new(format!("cannot read the tool pin ledger: {error}"))
+        })?;
+        tracing::debug!(pins, "tool pin ledger loaded");
+        for warning in self.config.warnings() {
+            tracing::warn!(%warning, "the configuration has a suspicious setting");
+        }
+        self.catalog.set_tool_pins(self.tool_pins.clone());
         let manager = self.gateway.servers();
         for spec in self.config.server_specs() {
             manager.register(spec).await.map_err(|error| {
@@ -114,6 +128,20 @@ impl Parts {
             restored,
             "groups registered"
         );
+        // The file's curated endpoints, then those created over the API.
+        self.endpoints
+            .apply_config(self.config.to_endpoint_specs())
+            .map_err(|error| StartError::new(format!("endpoints: {error}")))?;
+        let restored = self
+            .endpoints
+            .restore_from_repository()
+            .await
+            .map_err(|error| {
+                StartError::new(format!(
+                    "cannot load the curated endpoints saved in the store: {error}"
+                ))
+            })?;
+        tracing::debug!(restored, "curated endpoints registered");
         // After the servers: those approved from discovery before are among them.
         if let (Some(discovery), Some(section)) = (&self.discovery, &self.config.discovery) {
             discovery
@@ -226,6 +254,8 @@ impl RunningGateway {
                         auth: parts.auth.clone(),
                         auth_store: parts.auth_store.clone(),
                         tool_lists: parts.tool_lists.clone(),
+                        tool_pins: parts.tool_pins.clone(),
+                        endpoints: parts.endpoints.clone(),
                     },
                 ));
             }
@@ -241,6 +271,7 @@ impl RunningGateway {
         let late_tasks = vec![
             tokio::spawn(parts.catalog.clone().run_change_notifier()),
             tokio::spawn(parts.tool_lists.clone().run()),
+            tokio::spawn(parts.tool_pins.clone().run()),
         ];
         Self {
             parts,
@@ -299,6 +330,13 @@ impl RunningGateway {
                 config,
                 parts.fleet_secret.clone(),
                 parts.frontend.clone(),
+            ))
+            .with_endpoint_handlers(endpoint_handlers(
+                config,
+                parts.fleet_secret.clone(),
+                parts.frontend.clone(),
+                parts.endpoints.clone(),
+                parts.runtime.clone(),
             ))
             .with_auth(parts.auth.clone())
             .with_trusted_proxies(
@@ -429,6 +467,48 @@ impl RunningGateway {
         Ok(())
     }
 
+    /// Serves the curated endpoint `name` over stdin and stdout, as
+    /// [`serve_stdio`](Self::serve_stdio) serves every tool. An unknown name is an error.
+    pub async fn serve_stdio_endpoint(&self, name: &str) -> Result<(), StartError> {
+        if !self.parts.endpoints.contains(name) {
+            let known: Vec<String> = self
+                .parts
+                .endpoints
+                .list()
+                .iter()
+                .map(|spec| spec.name.to_string())
+                .collect();
+            return Err(StartError::new(format!(
+                "--endpoint {name}: no curated endpoint has that name (the configuration and the \
+                 store have: {})",
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
+            )));
+        }
+        self.parts.gateway.mark_startup_complete();
+        let frontend = mcpgw_gateway::EndpointFrontend::new(
+            name,
+            self.parts.endpoints.clone(),
+            self.parts.catalog.clone(),
+        );
+        let served =
+            mcpgw_mcp_rmcp::serve_stdio(frontend, mcpgw_mcp_rmcp::McpServerSettings::default());
+        tokio::select! {
+            result = served => {
+                result.map_err(|error| StartError::new(format!("serving MCP over stdio failed: {error}")))?;
+                tracing::info!("the MCP client closed stdin; shutting down");
+            }
+            signal = wait_for_shutdown_signal() => {
+                tracing::info!(signal, "shutting down");
+            }
+        }
+        self.parts.gateway.mark_shutting_down();
+        Ok(())
+    }
+
     /// Ends the background work, stops every managed server (their processes and containers
     /// included), keeps the tool lists learned since the last write, and writes out the event
     /// log, whose last entries are the stops.
@@ -442,6 +522,7 @@ impl RunningGateway {
         }
         parts.gateway.shutdown().await;
         parts.tool_lists.flush().await;
+        parts.tool_pins.flush().await;
         let written = match &parts.closing_event_log {
             Some(ClosingEventLog::Sqlite(log)) => log.close().await,
             Some(ClosingEventLog::Postgres(log)) => log.close().await,
@@ -486,6 +567,42 @@ fn mcp_http_handler(
         Box::pin(mcpgw_mcp_rmcp::on_local_set(async move {
             answer.await.map(|body| body.boxed_unsync())
         }))
+    })
+}
+
+/// The handlers of the curated endpoints: one per endpoint, made on its first request (an
+/// [`mcpgw_gateway::EndpointFrontend`] in front of `frontend`, with sessions of its own) and kept.
+/// A name that is no endpoint gets none; the HTTP adapter answers 404 before asking for an
+/// endpoint that was deleted.
+fn endpoint_handlers(
+    config: &GatewayConfig,
+    secret: Option<String>,
+    frontend: Arc<dyn McpFrontend>,
+    endpoints: Arc<mcpgw_gateway::EndpointService>,
+    runtime: tokio::runtime::Handle,
+) -> mcpgw_http_actix::EndpointHandlers {
+    let config = config.clone();
+    let made: std::sync::Mutex<
+        std::collections::HashMap<String, mcpgw_http_actix::McpHttpHandler>,
+    > = std::sync::Mutex::default();
+    Arc::new(move |name: &str| {
+        if !endpoints.contains(name) {
+            return None;
+        }
+        let mut made = made
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(handler) = made.get(name) {
+            return Some(handler.clone());
+        }
+        // The front end follows changes in a task of the gateway's runtime, not of the HTTP
+        // worker that happened to ask first.
+        let _entered = runtime.enter();
+        let curated =
+            mcpgw_gateway::EndpointFrontend::new(name, endpoints.clone(), frontend.clone());
+        let handler = mcp_http_handler(&config, secret.clone(), curated);
+        made.insert(name.to_owned(), handler.clone());
+        Some(handler)
     })
 }
 

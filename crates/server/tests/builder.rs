@@ -13,10 +13,12 @@ use mcpgw_server::gateway::Environment;
 use mcpgw_server::{GatewayBuilder, OpeningDataDir, RunningGateway};
 use mcpgw_testkit::auth_store::InMemoryAuthStore;
 use mcpgw_testkit::discovery_fakes::InMemoryDiscoveryStore;
+use mcpgw_testkit::endpoint_repository_suite::InMemoryEndpointRepository;
 use mcpgw_testkit::event_log::InMemoryEventLog;
 use mcpgw_testkit::group_repository_suite::InMemoryGroupRepository;
 use mcpgw_testkit::repository_suite::InMemoryServerRepository;
 use mcpgw_testkit::tool_list_store_suite::InMemoryToolListStore;
+use mcpgw_testkit::tool_pin_store_suite::InMemoryToolPinStore;
 
 fn environment(pairs: &[(&str, &str)]) -> Environment {
     let map: HashMap<String, String> = pairs
@@ -36,6 +38,8 @@ fn in_memory(data_dir: &Path, servers: Arc<InMemoryServerRepository>) -> Gateway
         .with_auth_store(Arc::new(InMemoryAuthStore::new()))
         .with_discovery_store(Arc::new(InMemoryDiscoveryStore::new()))
         .with_tool_list_store(Arc::new(InMemoryToolListStore::new()))
+        .with_tool_pin_store(Arc::new(InMemoryToolPinStore::new()))
+        .with_endpoint_repository(Arc::new(InMemoryEndpointRepository::new()))
         .with_event_log(Arc::new(InMemoryEventLog::new()))
 }
 

@@ -19,6 +19,10 @@ pub enum Topic {
     Groups,
     /// Learned tool lists.
     ToolLists,
+    /// The tool pin ledger: pins, observed changes and operators' decisions.
+    ToolPins,
+    /// Curated endpoints created, updated or deleted at run time.
+    Endpoints,
     /// API keys created or revoked.
     Keys,
     /// Custom roles, role assignments and tool access policies.
@@ -32,10 +36,12 @@ pub enum Topic {
 }
 
 impl Topic {
-    pub const ALL: [Topic; 8] = [
+    pub const ALL: [Topic; 10] = [
         Topic::Servers,
         Topic::Groups,
         Topic::ToolLists,
+        Topic::ToolPins,
+        Topic::Endpoints,
         Topic::Keys,
         Topic::Access,
         Topic::Users,
@@ -48,6 +54,8 @@ impl Topic {
             Topic::Servers => "servers",
             Topic::Groups => "groups",
             Topic::ToolLists => "tool_lists",
+            Topic::ToolPins => "tool_pins",
+            Topic::Endpoints => "endpoints",
             Topic::Keys => "keys",
             Topic::Access => "access",
             Topic::Users => "users",
@@ -91,4 +99,62 @@ pub(crate) fn new_origin() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |since| since.as_nanos());
     format!("{:x}-{nanos:x}-{made:x}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The wire names are what replicas of different releases agree on, so they never change.
+    #[test]
+    fn the_wire_names_are_fixed() {
+        for (topic, name) in [
+            (Topic::Servers, "servers"),
+            (Topic::Groups, "groups"),
+            (Topic::ToolLists, "tool_lists"),
+            (Topic::ToolPins, "tool_pins"),
+            (Topic::Endpoints, "endpoints"),
+            (Topic::Keys, "keys"),
+            (Topic::Access, "access"),
+            (Topic::Users, "users"),
+            (Topic::Discovery, "discovery"),
+            (Topic::Events, "events"),
+        ] {
+            assert_eq!(topic.name(), name);
+            assert!(Topic::ALL.contains(&topic), "{name} is not in `Topic::ALL`");
+        }
+    }
+
+    #[test]
+    fn every_topic_is_listed_once_and_its_name_reads_back() {
+        for (index, topic) in Topic::ALL.into_iter().enumerate() {
+            assert!(
+                !Topic::ALL[..index].contains(&topic)
+                    && !Topic::ALL[..index]
+                        .iter()
+                        .any(|earlier| earlier.name() == topic.name()),
+                "{} is listed twice",
+                topic.name()
+            );
+            assert_eq!(Topic::from_name(topic.name()), Some(topic));
+            let payload = format!("{} origin-1", topic.name());
+            assert_eq!(parse_payload(&payload), Some((topic, "origin-1")));
+        }
+    }
+
+    /// Bad input: names of no topic, a topic's name in another case, and an empty payload.
+    #[test]
+    fn unknown_topics_are_not_read() {
+        for payload in ["tool_pin", "TOOL_PINS origin", "", " origin", "mark"] {
+            assert_eq!(parse_payload(payload), None, "{payload:?}");
+        }
+        assert_eq!(parse_payload("tool_pins"), Some((Topic::ToolPins, "")));
+        for payload in ["endpoint", "ENDPOINTS origin", "endpoints\torigin"] {
+            assert_eq!(parse_payload(payload), None, "{payload:?}");
+        }
+        assert_eq!(
+            parse_payload("endpoints origin-2"),
+            Some((Topic::Endpoints, "origin-2"))
+        );
+    }
 }

@@ -2,11 +2,12 @@
 //! database, so that several gateway replicas share one state.
 //!
 //! One [`PostgresStore`] is a pool of connections to one database holding every table the
-//! gateway persists: the servers and groups created at run time, the tool lists servers listed,
-//! API keys, custom roles, role assignments and tool access policies, local users, discovery's
-//! sources and rejections, and the event log. The schema changes only by appending numbered
-//! migrations (`migrations/`), applied at connect under an advisory lock so that replicas
-//! starting together never race.
+//! gateway persists: the servers and groups created at run time, the tool lists servers listed
+//! ([`PostgresToolListStore`]), the tool pin ledger ([`PostgresToolPinStore`]), the curated
+//! endpoints created at run time ([`PostgresEndpointRepository`]), API keys, custom roles, role
+//! assignments and tool access policies, local users, discovery's sources and rejections, and
+//! the event log. The schema changes only by appending numbered migrations (`migrations/`),
+//! applied at connect under an advisory lock so that replicas starting together never race.
 //!
 //! Reads that sit on a request's path are answered from memory (API keys, as the SQLite store
 //! does), so a request never waits on the database. This crate must never depend on another
@@ -17,6 +18,7 @@ mod auth;
 mod changes;
 mod definitions;
 mod discovery;
+mod endpoints;
 mod error;
 mod events;
 mod fleet;
@@ -27,12 +29,15 @@ mod servers;
 mod sql;
 mod store;
 mod tool_lists;
+mod tool_pins;
 mod users;
 
 pub use changes::{CHANNEL, Topic, parse_payload};
 pub use discovery::PostgresDiscoveryStore;
+pub use endpoints::PostgresEndpointRepository;
 pub use error::StoreError;
 pub use events::{PostgresEventLog, StoredEvent};
 pub use listen::{Change, ChangeListener};
 pub use store::{PostgresSettings, PostgresStore};
 pub use tool_lists::PostgresToolListStore;
+pub use tool_pins::PostgresToolPinStore;

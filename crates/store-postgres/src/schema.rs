@@ -39,6 +39,16 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "replicas and leases",
         sql: include_str!("../migrations/0003_fleet.sql"),
     },
+    Migration {
+        version: 4,
+        name: "tool pins",
+        sql: include_str!("../migrations/0004_tool_pins.sql"),
+    },
+    Migration {
+        version: 5,
+        name: "endpoints",
+        sql: include_str!("../migrations/0005_endpoints.sql"),
+    },
 ];
 
 /// The advisory lock key every mcpgw replica takes while it migrates ("mcpgw" and 1).

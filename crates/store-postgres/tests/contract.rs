@@ -28,6 +28,22 @@ mod tool_lists {
     ));
 }
 
+mod tool_pins {
+    use mcpgw_store_postgres::PostgresToolPinStore;
+
+    mcpgw_testkit::tool_pin_store_contract_suite!(PostgresToolPinStore::new(
+        super::fresh_store().await
+    ));
+}
+
+mod endpoints {
+    use mcpgw_store_postgres::PostgresEndpointRepository;
+
+    mcpgw_testkit::endpoint_repository_contract_suite!(PostgresEndpointRepository::new(
+        super::fresh_store().await
+    ));
+}
+
 mod discovery {
     use mcpgw_store_postgres::PostgresDiscoveryStore;
 

@@ -5,10 +5,13 @@
 //! time ([`mcpgw_groups::GroupRepository`]), API keys, custom roles, role assignments and tool
 //! access policies ([`mcpgw_authz::AuthStore`]), local users ([`mcpgw_authz::UserStore`]), and
 //! discovery's sources and rejections
-//! ([`mcpgw_discovery::DiscoveryStore`], through [`SqliteDiscoveryStore`]), and the tool lists
-//! servers listed ([`mcpgw_core::ToolListStore`], through [`SqliteToolListStore`]). The event log
-//! ([`SqliteEventLog`]) has a file of its own, for the reasons its module gives. The schema changes only by appending to the ordered
-//! list of migrations in `schema.rs`; they run at open, inside one transaction, and
+//! ([`mcpgw_discovery::DiscoveryStore`], through [`SqliteDiscoveryStore`]), the tool lists
+//! servers listed ([`mcpgw_core::ToolListStore`], through [`SqliteToolListStore`]), the tool
+//! pin ledger ([`mcpgw_core::ToolPinStore`], through [`SqliteToolPinStore`]), and the curated
+//! endpoints created at run time ([`mcpgw_core::EndpointRepository`], through
+//! [`SqliteEndpointRepository`]). The event log ([`SqliteEventLog`]) has a file of its own, for
+//! the reasons its module gives. The schema changes only by appending to the ordered list of
+//! migrations in `schema.rs`; they run at open, inside one transaction, and
 //! `PRAGMA user_version` records how many have run.
 //!
 //! Every SQLite call blocks, so each one runs inside `tokio::task::spawn_blocking` while holding
@@ -47,6 +50,7 @@
 mod auth;
 mod definitions;
 mod discovery;
+mod endpoints;
 mod error;
 mod events;
 mod groups;
@@ -54,10 +58,13 @@ mod schema;
 mod servers;
 mod store;
 mod tool_lists;
+mod tool_pins;
 mod users;
 
 pub use discovery::SqliteDiscoveryStore;
+pub use endpoints::SqliteEndpointRepository;
 pub use error::StoreError;
 pub use events::{DEFAULT_QUEUE_CAPACITY, ENQUEUE_PATIENCE, SqliteEventLog};
 pub use store::SqliteStore;
 pub use tool_lists::SqliteToolListStore;
+pub use tool_pins::SqliteToolPinStore;

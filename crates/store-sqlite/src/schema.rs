@@ -107,6 +107,25 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         password_changed_at INTEGER NOT NULL,
         disabled INTEGER NOT NULL CHECK (disabled IN (0, 1))
     ) STRICT;",
+    // 7: the tool pin ledger (`tool_pins.rs`), one row per (owner, tool): the server or group
+    // whose tool it is, and the tool's upstream name. `pinned` and `observed` are JSON objects
+    // (the trusted definition, and the one reported when it differs), NULL when there is none.
+    // Like the tool lists, there is no foreign key: servers of the configuration file have pins
+    // and no row in `mcp_servers`.
+    "CREATE TABLE tool_pins (
+        owner TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        pinned TEXT,
+        observed TEXT,
+        PRIMARY KEY (owner, tool)
+    ) STRICT;",
+    // 8: curated endpoints created at run time (`endpoints.rs`), one row per endpoint name
+    // (compared exactly, case included). `spec` is the JSON of the whole `EndpointSpec`, its
+    // name included, read and written whole.
+    "CREATE TABLE endpoints (
+        name TEXT PRIMARY KEY NOT NULL,
+        spec TEXT NOT NULL
+    ) STRICT;",
 ];
 
 /// The event log's own database file (`events.rs`), migrated like the store's but counted
@@ -240,11 +259,15 @@ mod tests {
     #[test]
     fn a_database_from_a_newer_schema_is_refused() {
         let mut connection = Connection::open_in_memory().unwrap();
-        connection.pragma_update(None, "user_version", 7).unwrap();
+        // One past the newest this build knows, whatever that is.
+        let newer = u32::try_from(MIGRATIONS.len()).unwrap() + 1;
+        connection
+            .pragma_update(None, "user_version", newer)
+            .unwrap();
         let error = migrate(&mut connection, Path::new("db"), MIGRATIONS).unwrap_err();
         assert!(
-            matches!(error, StoreError::SchemaTooNew { found: 7, supported, .. }
-                if supported as usize == MIGRATIONS.len()),
+            matches!(error, StoreError::SchemaTooNew { found, supported, .. }
+                if found == newer && supported as usize == MIGRATIONS.len()),
             "{error:?}"
         );
         assert!(table_names(&connection).is_empty());
@@ -267,6 +290,8 @@ mod tests {
             "discovery_rejections",
             "tool_lists",
             "users",
+            "tool_pins",
+            "endpoints",
         ] {
             assert!(tables.contains(&table.to_owned()), "{tables:?}");
         }
@@ -372,6 +397,110 @@ mod tests {
         assert!(
             connection
                 .execute(insert, ("carol", None::<String>, 0))
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn a_database_of_the_sixth_schema_gains_the_tool_pins_and_keeps_its_rows() {
+        let mut connection = Connection::open_in_memory().unwrap();
+        let path = Path::new(":memory:");
+        migrate(&mut connection, path, &MIGRATIONS[..6]).unwrap();
+        connection
+            .execute_batch(
+                "INSERT INTO users (name, password_hash, created_at, password_changed_at, disabled)
+                 VALUES ('alice', '$h', 0, 0, 0);
+                 INSERT INTO tool_lists (server_id, definition_digest, tools, learned_at)
+                 VALUES ('math', 'd', '[]', 0);",
+            )
+            .unwrap();
+        migrate(&mut connection, path, MIGRATIONS).unwrap();
+        assert_eq!(user_version(&connection) as usize, MIGRATIONS.len());
+        assert!(table_names(&connection).contains(&"tool_pins".to_owned()));
+        let rows: i64 = connection
+            .query_row(
+                "SELECT (SELECT count(*) FROM users) + (SELECT count(*) FROM tool_lists)",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert_eq!(rows, 2);
+        // Bad input the schema itself refuses: a second record of one (owner, tool), a missing
+        // owner or tool, a half that is bytes rather than text. Either half may be missing, and one tool name
+        // under two owners is two records.
+        let insert =
+            "INSERT INTO tool_pins (owner, tool, pinned, observed) VALUES (?1, ?2, ?3, ?4)";
+        connection
+            .execute(insert, ("math", "add", "{}", None::<String>))
+            .unwrap();
+        connection
+            .execute(insert, ("web", "add", None::<String>, "{}"))
+            .unwrap();
+        connection
+            .execute(insert, ("math", "sub", None::<String>, None::<String>))
+            .unwrap();
+        assert!(
+            connection
+                .execute(insert, ("math", "add", None::<String>, "{}"))
+                .is_err()
+        );
+        assert!(
+            connection
+                .execute(insert, (None::<String>, "mul", "{}", "{}"))
+                .is_err()
+        );
+        assert!(
+            connection
+                .execute(insert, ("math", None::<String>, "{}", "{}"))
+                .is_err()
+        );
+        assert!(
+            connection
+                .execute(insert, ("math", "div", vec![0xffu8, 0], "{}"))
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn a_database_of_the_seventh_schema_gains_the_endpoints_and_keeps_its_rows() {
+        let mut connection = Connection::open_in_memory().unwrap();
+        let path = Path::new(":memory:");
+        migrate(&mut connection, path, &MIGRATIONS[..7]).unwrap();
+        connection
+            .execute_batch(
+                "INSERT INTO groups (id, strategy, definition, created_at, updated_at)
+                 VALUES ('pool', 'round_robin', '{}', 'then', 'then');
+                 INSERT INTO tool_pins (owner, tool, pinned, observed)
+                 VALUES ('math', 'add', '{}', NULL);",
+            )
+            .unwrap();
+        migrate(&mut connection, path, MIGRATIONS).unwrap();
+        assert_eq!(user_version(&connection) as usize, MIGRATIONS.len());
+        assert!(table_names(&connection).contains(&"endpoints".to_owned()));
+        let rows: i64 = connection
+            .query_row(
+                "SELECT (SELECT count(*) FROM groups) + (SELECT count(*) FROM tool_pins)",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert_eq!(rows, 2);
+        // Bad input the schema itself refuses: a second row of one name, a missing name or
+        // definition, a definition that is bytes rather than text. A name differing only in
+        // case is another endpoint.
+        let insert = "INSERT INTO endpoints (name, spec) VALUES (?1, ?2)";
+        connection.execute(insert, ("support", "{}")).unwrap();
+        connection.execute(insert, ("Support", "{}")).unwrap();
+        assert!(connection.execute(insert, ("support", "{}")).is_err());
+        assert!(connection.execute(insert, (None::<String>, "{}")).is_err());
+        assert!(
+            connection
+                .execute(insert, ("sales", None::<String>))
+                .is_err()
+        );
+        assert!(
+            connection
+                .execute(insert, ("sales", vec![0xffu8, 0]))
                 .is_err()
         );
     }

@@ -126,7 +126,7 @@ async fn a_database_of_schema_version_2_is_migrated_and_keeps_its_groups() {
     }
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(SqliteStore::schema_version(), 6);
+    assert_eq!(SqliteStore::schema_version(), 8);
     let groups = GroupRepository::load_all(&store).await.unwrap();
     assert_eq!(groups.len(), 1);
     assert_eq!(groups[0].id, ServerId::parse("pool").unwrap());

@@ -316,6 +316,50 @@ pub fn one_event_of_each_type() -> Vec<DomainEvent> {
             trigger: "signal",
             error: "invalid".into(),
         },
+        DomainEvent::ToolsPinned {
+            mcp_server_id: server(),
+            tools: vec!["echo".into()],
+        },
+        DomainEvent::ToolDefinitionChanged {
+            mcp_server_id: server(),
+            tool: "echo".into(),
+            change: "changed",
+            pinned_digest: Some("a".repeat(64)),
+            observed_digest: "b".repeat(64),
+            withheld: true,
+        },
+        DomainEvent::ToolPinApproved {
+            mcp_server_id: server(),
+            tool: "echo".into(),
+            digest: "b".repeat(64),
+            approved_by: "user:ops".into(),
+        },
+        DomainEvent::ToolPinRejected {
+            mcp_server_id: server(),
+            tool: "echo".into(),
+            digest: "b".repeat(64),
+            rejected_by: "user:ops".into(),
+        },
+        DomainEvent::ToolPinsReset {
+            mcp_server_id: server(),
+            reset_by: "user:ops".into(),
+        },
+        DomainEvent::ToolNameCollision {
+            mcp_server_id: server(),
+            tool: "echo".into(),
+            name: "echo".into(),
+            listed_from: "other".into(),
+        },
+        DomainEvent::EndpointCreated {
+            endpoint: "support".into(),
+            origin: "api",
+        },
+        DomainEvent::EndpointUpdated {
+            endpoint: "support".into(),
+        },
+        DomainEvent::EndpointDeleted {
+            endpoint: "support".into(),
+        },
     ];
     let mut types: Vec<&str> = events.iter().map(DomainEvent::event_type).collect();
     types.sort_unstable();

@@ -3,14 +3,15 @@
 //! - Fakes of every port ([`clock::FakeClock`], [`fakes`]): in-memory, deterministic, with
 //!   knobs to make them fail. The domain crates' tests run on these.
 //! - Contract suites ([`repository_suite`], [`auth_store`], [`event_log`],
-//!   [`discovery_store_suite`], [`tool_list_store_suite`], [`group_repository_suite`],
-//!   [`rate_limiter_suite`], [`config_file_suite`], [`discovery_source_suite`],
-//!   [`process_spawner_suite`], [`history_suite`], [`runtime_suites`], [`token_verifier_suite`],
-//!   [`policy_decider_suite`], [`server_launcher_suite`], [`mcp_session_suite`] (and
-//!   [`mcp_session_relay_suite`] for what a session's server sends its client mid-call),
-//!   [`stdio_connector_suite`], [`event_suites`], [`mcp_frontend_suite`], [`user_store`],
-//!   [`sign_in`], [`fleet_store_suite`]): one set of tests per port that every implementation, fake or real, must
-//!   pass. A downstream adapter author runs the same suite.
+//!   [`discovery_store_suite`], [`tool_list_store_suite`], [`tool_pin_store_suite`],
+//!   [`endpoint_repository_suite`], [`group_repository_suite`], [`rate_limiter_suite`],
+//!   [`config_file_suite`], [`discovery_source_suite`], [`process_spawner_suite`],
+//!   [`history_suite`], [`runtime_suites`], [`token_verifier_suite`], [`policy_decider_suite`],
+//!   [`server_launcher_suite`], [`mcp_session_suite`] (and [`mcp_session_relay_suite`] for what
+//!   a session's server sends its client mid-call), [`stdio_connector_suite`], [`event_suites`],
+//!   [`mcp_frontend_suite`], [`user_store`], [`sign_in`], [`fleet_store_suite`]): one set of
+//!   tests per port that every implementation, fake or real, must pass. A downstream adapter
+//!   author runs the same suite.
 //! - A tiny MCP server in memory ([`scripted_server`]) that speaks JSON-RPC over in-memory
 //!   pipes, for what talks MCP over stdio, without any process.
 //!
@@ -46,6 +47,7 @@ pub mod config_file_suite;
 pub mod discovery_fakes;
 pub mod discovery_source_suite;
 pub mod discovery_store_suite;
+pub mod endpoint_repository_suite;
 pub mod event_log;
 pub mod event_suites;
 pub mod fakes;
@@ -68,4 +70,5 @@ pub mod sign_in;
 pub mod stdio_connector_suite;
 pub mod token_verifier_suite;
 pub mod tool_list_store_suite;
+pub mod tool_pin_store_suite;
 pub mod user_store;

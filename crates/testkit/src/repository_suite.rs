@@ -184,6 +184,10 @@ pub fn sample_subprocess_spec(id: &str) -> ServerSpec {
         ],
         origin: ServerOrigin::Api,
         caller_meta: Some(std::sync::Arc::new("com.example/caller".to_owned())),
+        tool_pinning: Some(mcpgw_core::ToolPinning {
+            mode: mcpgw_core::PinMode::Enforce,
+            approve_first: true,
+        }),
     }
 }
 
@@ -211,6 +215,10 @@ pub fn sample_docker_spec(id: &str) -> ServerSpec {
             source_id: "docker-0".to_owned(),
         },
         caller_meta: Some(std::sync::Arc::new("org.example/principal".to_owned())),
+        tool_pinning: Some(mcpgw_core::ToolPinning {
+            mode: mcpgw_core::PinMode::Warn,
+            approve_first: false,
+        }),
     }
 }
 
@@ -242,6 +250,7 @@ pub fn sample_remote_spec(id: &str) -> ServerSpec {
         predefined_tools: vec![Tool::new("search")],
         origin: ServerOrigin::Config,
         caller_meta: None,
+        tool_pinning: None,
     }
 }
 

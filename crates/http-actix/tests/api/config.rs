@@ -391,7 +391,7 @@ async fn diff_shows_the_files_edits_as_a_unified_diff_and_by_server() {
     assert_eq!(
         body,
         json!({"diff": "", "changed": {"servers": empty, "groups": empty,
-               "restart_required": []}})
+               "endpoints": empty, "restart_required": []}})
     );
 
     // An edit (with a rotated secret), an addition and a removal.
@@ -412,7 +412,7 @@ async fn diff_shows_the_files_edits_as_a_unified_diff_and_by_server() {
     assert_eq!(
         body["changed"],
         json!({"servers": {"added": ["weather"], "removed": ["api"], "updated": ["math"]},
-               "groups": empty, "restart_required": []})
+               "groups": empty, "endpoints": empty, "restart_required": []})
     );
     let diff = body["diff"].as_str().expect("diff is a string");
     assert!(diff.contains("@@"), "{diff}");

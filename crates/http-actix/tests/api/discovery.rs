@@ -93,6 +93,14 @@ async fn discovery_harness() -> DiscoveryHarness {
 
 /// A gateway with discovery whose configuration file declares `config_sources`.
 async fn discovery_harness_with(config_sources: Vec<SourceDefinition>) -> DiscoveryHarness {
+    discovery_harness_named(config_sources, mcpgw_config::ToolNames::default()).await
+}
+
+/// [`discovery_harness_with`], with tools named as `names` says.
+async fn discovery_harness_named(
+    config_sources: Vec<SourceDefinition>,
+    names: mcpgw_config::ToolNames,
+) -> DiscoveryHarness {
     let launcher = Arc::new(FakeLauncher::new());
     let events = Arc::new(RecordingEventSink::default());
     let manager = ServerManager::new(
@@ -125,7 +133,8 @@ async fn discovery_harness_with(config_sources: Vec<SourceDefinition>) -> Discov
             config_path: None,
         },
     )
-    .with_discovery(Arc::new(service));
+    .with_discovery(Arc::new(service))
+    .with_tool_names(names);
     gateway.mark_startup_complete();
     let metrics = install_metrics_recorder().expect("the metrics recorder installs");
     let state = ApiState::new(gateway.clone(), metrics, HttpSettings::default());
@@ -940,4 +949,86 @@ async fn settings_come_back_as_sent() {
     .await;
     assert_eq!(status, 201, "{created}");
     assert_eq!(created["config"], Value::Object(config));
+}
+
+#[actix_web::test]
+async fn approving_a_server_the_tool_names_cannot_take_is_refused_naming_why() {
+    let names = mcpgw_config::ToolNames {
+        separator: "-".to_owned(),
+        prefix: mcpgw_config::ToolPrefix::Custom,
+        prefixes: [("github".to_owned(), "gh".to_owned())].into(),
+        ..mcpgw_config::ToolNames::default()
+    };
+    let DiscoveryHarness {
+        state,
+        gateway,
+        scripts,
+    } = discovery_harness_named(Vec::new(), names).await;
+    let app = test::init_service(app(state)).await;
+    let (status, _) = send(
+        &app,
+        request(
+            Method::POST,
+            "/api/discovery/sources",
+            Some(&json!({"source_id": "local", "source_type": "scripted"})),
+        ),
+    )
+    .await;
+    assert_eq!(status, 201);
+    // Bad input: a candidate whose id holds the separator, and one whose id is the prefix
+    // written for `github`.
+    scripts.set(
+        "local",
+        Ok(vec![
+            candidate("my-tools", subprocess("a")),
+            candidate("gh", subprocess("b")),
+            candidate("plain", subprocess("c")),
+        ]),
+    );
+    let (status, report) = send(
+        &app,
+        request(Method::POST, "/api/discovery/sources/local/scan", None),
+    )
+    .await;
+    assert_eq!(status, 200, "{report}");
+    let message = assert_envelope(
+        test::call_service(
+            &app,
+            request(Method::POST, "/api/discovery/approve/my-tools", None),
+        )
+        .await,
+        422,
+        "ValidationError",
+    )
+    .await;
+    assert!(message.contains("id `my-tools` contains `-`"), "{message}");
+    let message = assert_envelope(
+        test::call_service(
+            &app,
+            request(Method::POST, "/api/discovery/approve/gh", None),
+        )
+        .await,
+        409,
+        "ConflictError",
+    )
+    .await;
+    assert!(
+        message.contains("`gh`") && message.contains("`github`"),
+        "{message}"
+    );
+    for refused in ["my-tools", "gh"] {
+        assert!(
+            gateway
+                .servers()
+                .snapshot(&ServerId::parse(refused).unwrap())
+                .is_err(),
+            "{refused} is not registered"
+        );
+    }
+    let (status, approved) = send(
+        &app,
+        request(Method::POST, "/api/discovery/approve/plain", None),
+    )
+    .await;
+    assert_eq!(status, 200, "{approved}");
 }

@@ -22,6 +22,11 @@ const MOUNTED_ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/mcp_servers/{id}/tools/history"),
     ("GET", "/api/mcp_servers/{id}/health"),
     ("GET", "/api/mcp_servers/{id}/logs"),
+    ("GET", "/api/tool_pins"),
+    ("GET", "/api/tool_pins/{id}"),
+    ("DELETE", "/api/tool_pins/{id}"),
+    ("POST", "/api/tool_pins/{id}/approve"),
+    ("POST", "/api/tool_pins/{id}/reject"),
     ("GET", "/api/groups"),
     ("POST", "/api/groups"),
     ("GET", "/api/groups/{id}"),
@@ -30,6 +35,11 @@ const MOUNTED_ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/groups/{id}/rebalance"),
     ("POST", "/api/groups/{id}/members"),
     ("DELETE", "/api/groups/{id}/members/{member_id}"),
+    ("GET", "/api/endpoints"),
+    ("POST", "/api/endpoints"),
+    ("GET", "/api/endpoints/{name}"),
+    ("PUT", "/api/endpoints/{name}"),
+    ("DELETE", "/api/endpoints/{name}"),
     ("POST", "/api/auth/keys"),
     ("GET", "/api/auth/keys"),
     ("DELETE", "/api/auth/keys/{key_id}"),
@@ -80,6 +90,9 @@ const MOUNTED_ROUTES: &[(&str, &str)] = &[
     ("GET", "/mcp"),
     ("POST", "/mcp"),
     ("DELETE", "/mcp"),
+    ("GET", "/mcp/v/{name}"),
+    ("POST", "/mcp/v/{name}"),
+    ("DELETE", "/mcp/v/{name}"),
     ("GET", "/api/openapi.json"),
     ("GET", "/docs"),
     ("GET", "/health/live"),
@@ -410,6 +423,38 @@ async fn the_openapi_document_is_3_1_and_lists_exactly_the_mounted_routes() {
             let message = assert_envelope(response, 404, "NotFoundError").await;
             assert!(
                 message.contains("discovery is not configured"),
+                "{method} {uri}"
+            );
+            continue;
+        }
+        // Nor curated endpoints to serve: `/mcp/v/{name}` answers the 404 of an unknown name
+        // (tests/endpoints.rs serves one end to end).
+        if path.starts_with("/mcp/v/") {
+            let response = test::call_service(&app, request.to_request()).await;
+            let message = assert_envelope(response, 404, "NotFoundError").await;
+            assert!(
+                message.contains("no curated endpoint is named"),
+                "{method} {uri}"
+            );
+            continue;
+        }
+        // Nor a pin ledger: every ledger route answers its 404.
+        if path.starts_with("/api/tool_pins") {
+            let response = test::call_service(&app, request.to_request()).await;
+            let message = assert_envelope(response, 404, "NotFoundError").await;
+            assert!(
+                message.contains("tool pinning is not part of this gateway"),
+                "{method} {uri}"
+            );
+            continue;
+        }
+        // Nor curated endpoints: every endpoint route answers its 404 (tests/api/endpoints.rs
+        // calls each of them with an endpoint service).
+        if path.starts_with("/api/endpoints") {
+            let response = test::call_service(&app, request.to_request()).await;
+            let message = assert_envelope(response, 404, "NotFoundError").await;
+            assert!(
+                message.contains("curated endpoints are not enabled"),
                 "{method} {uri}"
             );
             continue;
