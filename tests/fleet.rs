@@ -333,6 +333,30 @@ fn three_replicas_share_servers_keys_and_work() {
         assert_eq!(answer["result"]["content"][0]["text"], "hello", "{answer}");
     }
 
+    // A curated endpoint created on A is served on B and C under its own names.
+    let created = ok(
+        &replicas[0],
+        "POST",
+        "/api/endpoints",
+        &admin,
+        Some(
+            &json!({"name": "team", "tools": [{"server": "shared", "tool": "echo", "name": "say"}]}),
+        ),
+    );
+    assert_eq!(created["created"], true, "{created}");
+    for replica in &replicas[1..] {
+        within(
+            "the endpoint on every replica",
+            Duration::from_secs(2),
+            || {
+                call(replica, "GET", "/api/endpoints/team", &admin, None)
+                    .is_some_and(|(status, _)| status == 200)
+            },
+        );
+        let answer = ok(replica, "GET", "/api/endpoints/team", &admin, None);
+        assert_eq!(answer["tools"][0]["name"], "say", "{answer}");
+    }
+
     // A session-era MCP session opened on A goes on on B and C, with no affinity anywhere.
     let (session, _) = session_post(
         &replicas[0],

@@ -106,7 +106,9 @@ pub use manager::{
 };
 pub use pins::{
     ObservedTool, PinChange, PinDecisionError, PinMode, PinReview, PinStatus, PinnedTool, ToolPin,
-    ToolPinStore, ToolPinning, approve_pin, changed_fields, reject_pin, review_tools, tool_digest,
+    ToolPinStore, ToolPinning, approve_pin, changed_fields, reject_pin, review_tools,
+    stored::{decode_observed, decode_pinned, encode_observed, encode_pinned},
+    tool_digest,
 };
 pub use ports::{
     ByteStreams, ExitStatusInfo, LaunchError, LaunchedServer, McpSession, ProcessControl,

@@ -546,6 +546,207 @@ pub trait ToolPinStore: Send + Sync {
     async fn delete_tool_pins(&self, owners: &[ServerId]) -> Result<(), RepositoryError>;
 }
 
+/// The JSON form in which stores keep the two halves of a [`ToolPin`], one text per half, so
+/// that every store writes the same bytes and reads back what any other wrote.
+///
+/// A pinned definition is `{"digest", "definition", "pinned_at", "approved_by"}` and an
+/// observed one `{"digest", "definition", "observed_at", "rejected": {"by", "at"}}`, with the
+/// keys in that order and no whitespace. `digest` is the definition's [`tool_digest`],
+/// `definition` is the MCP `Tool` object exactly as the server reported it, and times are
+/// microseconds since the Unix epoch, as integers. `approved_by` (who approved the pin) and
+/// `rejected` (who rejected the observed definition, and when) are left out when there is
+/// none. The owner and the tool's name are not part of it: they are the record's key, which a
+/// store keeps on its own.
+///
+/// Decoding refuses text that is not this shape (not an object, a missing field, a time that
+/// is not an integer, a rejection without its time, a definition without a name) with the
+/// `serde_json` error, for the store to report along with the record it was reading.
+pub mod stored {
+    use std::borrow::Cow;
+
+    use serde::{Deserialize, Serialize};
+
+    use super::{ObservedTool, PinnedTool};
+    use crate::time::Timestamp;
+    use crate::tool::Tool;
+
+    /// A pinned definition, borrowed when it is written and owned when it is read.
+    #[derive(Serialize, Deserialize)]
+    struct StoredPinned<'a> {
+        digest: Cow<'a, str>,
+        definition: Cow<'a, Tool>,
+        pinned_at: i64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        approved_by: Option<Cow<'a, str>>,
+    }
+
+    /// An observed definition, borrowed when it is written and owned when it is read.
+    #[derive(Serialize, Deserialize)]
+    struct StoredObserved<'a> {
+        digest: Cow<'a, str>,
+        definition: Cow<'a, Tool>,
+        observed_at: i64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rejected: Option<StoredRejection<'a>>,
+    }
+
+    /// Who rejected an observed definition, and when.
+    #[derive(Serialize, Deserialize)]
+    struct StoredRejection<'a> {
+        by: Cow<'a, str>,
+        at: i64,
+    }
+
+    /// The stored JSON of a record's pinned half.
+    pub fn encode_pinned(pinned: &PinnedTool) -> Result<String, serde_json::Error> {
+        serde_json::to_string(&StoredPinned {
+            digest: Cow::Borrowed(&pinned.digest),
+            definition: Cow::Borrowed(&pinned.definition),
+            pinned_at: pinned.pinned_at.unix_micros(),
+            approved_by: pinned.approved_by.as_deref().map(Cow::Borrowed),
+        })
+    }
+
+    /// A record's pinned half from its stored JSON ([`encode_pinned`]).
+    pub fn decode_pinned(json: &str) -> Result<PinnedTool, serde_json::Error> {
+        let stored: StoredPinned<'_> = serde_json::from_str(json)?;
+        Ok(PinnedTool {
+            digest: stored.digest.into_owned(),
+            definition: stored.definition.into_owned(),
+            pinned_at: Timestamp::from_unix_micros(stored.pinned_at),
+            approved_by: stored.approved_by.map(Cow::into_owned),
+        })
+    }
+
+    /// The stored JSON of a record's observed half.
+    pub fn encode_observed(observed: &ObservedTool) -> Result<String, serde_json::Error> {
+        serde_json::to_string(&StoredObserved {
+            digest: Cow::Borrowed(&observed.digest),
+            definition: Cow::Borrowed(&observed.definition),
+            observed_at: observed.observed_at.unix_micros(),
+            rejected: observed.rejected.as_ref().map(|(by, at)| StoredRejection {
+                by: Cow::Borrowed(by),
+                at: at.unix_micros(),
+            }),
+        })
+    }
+
+    /// A record's observed half from its stored JSON ([`encode_observed`]).
+    pub fn decode_observed(json: &str) -> Result<ObservedTool, serde_json::Error> {
+        let stored: StoredObserved<'_> = serde_json::from_str(json)?;
+        Ok(ObservedTool {
+            digest: stored.digest.into_owned(),
+            definition: stored.definition.into_owned(),
+            observed_at: Timestamp::from_unix_micros(stored.observed_at),
+            rejected: stored.rejected.map(|rejected| {
+                (
+                    rejected.by.into_owned(),
+                    Timestamp::from_unix_micros(rejected.at),
+                )
+            }),
+        })
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use serde_json::json;
+
+        use super::*;
+
+        fn pinned(approved_by: Option<&str>) -> PinnedTool {
+            PinnedTool {
+                digest: "d1".to_owned(),
+                definition: Tool::new("read_file").with_description("reads a file"),
+                pinned_at: Timestamp::from_unix_micros(7),
+                approved_by: approved_by.map(str::to_owned),
+            }
+        }
+
+        fn observed(rejected: Option<(&str, i64)>) -> ObservedTool {
+            ObservedTool {
+                digest: "d2".to_owned(),
+                // Keys already in order, so the text is the same whichever map serde_json uses.
+                definition: Tool::new("read_file").with_input_schema(
+                    json!({"properties": {"path": {"type": "string"}}, "type": "object"}),
+                ),
+                observed_at: Timestamp::from_unix_micros(-8),
+                rejected: rejected.map(|(by, at)| (by.to_owned(), Timestamp::from_unix_micros(at))),
+            }
+        }
+
+        #[test]
+        fn the_stored_json_is_exactly_the_documented_text() {
+            assert_eq!(
+                encode_pinned(&pinned(Some("user:ops"))).unwrap(),
+                r#"{"digest":"d1","definition":{"name":"read_file","description":"reads a file","inputSchema":{"type":"object"}},"pinned_at":7,"approved_by":"user:ops"}"#
+            );
+            assert_eq!(
+                encode_pinned(&pinned(None)).unwrap(),
+                r#"{"digest":"d1","definition":{"name":"read_file","description":"reads a file","inputSchema":{"type":"object"}},"pinned_at":7}"#
+            );
+            assert_eq!(
+                encode_observed(&observed(Some(("user:ops", 9)))).unwrap(),
+                r#"{"digest":"d2","definition":{"name":"read_file","inputSchema":{"properties":{"path":{"type":"string"}},"type":"object"}},"observed_at":-8,"rejected":{"by":"user:ops","at":9}}"#
+            );
+            assert_eq!(
+                encode_observed(&observed(None)).unwrap(),
+                r#"{"digest":"d2","definition":{"name":"read_file","inputSchema":{"properties":{"path":{"type":"string"}},"type":"object"}},"observed_at":-8}"#
+            );
+        }
+
+        #[test]
+        fn both_halves_round_trip_with_and_without_their_optional_fields() {
+            for half in [pinned(None), pinned(Some("user:ops"))] {
+                let json = encode_pinned(&half).unwrap();
+                assert_eq!(decode_pinned(&json).unwrap(), half, "{json}");
+            }
+            for half in [observed(None), observed(Some(("user:ops", i64::MAX)))] {
+                let json = encode_observed(&half).unwrap();
+                assert_eq!(decode_observed(&json).unwrap(), half, "{json}");
+            }
+        }
+
+        #[test]
+        fn text_written_by_hand_in_another_key_order_decodes() {
+            let json = r#"{ "approved_by": "user:ops", "pinned_at": 7,
+                "definition": {"description": "reads a file", "name": "read_file"},
+                "digest": "d1" }"#;
+            assert_eq!(decode_pinned(json).unwrap(), pinned(Some("user:ops")));
+        }
+
+        /// Bad input: text that is not JSON, an array, a half without its definition, a time
+        /// that is not an integer, a rejection without its time, a definition without a name,
+        /// and a pinned half read as an observed one. Each is an error, not a record.
+        #[test]
+        fn text_of_another_shape_is_refused() {
+            let definition = r#"{"name": "read_file"}"#;
+            let pinned_cases = [
+                "{".to_owned(),
+                "[]".to_owned(),
+                r#"{"digest": "d", "pinned_at": 1}"#.to_owned(),
+                format!(r#"{{"digest": "d", "definition": {definition}, "pinned_at": 1.5}}"#),
+                r#"{"digest": "d", "definition": {"description": "x"}, "pinned_at": 1}"#.to_owned(),
+            ];
+            for json in &pinned_cases {
+                assert!(decode_pinned(json).is_err(), "{json}");
+            }
+            let observed_cases = [
+                format!(
+                    r#"{{"digest": "d", "definition": {definition}, "observed_at": 1, "rejected": {{"by": "x"}}}}"#
+                ),
+                encode_pinned(&pinned(None)).unwrap(),
+            ];
+            for json in &observed_cases {
+                let error = decode_observed(json).unwrap_err();
+                assert!(
+                    error.to_string().contains("missing field"),
+                    "{json}: {error}"
+                );
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

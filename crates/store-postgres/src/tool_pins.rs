@@ -1,26 +1,20 @@
 //! [`ToolPinStore`] on the `tool_pins` table.
 //!
-//! One row per (owner, tool): `pinned` and `observed` are JSON objects, or NULL when the record
-//! has no such half. A pinned definition is `{"digest", "definition", "pinned_at",
-//! "approved_by"}`, an observed one `{"digest", "definition", "observed_at", "rejected": {"by",
-//! "at"}}`: `definition` is the MCP `Tool` object exactly as the server reported it, times are
-//! microseconds since the Unix epoch (integers), and `approved_by` and `rejected` are left out
-//! when there is none. A save of several records is one statement in one transaction (all of
-//! them or none), and so is a delete of several owners. Every write that changed a row tells
-//! the other replicas ([`Topic::ToolPins`]).
+//! One row per (owner, tool): `pinned` and `observed` hold the record's two halves as JSON text
+//! in the form [`mcpgw_core::pins::stored`] defines (the digest, the MCP `Tool` definition as the
+//! server reported it, times as Unix microseconds, who approved or rejected and when), or NULL
+//! when the record has no such half. A save of several records is one statement in one
+//! transaction (all of them or none), and so is a delete of several owners. Every write that
+//! changed a row tells the other replicas ([`Topic::ToolPins`]).
 //!
 //! Unlike the tool lists, the pins are not a cache: they are what operators decided. A row that
 //! does not decode fails the whole load with an error naming its owner and tool, because a
 //! ledger read in part would pin again on first use a definition an operator rejected.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
-use mcpgw_core::{
-    ObservedTool, PinnedTool, RepositoryError, ServerId, Timestamp, Tool, ToolPin, ToolPinStore,
-};
-use serde::{Deserialize, Serialize};
+use mcpgw_core::{RepositoryError, ServerId, ToolPin, ToolPinStore};
 
 use crate::changes::Topic;
 use crate::error::StoreError;
@@ -36,33 +30,6 @@ const TABLE: &str = "tool_pins";
 #[derive(Debug, Clone)]
 pub struct PostgresToolPinStore {
     store: PostgresStore,
-}
-
-/// The JSON of a pinned definition, borrowed when it is written and owned when it is read.
-#[derive(Serialize, Deserialize)]
-struct StoredPinned<'a> {
-    digest: Cow<'a, str>,
-    definition: Cow<'a, Tool>,
-    pinned_at: i64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    approved_by: Option<Cow<'a, str>>,
-}
-
-/// The JSON of an observed definition.
-#[derive(Serialize, Deserialize)]
-struct StoredObserved<'a> {
-    digest: Cow<'a, str>,
-    definition: Cow<'a, Tool>,
-    observed_at: i64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    rejected: Option<StoredRejection<'a>>,
-}
-
-/// Who rejected an observed definition, and when.
-#[derive(Serialize, Deserialize)]
-struct StoredRejection<'a> {
-    by: Cow<'a, str>,
-    at: i64,
 }
 
 /// A `tool_pins` row as PostgreSQL answers it, before the domain's types apply.
@@ -93,30 +60,13 @@ fn encode(pin: &ToolPin) -> Result<(Option<String>, Option<String>), StoreError>
     let pinned = pin
         .pinned
         .as_ref()
-        .map(|pinned| {
-            serde_json::to_string(&StoredPinned {
-                digest: Cow::Borrowed(&pinned.digest),
-                definition: Cow::Borrowed(&pinned.definition),
-                pinned_at: pinned.pinned_at.unix_micros(),
-                approved_by: pinned.approved_by.as_deref().map(Cow::Borrowed),
-            })
-        })
+        .map(mcpgw_core::encode_pinned)
         .transpose()
         .map_err(|error| corrupt("pinned", error))?;
     let observed = pin
         .observed
         .as_ref()
-        .map(|observed| {
-            serde_json::to_string(&StoredObserved {
-                digest: Cow::Borrowed(&observed.digest),
-                definition: Cow::Borrowed(&observed.definition),
-                observed_at: observed.observed_at.unix_micros(),
-                rejected: observed.rejected.as_ref().map(|(by, at)| StoredRejection {
-                    by: Cow::Borrowed(by),
-                    at: at.unix_micros(),
-                }),
-            })
-        })
+        .map(mcpgw_core::encode_observed)
         .transpose()
         .map_err(|error| corrupt("observed", error))?;
     Ok((pinned, observed))
@@ -140,37 +90,18 @@ impl ToolPinRow {
             reason,
         };
         let owner = ServerId::parse(&self.owner).map_err(|error| corrupt(error.to_string()))?;
-        let pinned = match &self.pinned {
-            None => None,
-            Some(json) => {
-                let stored: StoredPinned<'_> = serde_json::from_str(json)
-                    .map_err(|error| corrupt(format!("pinned: {error}")))?;
-                Some(PinnedTool {
-                    digest: stored.digest.into_owned(),
-                    definition: stored.definition.into_owned(),
-                    pinned_at: Timestamp::from_unix_micros(stored.pinned_at),
-                    approved_by: stored.approved_by.map(Cow::into_owned),
-                })
-            }
-        };
-        let observed = match &self.observed {
-            None => None,
-            Some(json) => {
-                let stored: StoredObserved<'_> = serde_json::from_str(json)
-                    .map_err(|error| corrupt(format!("observed: {error}")))?;
-                Some(ObservedTool {
-                    digest: stored.digest.into_owned(),
-                    definition: stored.definition.into_owned(),
-                    observed_at: Timestamp::from_unix_micros(stored.observed_at),
-                    rejected: stored.rejected.map(|rejected| {
-                        (
-                            rejected.by.into_owned(),
-                            Timestamp::from_unix_micros(rejected.at),
-                        )
-                    }),
-                })
-            }
-        };
+        let pinned = self
+            .pinned
+            .as_deref()
+            .map(mcpgw_core::decode_pinned)
+            .transpose()
+            .map_err(|error| corrupt(format!("pinned: {error}")))?;
+        let observed = self
+            .observed
+            .as_deref()
+            .map(mcpgw_core::decode_observed)
+            .transpose()
+            .map_err(|error| corrupt(format!("observed: {error}")))?;
         Ok(ToolPin {
             owner,
             tool: self.tool,
@@ -277,6 +208,7 @@ impl ToolPinStore for PostgresToolPinStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mcpgw_core::{ObservedTool, PinnedTool, Timestamp, Tool};
 
     fn row(owner: &str, pinned: Option<&str>, observed: Option<&str>) -> ToolPinRow {
         ToolPinRow {
