@@ -30,7 +30,19 @@ pub struct EndpointFrontend {
     endpoints: Arc<EndpointService>,
     inner: Arc<dyn McpFrontend>,
     changes: watch::Sender<u64>,
+    /// The last list answered, with the inner list and the resolution it was made from: a
+    /// caller who sees what the last one saw gets the same `Arc`, so that what protocol
+    /// adapters derive from a list (and cache by its identity) is derived once.
+    last_visible: std::sync::Mutex<Option<VisibleFrom>>,
+    search_only: Arc<Vec<Tool>>,
 }
+
+/// A visible list, and the inner list and resolution it was made from.
+type VisibleFrom = (
+    Arc<Vec<Tool>>,
+    Arc<crate::endpoints::Resolved>,
+    Arc<Vec<Tool>>,
+);
 
 impl std::fmt::Debug for EndpointFrontend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -54,6 +66,8 @@ impl EndpointFrontend {
             endpoints,
             inner,
             changes: watch::channel(0).0,
+            last_visible: std::sync::Mutex::new(None),
+            search_only: Arc::new(vec![find_tools_definition()]),
         });
         let weak = Arc::downgrade(&frontend);
         let mut catalog = frontend.inner.changes();
@@ -76,18 +90,32 @@ impl EndpointFrontend {
     }
 
     /// The endpoint's tools that `caller` may use.
-    fn visible(&self, caller: &Caller) -> Vec<Tool> {
+    fn visible(&self, caller: &Caller) -> Arc<Vec<Tool>> {
         let Some(resolved) = self.endpoints.resolve(&self.name) else {
-            return Vec::new();
+            return Arc::default();
         };
-        let allowed = self.inner.tools(caller);
-        let allowed: HashSet<&str> = allowed.iter().map(|tool| tool.name.as_str()).collect();
-        resolved
-            .tools
-            .iter()
-            .filter(|tool| allowed.contains(tool.catalog_name.as_str()))
-            .map(|tool| tool.tool.clone())
-            .collect()
+        let inner = self.inner.tools(caller);
+        let mut last = self
+            .last_visible
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((from_inner, from_resolved, visible)) = last.as_ref()
+            && Arc::ptr_eq(from_inner, &inner)
+            && Arc::ptr_eq(from_resolved, &resolved)
+        {
+            return Arc::clone(visible);
+        }
+        let allowed: HashSet<&str> = inner.iter().map(|tool| tool.name.as_str()).collect();
+        let visible: Arc<Vec<Tool>> = Arc::new(
+            resolved
+                .tools
+                .iter()
+                .filter(|tool| allowed.contains(tool.catalog_name.as_str()))
+                .map(|tool| tool.tool.clone())
+                .collect(),
+        );
+        *last = Some((Arc::clone(&inner), resolved, Arc::clone(&visible)));
+        visible
     }
 
     fn searches(&self) -> bool {
@@ -213,9 +241,9 @@ pub fn search(tools: &[Tool], query: &str, limit: usize) -> Vec<Tool> {
 impl McpFrontend for EndpointFrontend {
     fn tools(&self, caller: &Caller) -> Arc<Vec<Tool>> {
         if self.searches() {
-            return Arc::new(vec![find_tools_definition()]);
+            return Arc::clone(&self.search_only);
         }
-        Arc::new(self.visible(caller))
+        self.visible(caller)
     }
 
     async fn call_tool(

@@ -192,8 +192,7 @@ impl EndpointService {
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<EndpointSpec>> {
-        let name = EndpointName::parse(name).ok()?;
-        self.read().get(&name).map(|entry| Arc::clone(&entry.spec))
+        self.read().get(name).map(|entry| Arc::clone(&entry.spec))
     }
 
     pub fn contains(&self, name: &str) -> bool {
@@ -400,8 +399,7 @@ impl EndpointService {
     /// Deny wins; a non-empty allow list admits only the principals it names (or their
     /// groups). A caller without a principal (authentication off) is admitted.
     pub fn admits(&self, name: &str, caller: &Caller) -> Option<bool> {
-        let parsed = EndpointName::parse(name).ok()?;
-        let entry = self.read().get(&parsed).cloned()?;
+        let entry = self.read().get(name).cloned()?;
         let Some(principal) = caller
             .principal
             .as_deref()
@@ -425,8 +423,7 @@ impl EndpointService {
     /// The endpoint's tools as the catalogue lists them now; `None` when there is no such
     /// endpoint (or no catalogue is set).
     pub fn resolve(&self, name: &str) -> Option<Arc<Resolved>> {
-        let parsed = EndpointName::parse(name).ok()?;
-        let entry = self.read().get(&parsed).cloned()?;
+        let entry = self.read().get(name).cloned()?;
         let catalog = self.catalog.get()?;
         let listed = catalog.listed_tools();
         let mut cached = entry

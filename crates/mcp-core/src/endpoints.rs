@@ -56,6 +56,13 @@ impl fmt::Display for EndpointName {
     }
 }
 
+/// Maps keyed by name are looked up with the `&str` of a request path, without a copy.
+impl std::borrow::Borrow<str> for EndpointName {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
 impl TryFrom<String> for EndpointName {
     type Error = EndpointNameError;
 

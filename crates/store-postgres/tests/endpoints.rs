@@ -1,7 +1,7 @@
 //! What only PostgreSQL adds to the curated endpoints: the jsonb column an operator queries,
 //! rows damaged behind the store's back, text jsonb cannot hold, replicas that read each
 //! other's writes, and the announcement each write that changed a row sends to the other
-//! replicas. The port's contract itself runs in `contract.rs`.
+//! replicas. The port's shared suite itself runs in `contract.rs`.
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! What only PostgreSQL adds to the pin ledger: rows damaged behind the store's back, values
 //! the database cannot hold, a batch that fails half way, and the announcement each write that
-//! changed the ledger sends to the other replicas. The port's contract itself runs in
+//! changed the ledger sends to the other replicas. The port's shared suite itself runs in
 //! `contract.rs`.
 
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! The SQLite endpoint repository against the `EndpointRepository` contract (the test kit's
+//! The SQLite endpoint repository against what every `EndpointRepository` must do (the test kit's
 //! suite, on a real file in a temporary directory), plus what only a file can get wrong:
 //! endpoints surviving a reopen, sharing the file with the other stores, rows it cannot read,
 //! and writes the database refuses.

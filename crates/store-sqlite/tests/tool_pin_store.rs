@@ -1,4 +1,4 @@
-//! The SQLite pin ledger against the `ToolPinStore` contract (the test kit's suite, on a real
+//! The SQLite pin ledger against what every `ToolPinStore` must do (the test kit's suite, on a real
 //! file in a temporary directory), plus what only a file can get wrong: pins surviving a
 //! reopen, sharing the file with the other stores, and rows it cannot read.
 

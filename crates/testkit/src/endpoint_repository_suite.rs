@@ -1,4 +1,4 @@
-//! The contract of [`EndpointRepository`], as tests that every implementation must pass, and
+//! What every [`EndpointRepository`] must do, as tests that each implementation must pass, and
 //! [`InMemoryEndpointRepository`], the implementation for tests of the code that uses the port.
 //!
 //! An adapter crate runs the whole suite against its own repository with one line in its tests:
@@ -31,7 +31,7 @@ use serde_json::json;
 
 use crate::repository_suite::RepositoryWithGuard;
 
-/// Expands to one `#[tokio::test]` per case of the [`EndpointRepository`] contract, each
+/// Expands to one `#[tokio::test]` per case of what every [`EndpointRepository`] must do, each
 /// running against a fresh repository made by evaluating `$make_repository` inside the test.
 ///
 /// `$make_repository` is any expression of a type that implements [`EndpointRepository`]; it

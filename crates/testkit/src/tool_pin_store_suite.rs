@@ -1,4 +1,4 @@
-//! The contract of [`ToolPinStore`], as tests that every implementation must pass, and
+//! What every [`ToolPinStore`] must do, as tests that each implementation must pass, and
 //! [`InMemoryToolPinStore`], the implementation for tests of the code that uses the port.
 //!
 //! An adapter crate runs the whole suite against its own store with one line in its tests:
@@ -31,7 +31,7 @@ use serde_json::json;
 
 use crate::repository_suite::RepositoryWithGuard;
 
-/// Expands to one `#[tokio::test]` per case of the [`ToolPinStore`] contract, each running
+/// Expands to one `#[tokio::test]` per case of what every [`ToolPinStore`] must do, each running
 /// against a fresh store made by evaluating `$make_store` inside the test.
 ///
 /// `$make_store` is any expression of a type that implements [`ToolPinStore`]; it is evaluated
