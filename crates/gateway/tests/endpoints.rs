@@ -5,9 +5,8 @@ use std::sync::Arc;
 
 use mcpgw_config::ToolNames;
 use mcpgw_core::{
-    CallContext, Caller, EndpointName, EndpointSpec, EventSink, FrontendErrorKind,
-    ManagerSettings, McpFrontend, ServerId, ServerManager, ServerOrigin, ServerSpec, Tool,
-    ToolSelector,
+    CallContext, Caller, EndpointName, EndpointSpec, EventSink, FrontendErrorKind, ManagerSettings,
+    McpFrontend, ServerId, ServerManager, ServerOrigin, ServerSpec, Tool, ToolSelector,
 };
 use mcpgw_gateway::{EndpointError, EndpointFrontend, EndpointService, EventBus, ToolCatalog};
 use mcpgw_testkit::clock::FakeClock;
@@ -63,7 +62,10 @@ async fn setup() -> Setup {
     bus.add_observer(catalog.observer());
     for (server, tools) in [
         ("math", [("echo", "echoes"), ("add", "Adds two numbers")]),
-        ("text", [("echo", "echoes text"), ("upper", "Upper-cases text")]),
+        (
+            "text",
+            [("echo", "echoes text"), ("upper", "Upper-cases text")],
+        ),
     ] {
         launcher.set_behaviour(
             server,
@@ -189,7 +191,9 @@ async fn tool_search_lists_find_tools_alone_and_answers_matches() {
         .call_tool(
             &Caller::default(),
             "find_tools",
-            serde_json::json!({"query": "upper case"}).as_object().cloned(),
+            serde_json::json!({"query": "upper case"})
+                .as_object()
+                .cloned(),
             CallContext::default(),
         )
         .await
@@ -213,7 +217,11 @@ async fn tool_search_lists_find_tools_alone_and_answers_matches() {
             )
             .await
             .unwrap_err();
-        assert_eq!(error.kind, FrontendErrorKind::InvalidArguments, "{arguments}");
+        assert_eq!(
+            error.kind,
+            FrontendErrorKind::InvalidArguments,
+            "{arguments}"
+        );
     }
     // A selected tool stays callable although it is not listed.
     let echoed = frontend
@@ -246,9 +254,15 @@ async fn the_file_owns_its_endpoints_and_bad_definitions_are_refused() {
         .replace(endpoint("filed", vec![]))
         .await
         .unwrap_err();
-    assert!(matches!(replaced, EndpointError::DeclaredInConfig(_)), "{replaced}");
+    assert!(
+        matches!(replaced, EndpointError::DeclaredInConfig(_)),
+        "{replaced}"
+    );
     let deleted = setup.endpoints.delete("filed").await.unwrap_err();
-    assert!(matches!(deleted, EndpointError::DeclaredInConfig(_)), "{deleted}");
+    assert!(
+        matches!(deleted, EndpointError::DeclaredInConfig(_)),
+        "{deleted}"
+    );
     let taken = setup
         .endpoints
         .create(endpoint("filed", vec![]))
