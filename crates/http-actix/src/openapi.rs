@@ -127,6 +127,7 @@ pub const DOCS_PATH: &str = "/docs";
         dto::RoleNameParam,
         dto::PolicyToolTarget,
         dto::PrincipalParam,
+        crate::tool_pins::PinStatusFilter,
     )),
     tags(
         (name = "mcp_servers", description = "Managed MCP servers: definitions, lifecycle, tools, health and logs"),

@@ -149,6 +149,18 @@ pub struct ToolPinDecisionRequest {
     pub digests: HashMap<String, String>,
 }
 
+/// The statuses `GET /api/tool_pins` filters by: one of the four, or `pending` (changed or new).
+#[derive(Debug, ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub(crate) enum PinStatusFilter {
+    Pinned,
+    Changed,
+    New,
+    Rejected,
+    Pending,
+}
+
 #[derive(Debug, Deserialize)]
 pub(crate) struct PinListQuery {
     status: Option<String>,
@@ -203,7 +215,7 @@ impl From<ToolPinError> for ApiError {
     tag = "tool_pins",
     operation_id = "list_tool_pins",
     params(
-        ("status" = Option<String>, Query,
+        ("status" = Option<PinStatusFilter>, Query,
          description = "Only entries with this status: `pinned`, `changed`, `new`, `rejected`, \
             or `pending` (changed or new: waiting for a decision)"),
     ),

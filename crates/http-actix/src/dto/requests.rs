@@ -374,6 +374,27 @@ fn common_server_fields(object: ObjectBuilder, mode: &str) -> ObjectBuilder {
                  are refused.",
             )),
         )
+        .property("tool_pinning", or_null(tool_pinning_schema()))
+}
+
+/// How a server's tools are pinned: the mode alone, or the mode with `approve_first`.
+fn tool_pinning_schema() -> Schema {
+    let modes = || one_of_strings(["off", "warn", "enforce"]);
+    OneOfBuilder::new()
+        .item(RefOr::T(modes().into()))
+        .item(RefOr::T(
+            closed_object()
+                .property("mode", modes())
+                .property("approve_first", boolean())
+                .into(),
+        ))
+        .description(Some(
+            "How this server's tools are pinned: `off`, `warn` (changes are served and \
+             announced) or `enforce` (changes are withheld until approved), or `{mode, \
+             approve_first}`; the gateway's `tool_pinning` when absent.",
+        ))
+        .build()
+        .into()
 }
 
 /// Tools listed before the server's first start: MCP `Tool` objects.
