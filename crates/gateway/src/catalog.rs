@@ -128,10 +128,12 @@ pub struct ToolCatalog {
     runtime: Option<tokio::runtime::Handle>,
     /// The pin ledger, when tools are pinned: lists are reviewed against it as they are built.
     pins: std::sync::OnceLock<Arc<crate::ToolPins>>,
-    /// Servers and groups whose tools are pinned with `enforce`, as of the last build: a call
-    /// to one of them checks, once the server runs, that the tool it names is still admitted
-    /// (a server that starts for the call may list other tools than it did before).
-    enforced: RwLock<std::collections::HashSet<ServerId>>,
+    /// How each server and group whose tools are pinned is pinned, as of the last build: what
+    /// a check outside a build reads, instead of working it out from the definitions again. A
+    /// call to an owner pinned with `enforce` checks, once the server runs, that the tool it
+    /// names is still admitted (a server that starts for the call may list other tools than it
+    /// did before).
+    pinned: RwLock<HashMap<ServerId, mcpgw_core::ToolPinning>>,
     any_enforced: std::sync::atomic::AtomicBool,
 }
 
@@ -222,7 +224,7 @@ impl ToolCatalog {
             tasks_offered: std::sync::atomic::AtomicBool::new(false),
             runtime: tokio::runtime::Handle::try_current().ok(),
             pins: std::sync::OnceLock::new(),
-            enforced: RwLock::new(std::collections::HashSet::new()),
+            pinned: RwLock::new(HashMap::new()),
             any_enforced: std::sync::atomic::AtomicBool::new(false),
         })
     }
@@ -466,7 +468,7 @@ impl ToolCatalog {
             .map(|groups| groups.member_ids())
             .unwrap_or_default();
         let mut per_server: Vec<(Owner, Vec<Tool>)> = Vec::new();
-        let mut enforced = std::collections::HashSet::new();
+        let mut pinned = HashMap::new();
         for server in self.manager.list(None) {
             let id = server.id().clone();
             if members.contains(&id) {
@@ -474,7 +476,7 @@ impl ToolCatalog {
             }
             if let Ok(list) = self.manager.tool_list(&id) {
                 let pinning = self.server_pinning(server.spec.tool_pinning);
-                let tools = self.pinned_tools(&id, pinning, &list.tools, &mut enforced);
+                let tools = self.pinned_tools(&id, pinning, &list.tools, &mut pinned);
                 per_server.push((Owner::Server(id), tools));
             }
         }
@@ -482,16 +484,18 @@ impl ToolCatalog {
             for id in groups.ids() {
                 if let Some(tools) = groups.tools(&id) {
                     let pinning = self.group_pinning(&id);
-                    let tools = self.pinned_tools(&id, pinning, &Arc::new(tools), &mut enforced);
+                    let tools = self.pinned_tools(&id, pinning, &Arc::new(tools), &mut pinned);
                     per_server.push((Owner::Group(id), tools));
                 }
             }
             // Servers and groups share one namespace: list them in one id order.
             per_server.sort_by(|(left, _), (right, _)| left.id().cmp(right.id()));
         }
-        self.any_enforced
-            .store(!enforced.is_empty(), Ordering::Release);
-        *self.enforced.write().unwrap_or_else(|p| p.into_inner()) = enforced;
+        let any_enforced = pinned
+            .values()
+            .any(|pinning: &mcpgw_core::ToolPinning| pinning.mode == mcpgw_core::PinMode::Enforce);
+        self.any_enforced.store(any_enforced, Ordering::Release);
+        *self.pinned.write().unwrap_or_else(|p| p.into_inner()) = pinned;
         let names: Vec<(&str, Vec<&str>)> = per_server
             .iter()
             .map(|(owner, tools)| {
@@ -838,21 +842,19 @@ impl ToolCatalog {
             })
     }
 
-    /// The tools of `owner`'s list that pinning admits; notes in `enforced` an owner pinned
-    /// with `enforce`.
+    /// The tools of `owner`'s list that pinning admits; notes in `pinned` how an owner whose
+    /// tools are pinned is pinned.
     fn pinned_tools(
         &self,
         owner: &ServerId,
         pinning: mcpgw_core::ToolPinning,
         tools: &Arc<Vec<Tool>>,
-        enforced: &mut std::collections::HashSet<ServerId>,
+        pinned: &mut HashMap<ServerId, mcpgw_core::ToolPinning>,
     ) -> Vec<Tool> {
         let Some(pins) = self.pins.get().filter(|_| pinning.is_on()) else {
             return tools.as_ref().clone();
         };
-        if pinning.mode == mcpgw_core::PinMode::Enforce {
-            enforced.insert(owner.clone());
-        }
+        pinned.insert(owner.clone(), pinning);
         Arc::unwrap_or_clone(pins.admit(owner, pinning, tools))
     }
 
@@ -884,11 +886,18 @@ impl ToolCatalog {
         }
     }
 
-    fn is_enforced(&self, owner: &ServerId) -> bool {
-        self.enforced
+    /// How `owner` was pinned at the last build; `None` when its tools are not pinned.
+    fn pinning_at_build(&self, owner: &ServerId) -> Option<mcpgw_core::ToolPinning> {
+        self.pinned
             .read()
             .unwrap_or_else(|p| p.into_inner())
-            .contains(owner)
+            .get(owner)
+            .copied()
+    }
+
+    fn is_enforced(&self, owner: &ServerId) -> bool {
+        self.pinning_at_build(owner)
+            .is_some_and(|pinning| pinning.mode == mcpgw_core::PinMode::Enforce)
     }
 
     /// Whether pinning admits `owner`'s tool `tool` as the owner lists it now.
@@ -896,29 +905,26 @@ impl ToolCatalog {
         let Some(pins) = self.pins.get() else {
             return true;
         };
-        let (pinning, tools) = match owner {
-            Owner::Server(server) => {
-                let Ok(snapshot) = self.manager.snapshot(server) else {
-                    return false;
-                };
-                let Ok(list) = self.manager.tool_list(server) else {
-                    return false;
-                };
-                (pins.pinning_of(snapshot.spec.tool_pinning), list.tools)
-            }
+        // Every owner is in the last build (a registration or change rebuilds before a call is
+        // routed); one that is not there is not pinned.
+        let Some(pinning) = self.pinning_at_build(owner.id()) else {
+            return true;
+        };
+        let tools = match owner {
+            Owner::Server(server) => match self.manager.tool_list(server) {
+                Ok(list) => list.tools,
+                Err(_) => return false,
+            },
             Owner::Group(group) => {
-                let Some(tools) = self.groups.as_ref().and_then(|groups| groups.tools(group))
-                else {
-                    return false;
-                };
-                (self.group_pinning(group), Arc::new(tools))
+                match self.groups.as_ref().and_then(|groups| groups.tools(group)) {
+                    Some(tools) => Arc::new(tools),
+                    None => return false,
+                }
             }
         };
-        !pinning.is_on()
-            || pins
-                .admit(owner.id(), pinning, &tools)
-                .iter()
-                .any(|admitted| admitted.name == tool)
+        pins.admit(owner.id(), pinning, &tools)
+            .iter()
+            .any(|admitted| admitted.name == tool)
     }
 
     /// For a call routed to an owner pinned with `enforce`: starts the server when it is not
