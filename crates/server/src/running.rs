@@ -572,8 +572,8 @@ fn mcp_http_handler(
 
 /// The handlers of the curated endpoints: one per endpoint, made on its first request (an
 /// [`mcpgw_gateway::EndpointFrontend`] in front of `frontend`, with sessions of its own) and kept.
-/// A name that is no endpoint gets none; the HTTP adapter answers 404 before asking for an
-/// endpoint that was deleted.
+/// A name that is no endpoint gets none; the HTTP adapter has already answered 404 for one that
+/// was deleted, so a kept handler is answered without looking the name up again.
 fn endpoint_handlers(
     config: &GatewayConfig,
     secret: Option<String>,
@@ -586,14 +586,15 @@ fn endpoint_handlers(
         std::collections::HashMap<String, mcpgw_http_actix::McpHttpHandler>,
     > = std::sync::Mutex::default();
     Arc::new(move |name: &str| {
-        if !endpoints.contains(name) {
-            return None;
-        }
         let mut made = made
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(handler) = made.get(name) {
             return Some(handler.clone());
+        }
+        // Only a name that is an endpoint gets a handler, so made-up names cannot grow the map.
+        if !endpoints.contains(name) {
+            return None;
         }
         // The front end follows changes in a task of the gateway's runtime, not of the HTTP
         // worker that happened to ask first.
