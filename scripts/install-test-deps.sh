@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the real MCP peers that the end-to-end tests talk to, inside the repository and never
 # system-wide:
-#   .venv-test/                 a Python venv with the official MCP SDK (mcp==2.3.0) and
-#                               mcp-server-time, pinned by tests/python/requirements.txt
+#   .venv-test/                 a Python venv with the official MCP SDK (mcp==2.3.0),
+#                               mcp-server-time and the OTLP receiver's opentelemetry-proto and
+#                               grpcio, pinned by tests/python/requirements.txt
 #   .venv-schemathesis/         a Python venv with schemathesis (the API schema checker of
 #                               tests/api_schema.rs), pinned by
 #                               tests/python/schemathesis-requirements.txt; its own venv, so that
@@ -99,7 +100,7 @@ install_venv() {
 # The official SDK (and mcp-server-time), the clients and upstreams of the end-to-end tests.
 install_python_peers() {
   install_venv "python peers (mcp 2.3.0)" "$venv_dir" "$python_requirements" \
-    python -c 'import mcp.client.streamable_http, mcp.client.stdio, mcp_server_time'
+    python -c 'import mcp.client.streamable_http, mcp.client.stdio, mcp_server_time, grpc, opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc'
 }
 
 # schemathesis in a venv of its own, so that its dependencies never fight the MCP SDK's.

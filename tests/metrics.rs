@@ -2,8 +2,11 @@
 //! Prometheus parser (`prometheus_client`, run from `tests/python/parse_metrics.py`), counters
 //! and histograms move by exactly the calls made, per-server gauges follow starts, stops and
 //! removals, health checks and WebSocket clients are counted, and nothing a caller sends (an
-//! unknown tool name, a raw path) ever becomes a label value. Every metric the gateway exposes
-//! is listed in `docs/operations.md`.
+//! unknown tool name, a raw path) ever becomes a label value. Calls in flight, relays, client
+//! sessions and listen streams are counted as they happen, and a scraper that asks for
+//! OpenMetrics gets text the reference OpenMetrics parser reads, with the trace of a sampled
+//! call as the exemplar of its latency bucket. Every metric the gateway exposes is listed in
+//! `docs/operations.md`.
 
 mod support;
 
@@ -34,6 +37,8 @@ struct Sample {
     name: String,
     labels: BTreeMap<String, String>,
     value: f64,
+    /// `{labels, value, timestamp}`, or null.
+    exemplar: Value,
 }
 
 impl Sample {
@@ -95,8 +100,45 @@ fn scrape(gw: &RunningGateway) -> Scrape {
         "{}",
         answer.content_type
     );
-    let mut parser = Command::new(python())
-        .arg(python_script("parse_metrics.py"))
+    parse(answer.text, false)
+}
+
+/// Scrapes `/metrics` as Prometheus does by default (preferring OpenMetrics), checks the
+/// answer's type, and parses it with the reference OpenMetrics parser.
+#[track_caller]
+fn scrape_openmetrics(gw: &RunningGateway) -> Scrape {
+    let mut answer = ureq::get(&gw.url("/metrics"))
+        .header(
+            "accept",
+            "application/openmetrics-text;version=1.0.0;q=0.5,             application/openmetrics-text;version=0.0.1;q=0.4,             text/plain;version=0.0.4;q=0.3,*/*;q=0.2",
+        )
+        .call()
+        .expect("the gateway answers /metrics");
+    assert_eq!(answer.status().as_u16(), 200);
+    let content_type = answer
+        .headers()
+        .get("content-type")
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(
+        content_type,
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+    let text = answer.body_mut().read_to_string().unwrap();
+    assert!(text.ends_with("# EOF\n"), "{text}");
+    parse(text, true)
+}
+
+/// Parses exposition text with the reference parser of its format.
+#[track_caller]
+fn parse(text: String, openmetrics: bool) -> Scrape {
+    let mut command = Command::new(python());
+    command.arg(python_script("parse_metrics.py"));
+    if openmetrics {
+        command.arg("--openmetrics");
+    }
+    let mut parser = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -106,14 +148,14 @@ fn scrape(gw: &RunningGateway) -> Scrape {
         .stdin
         .take()
         .unwrap()
-        .write_all(answer.text.as_bytes())
+        .write_all(text.as_bytes())
         .unwrap();
     let output = parser.wait_with_output().unwrap();
     assert!(
         output.status.success(),
-        "the Prometheus parser rejects /metrics: {}\n{}",
+        "the reference parser rejects /metrics: {}\n{}",
         String::from_utf8_lossy(&output.stderr),
-        answer.text
+        text
     );
     let parsed: Value = serde_json::from_slice(&output.stdout).unwrap();
     let field = |family: &Value, key: &str| family[key].as_str().unwrap().to_owned();
@@ -136,10 +178,11 @@ fn scrape(gw: &RunningGateway) -> Scrape {
             value: sample["value"]
                 .as_f64()
                 .unwrap_or_else(|| panic!("a non-finite sample {sample}")),
+            exemplar: sample["exemplar"].clone(),
         })
         .collect();
     Scrape {
-        text: answer.text,
+        text,
         families,
         help,
         samples,
@@ -566,3 +609,351 @@ fn every_exposed_metric_is_listed_in_the_operations_guide() {
         .collect();
     assert!(without_help.is_empty(), "no help text: {without_help:?}");
 }
+
+/// A POST to `/mcp` with `headers` and the JSON-RPC `body`: the status, the session id the
+/// answer names (if any) and the body.
+fn post_mcp(
+    gw: &RunningGateway,
+    headers: &[(&str, &str)],
+    body: &Value,
+) -> (u16, Option<String>, String) {
+    let agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .new_agent();
+    let mut request = agent
+        .post(&gw.url("/mcp"))
+        .header("accept", "application/json, text/event-stream");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let mut answer = request.send_json(body).expect("the gateway answers");
+    let session = answer
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned);
+    let status = answer.status().as_u16();
+    (
+        status,
+        session,
+        answer.body_mut().read_to_string().unwrap_or_default(),
+    )
+}
+
+/// A stateless (2026-07-28) `tools/call` whose `_meta` also carries `traceparent`.
+fn call_traced(gw: &RunningGateway, name: &str, arguments: Value, traceparent: &str) -> Value {
+    const PROTOCOL: &str = "2026-07-28";
+    let body = json!({
+        "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {
+            "name": name,
+            "arguments": arguments,
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": PROTOCOL,
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "mcpgw-e2e", "version": "0"},
+                "traceparent": traceparent,
+            },
+        },
+    });
+    let (status, _, text) = post_mcp(
+        gw,
+        &[
+            ("mcp-protocol-version", PROTOCOL),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", name),
+        ],
+        &body,
+    );
+    assert_eq!(status, 200, "{text}");
+    support::jsonrpc_answer(&text)
+}
+
+/// The exemplars on the latency buckets of one tool: `(le, exemplar)`.
+fn exemplars_of(scraped: &Scrape, server: &str, tool: &str) -> Vec<(String, Value)> {
+    scraped
+        .samples
+        .iter()
+        .filter(|sample| {
+            sample.name == "mcpgw_tool_call_duration_seconds_bucket"
+                && sample.has(&[("mcp_server_id", server), ("tool", tool)])
+                && !sample.exemplar.is_null()
+        })
+        .map(|sample| (sample.labels["le"].clone(), sample.exemplar.clone()))
+        .collect()
+}
+
+#[test]
+fn openmetrics_scrapes_carry_the_trace_of_a_sampled_call_as_an_exemplar() {
+    let gw = gateway()
+        .config(&format!(
+            "probe_tools: false\nmcp_servers:\n{}",
+            fixture_server_yaml("fx", &[])
+        ))
+        .start();
+    assert_eq!(gw.post_empty("/api/mcp_servers/fx/start").status, 200);
+
+    // A call without a trace, and one whose trace is not sampled: no exemplar.
+    call_tool(&gw, "fx__echo", json!({"text": "untraced"}));
+    const UNSAMPLED: &str = "00-11111111111111111111111111111111-2222222222222222-00";
+    let answer = call_traced(&gw, "fx__echo", json!({"text": "unsampled"}), UNSAMPLED);
+    assert!(answer.get("result").is_some(), "{answer}");
+    let before = scrape_openmetrics(&gw);
+    assert_eq!(
+        before.present(
+            TOOL_CALL_COUNT,
+            &[("mcp_server_id", "fx"), ("tool", "echo")]
+        ),
+        2.0
+    );
+    assert!(
+        exemplars_of(&before, "fx", "echo").is_empty(),
+        "{}",
+        before.text
+    );
+
+    // The families as OpenMetrics names them: a counter without `_total`, its samples with.
+    for (family, kind) in [
+        ("mcpgw_tool_calls", "counter"),
+        ("mcpgw_http_requests", "counter"),
+        ("mcpgw_tool_call_duration_seconds", "histogram"),
+        ("mcpgw_mcp_server_up", "gauge"),
+        ("mcpgw_tool_calls_in_flight", "gauge"),
+    ] {
+        assert_eq!(
+            before.families.get(family).map(String::as_str),
+            Some(kind),
+            "{family}: {}",
+            before.text
+        );
+    }
+    assert_eq!(
+        calls(&before, "fx", "echo", "success"),
+        2.0,
+        "the counter's samples keep their `_total`"
+    );
+
+    // A sampled call: the gateway continues the caller's trace, whose id the exemplar carries.
+    const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let parent = format!("00-{TRACE}-00f067aa0ba902b7-01");
+    let answer = call_traced(&gw, "fx__echo", json!({"text": "sampled"}), &parent);
+    assert!(answer.get("result").is_some(), "{answer}");
+    let after = scrape_openmetrics(&gw);
+    let exemplars = exemplars_of(&after, "fx", "echo");
+    assert_eq!(exemplars.len(), 1, "{}", after.text);
+    let (le, exemplar) = &exemplars[0];
+    assert_eq!(exemplar["labels"]["trace_id"], TRACE, "{}", after.text);
+    let span = exemplar["labels"]["span_id"].as_str().unwrap();
+    assert_eq!(span.len(), 16, "{exemplar}");
+    assert!(
+        span.bytes().all(|byte| byte.is_ascii_hexdigit()),
+        "{exemplar}"
+    );
+    // The exemplar's value is the call's duration, within its bucket; its time is now-ish.
+    let value = exemplar["value"].as_f64().unwrap();
+    assert!(
+        value > 0.0 && (le == "+Inf" || value <= le.parse::<f64>().unwrap()),
+        "{exemplar}"
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let at = exemplar["timestamp"].as_f64().unwrap();
+    assert!((now - at).abs() < 120.0, "{exemplar}");
+
+    // The Prometheus text stays as it was: no exemplars, no `# EOF`.
+    let plain = scrape(&gw);
+    assert!(!plain.text.contains("trace_id"), "{}", plain.text);
+    assert!(!plain.text.contains("# EOF"), "{}", plain.text);
+    assert_eq!(calls(&plain, "fx", "echo", "success"), 3.0);
+}
+
+#[test]
+fn calls_in_flight_relays_sessions_and_check_times_are_counted() {
+    let gw = gateway()
+        .config(&format!(
+            "mcp_servers:\n{}    health_check_interval_s: 5\n\
+             \x20 pool: {{mode: group, strategy: round_robin, members: [{{id: fx}}]}}\n",
+            fixture_server_yaml("fx", &[])
+        ))
+        .start();
+    // Probing is on: the server's tools are learned by a probe, which is timed.
+    let probed = scrape_until(&gw, Duration::from_secs(20), |scraped| {
+        scraped.value(
+            "mcpgw_tool_probe_duration_seconds_count",
+            &[("mcp_server_id", "fx"), ("result", "success")],
+        ) == 1.0
+    });
+    assert_eq!(
+        probed.present(TOOL_CALLS_IN_FLIGHT, &[("mcp_server_id", "fx")]),
+        0.0
+    );
+    assert_eq!(
+        probed.present(GROUP_IN_FLIGHT, &[("group_id", "pool")]),
+        0.0
+    );
+
+    // A slow call through the group is in flight at the group and at its member.
+    let slow = {
+        let url = gw.url("/mcp");
+        std::thread::spawn(move || {
+            let body = json!({
+                "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "pool__sleep", "arguments": {"ms": 3000}, "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                    "io.modelcontextprotocol/clientInfo": {"name": "mcpgw-e2e", "version": "0"},
+                }},
+            });
+            ureq::post(&url)
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", "2026-07-28")
+                .header("mcp-method", "tools/call")
+                .header("mcp-name", "pool__sleep")
+                .send_json(&body)
+                .map(|mut answer| answer.body_mut().read_to_string().unwrap_or_default())
+        })
+    };
+    scrape_until(&gw, Duration::from_secs(10), |scraped| {
+        scraped.value(TOOL_CALLS_IN_FLIGHT, &[("mcp_server_id", "fx")]) == 1.0
+            && scraped.value(GROUP_IN_FLIGHT, &[("group_id", "pool")]) == 1.0
+    });
+    let answered = slow.join().unwrap().expect("the slow call is answered");
+    assert!(answered.contains("\"result\""), "{answered}");
+    let done = scrape(&gw);
+    assert_eq!(
+        done.value(TOOL_CALLS_IN_FLIGHT, &[("mcp_server_id", "fx")]),
+        0.0
+    );
+    assert_eq!(done.value(GROUP_IN_FLIGHT, &[("group_id", "pool")]), 0.0);
+
+    // An `initialize`-era session counts under its protocol version until it is deleted.
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "mcpgw-e2e", "version": "0"},
+        },
+    });
+    let (status, session, text) = post_mcp(&gw, &[], &initialize);
+    assert_eq!(status, 200, "{text}");
+    let session = session.expect("the session has an id");
+    let open = scrape(&gw);
+    assert_eq!(
+        open.present(SESSIONS, &[("protocol_version", "2025-06-18")]),
+        1.0,
+        "{}",
+        open.text
+    );
+    let in_session = [
+        ("mcp-session-id", session.as_str()),
+        ("mcp-protocol-version", "2025-06-18"),
+    ];
+    let (status, _, text) = post_mcp(
+        &gw,
+        &in_session,
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    assert_eq!(status, 202, "{text}");
+
+    // Every relay series exists from the start. A server that asks the session's client,
+    // which declared no roots, gets "method not found" from the gateway: a refused relay.
+    let relays = |scraped: &Scrape, kind, outcome| {
+        scraped.present(RELAYS, &[("kind", kind), ("outcome", outcome)])
+    };
+    assert_eq!(relays(&open, "roots", "refused"), 0.0);
+    assert_eq!(relays(&open, "logging", "relayed"), 0.0);
+    assert_eq!(relays(&open, "sampling", "answered"), 0.0);
+    let (status, _, text) = post_mcp(
+        &gw,
+        &in_session,
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "pool__roots", "arguments": {}}}),
+    );
+    assert_eq!(status, 200, "{text}");
+    let asked = support::jsonrpc_answer(&text);
+    assert_eq!(asked["result"]["isError"], json!(true), "{asked}");
+    let refused = scrape(&gw);
+    assert_eq!(
+        relays(&refused, "roots", "refused"),
+        1.0,
+        "{asked}\n{}",
+        refused.text
+    );
+    assert_eq!(relays(&refused, "roots", "answered"), 0.0);
+
+    let agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .new_agent();
+    let deleted = agent
+        .delete(&gw.url("/mcp"))
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .call()
+        .unwrap();
+    assert_eq!(deleted.status().as_u16(), 204);
+    scrape_until(&gw, Duration::from_secs(10), |scraped| {
+        scraped.value(SESSIONS, &[("protocol_version", "2025-06-18")]) == 0.0
+    });
+
+    // A `subscriptions/listen` stream counts while it is open.
+    assert_eq!(open.present(LISTEN_STREAMS, &[]), 0.0);
+    let listen = json!({
+        "jsonrpc": "2.0", "id": 3, "method": "subscriptions/listen",
+        "params": {
+            "notifications": {"toolsListChanged": true},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "mcpgw-e2e", "version": "0"},
+            },
+        },
+    })
+    .to_string();
+    let mut stream = TcpStream::connect(gw.address()).unwrap();
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMcp-Protocol-Version: 2026-07-28\r\n\
+         Mcp-Method: subscriptions/listen\r\nContent-Length: {}\r\n\r\n{listen}",
+        gw.address(),
+        listen.len()
+    )
+    .unwrap();
+    scrape_until(&gw, Duration::from_secs(10), |scraped| {
+        scraped.value(LISTEN_STREAMS, &[]) == 1.0
+    });
+    stream.shutdown(std::net::Shutdown::Both).unwrap();
+    drop(stream);
+    scrape_until(&gw, Duration::from_secs(40), |scraped| {
+        scraped.value(LISTEN_STREAMS, &[]) == 0.0
+    });
+
+    // Health checks are timed like they are counted (a check that finishes during a scrape
+    // may be in the count and not yet in the histogram).
+    let passed = [("mcp_server_id", "fx"), ("result", "passed")];
+    let checked = scrape_until(&gw, Duration::from_secs(20), |scraped| {
+        scraped.value("mcpgw_health_check_duration_seconds_count", &passed) >= 1.0
+    });
+    let counted = checked.present("mcpgw_health_checks_total", &passed);
+    let timed = checked.present("mcpgw_health_check_duration_seconds_count", &passed);
+    assert!(
+        timed == counted || timed + 1.0 == counted,
+        "{}",
+        checked.text
+    );
+    assert_eq!(
+        checked.families["mcpgw_health_check_duration_seconds"],
+        "histogram"
+    );
+}
+
+const TOOL_CALLS_IN_FLIGHT: &str = "mcpgw_tool_calls_in_flight";
+const GROUP_IN_FLIGHT: &str = "mcpgw_group_tool_calls_in_flight";
+const RELAYS: &str = "mcpgw_relays_total";
+const SESSIONS: &str = "mcpgw_mcp_client_sessions";
+const LISTEN_STREAMS: &str = "mcpgw_mcp_listen_streams";

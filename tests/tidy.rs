@@ -58,6 +58,8 @@ const ADAPTER_CRATES: &[&str] = &[
     "mcpgw-store-postgres",
     "mcpgw-oidc",
     "mcpgw-policy-opa",
+    "mcpgw-audit",
+    "mcpgw-otel",
     "mcpgw-ratelimit",
     "mcpgw-ratelimit-redis",
 ];

@@ -230,6 +230,8 @@ fn publish(bus: &EventBus, epoch: Instant, tool: &str) {
             duration_ms: since_epoch.as_secs_f64() * 1000.0,
             is_error: false,
             principal: None,
+            trace_id: None,
+            span_id: None,
         },
     );
 }

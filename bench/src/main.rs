@@ -10,7 +10,9 @@
 //!   1, calls/s at concurrency 16, and `tools/list` latency with 100 servers. With
 //!   `MCPGW_BENCH_DATA_PLANE=pinned` every server's tools are pinned with `enforce`; with
 //!   `=endpoint` the calls go through a curated endpoint (`/mcp/v/bench`) that selects the
-//!   upstream's `echo`: what tool governance adds to a call.
+//!   upstream's `echo`: what tool governance adds to a call. With `=traced` traces are on
+//!   (OTLP/HTTP to a sink in this process that answers every export at once) and new traces
+//!   are sampled at 1%: what tracing adds to a call.
 //!
 //! - `groups`: a group of 3 members that each serve one call at a time in 5 ms, against one
 //!   such server outside the group called directly through the same gateway: calls/s at
@@ -633,6 +635,57 @@ fn data_plane_rounds(
     })
 }
 
+/// An OTLP/HTTP endpoint that answers every export `200` with an empty body at once, for the
+/// traced data-plane variant: what is measured is the gateway's side of tracing, not a
+/// collector's. Answers its address.
+fn start_otlp_sink() -> anyhow::Result<std::net::SocketAddr> {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let address = listener.local_addr()?;
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let Ok(writer) = stream.try_clone() else {
+                    return;
+                };
+                let mut writer = writer;
+                let mut reader = BufReader::new(stream);
+                loop {
+                    let mut length = 0usize;
+                    let mut line = String::new();
+                    // The head, up to the empty line; then the body, by its length.
+                    loop {
+                        line.clear();
+                        match reader.read_line(&mut line) {
+                            Ok(0) | Err(_) => return,
+                            Ok(_) => {}
+                        }
+                        let trimmed = line.trim_end();
+                        if trimmed.is_empty() {
+                            break;
+                        }
+                        if let Some((name, value)) = trimmed.split_once(':')
+                            && name.eq_ignore_ascii_case("content-length")
+                        {
+                            length = value.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    let answer = "HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\n\
+                                  content-length: 0\r\n\r\n";
+                    if writer.write_all(answer.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    Ok(address)
+}
+
 fn data_plane() -> anyhow::Result<()> {
     const LISTED_SERVERS: usize = 100;
     let gateway_binary = sibling_binary("mcpgw")?;
@@ -643,14 +696,22 @@ fn data_plane() -> anyhow::Result<()> {
     let config = work.path().join("gateway.yaml");
     let variant = std::env::var("MCPGW_BENCH_DATA_PLANE").unwrap_or_default();
     let (governance, path) = match variant.as_str() {
-        "" => ("", "/mcp"),
-        "pinned" => ("tool_pinning: enforce\n", "/mcp"),
+        "" => (String::new(), "/mcp"),
+        "pinned" => ("tool_pinning: enforce\n".to_owned(), "/mcp"),
         "endpoint" => (
-            "endpoints:\n  bench:\n    tools:\n      - {server: fx, tool: echo}\n",
+            "endpoints:\n  bench:\n    tools:\n      - {server: fx, tool: echo}\n".to_owned(),
             "/mcp/v/bench",
         ),
+        "traced" => (
+            format!(
+                "telemetry:\n  traces:\n    enabled: true\n    endpoint: \"http://{}\"\n    \
+                 sampler: parentbased_traceidratio\n    sampler_arg: 0.01\n",
+                start_otlp_sink()?
+            ),
+            "/mcp",
+        ),
         other => anyhow::bail!(
-            "MCPGW_BENCH_DATA_PLANE={other}: use `pinned`, `endpoint`, or leave it unset"
+            "MCPGW_BENCH_DATA_PLANE={other}: use `pinned`, `endpoint`, `traced`, or leave it unset"
         ),
     };
     let mut yaml = format!(

@@ -27,6 +27,9 @@ Tools:
 - `roots`: the client's roots (`roots/list`), their URIs separated by spaces.
 - `log_and_echo {message}`: logs the message at `info` and at `debug`, then answers it.
 - `announce_lists`: announces that its prompts and its resources changed (2025 era).
+- `trace_context`: the trace context the call carried, as structured content
+  `{"meta_traceparent", "meta_tracestate", "header_traceparent", "header_tracestate"}` (each
+  empty when absent): from the request's `_meta` and, over HTTP, from its headers.
 
 `--release FILE` reads, at start, a JSON object that stands for a new release of the server:
 `{"descriptions": {"TOOL": "TEXT"}, "added_tools": ["NAME"]}` gives tools other descriptions and
@@ -147,6 +150,19 @@ async def announce_lists(ctx: Context) -> str:
     await session.send_prompt_list_changed()
     await session.send_resource_list_changed()
     return "announced"
+
+
+@server.tool(description="Answers the trace context the call carried in its _meta and HTTP headers.")
+def trace_context(ctx: Context) -> dict[str, str]:
+    meta = ctx.request_context.meta or {}
+    request = ctx.request_context.request
+    headers = getattr(request, "headers", None) or {}
+    return {
+        "meta_traceparent": str(meta.get("traceparent", "")),
+        "meta_tracestate": str(meta.get("tracestate", "")),
+        "header_traceparent": headers.get("traceparent", ""),
+        "header_tracestate": headers.get("tracestate", ""),
+    }
 
 
 @server.prompt(description="Asks the user for a topic, then writes the prompt about it.")

@@ -179,6 +179,30 @@ pub fn start_sdk_server_http() -> RunningPeer {
     })
 }
 
+/// Starts the OTLP receiver of the tracing tests (`tests/python/otlp_receiver.py`): OTLP/HTTP
+/// and gRPC on free ports. Its `url` is `http=PORT grpc=PORT`; [`otlp_ports`] reads it.
+pub fn start_otlp_receiver() -> RunningPeer {
+    let mut command = Command::new(python());
+    command.arg(python_script("otlp_receiver.py"));
+    RunningPeer::start(command, "otlp_receiver.py", |line| {
+        line.strip_prefix("listening ")
+            .map(|ports| ports.trim().to_owned())
+    })
+}
+
+/// The OTLP/HTTP and gRPC ports of a receiver from [`start_otlp_receiver`].
+pub fn otlp_ports(receiver: &RunningPeer) -> (u16, u16) {
+    let port = |prefix: &str| {
+        receiver
+            .url
+            .split(' ')
+            .find_map(|part| part.strip_prefix(prefix))
+            .and_then(|port| port.parse().ok())
+            .unwrap_or_else(|| panic!("the receiver reported {:?}", receiver.url))
+    };
+    (port("http="), port("grpc="))
+}
+
 /// The reference time server of PyPI (`mcp-server-time`, tools `get_current_time` and
 /// `convert_time`) over stdio.
 pub fn mcp_server_time_command() -> Vec<String> {

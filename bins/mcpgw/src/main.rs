@@ -46,6 +46,8 @@ fn serve(cli: &Cli) -> Result<ExitCode, StartError> {
         // Before anything runs, so that the starts and events of the boot count too.
         mcpgw_server::install_metrics()?;
     }
+    let tracing = runtime
+        .block_on(async { mcpgw_server::start_tracing(builder.configuration(), &environment) })?;
     let running = runtime.block_on(builder.build())?;
     let outcome = if cli.http {
         listen
@@ -59,6 +61,11 @@ fn serve(cli: &Cli) -> Result<ExitCode, StartError> {
     };
     // Every managed server is stopped before the process ends, so nothing is left behind.
     runtime.block_on(running.shutdown());
+    if let Some(tracing) = tracing {
+        // Exports the spans still queued, the shutdown's own among them; the runtime still
+        // runs, for a gRPC exporter's connection.
+        tracing.shutdown(std::time::Duration::from_secs(5));
+    }
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     outcome.map(|()| ExitCode::SUCCESS)
 }

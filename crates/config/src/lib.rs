@@ -36,6 +36,7 @@
 //! # Ok::<(), mcpgw_config::ConfigErrors>(())
 //! ```
 
+mod audit;
 mod changes;
 mod convert;
 mod de;
@@ -49,11 +50,16 @@ mod path;
 mod sanitize;
 mod schema;
 mod suggest;
+mod telemetry;
 mod text_diff;
 mod validate;
 
 use mcpgw_core::{ServerId, ServerOrigin, ServerSpec};
 
+pub use audit::{
+    AuditConfig, AuditSinkConfig, FileAuditSinkConfig, OtlpAuditSinkConfig, SYSLOG_FACILITIES,
+    SyslogAuditSinkConfig, syslog_facility_code,
+};
 pub use changes::{ConfigChanges, SectionChanges, changes, no_changes};
 pub use convert::{DEFAULT_DOCKER_NETWORK, DEFAULT_DOCKER_READ_ONLY, GroupDefinition, GroupMember};
 pub use endpoints::{
@@ -76,6 +82,7 @@ pub use schema::{
     RedisRateLimitConfig, RoleAssignmentConfig, ServerDefinition, ServerMode, StoreConfig,
     ToolNameConflict, ToolNames, ToolPrefix,
 };
+pub use telemetry::{MetricsConfig, OtlpProtocol, SamplerName, TelemetryConfig, TracesConfig};
 pub use text_diff::unified_diff;
 pub use validate::{HEALTH_CHECK_INTERVAL_S, IDLE_TTL_S, MAX_CONSECUTIVE_FAILURES};
 

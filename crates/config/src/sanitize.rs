@@ -261,6 +261,8 @@ fn secret_by_place(path: &[Step]) -> bool {
         .collect();
     match keys.as_slice() {
         [Some("mcp_servers"), Some(_), Some("env" | "headers"), ..] => true,
+        [Some("telemetry"), Some("traces"), Some("headers"), ..] => true,
+        [Some("audit"), Some("sinks"), None, Some("headers"), ..] => true,
         [
             Some("mcp_servers"),
             Some(_),

@@ -47,6 +47,21 @@ pub struct GatewayConfig {
     pub rate_limit: RateLimitConfig,
     #[serde(default, deserialize_with = "de::null_as_default")]
     pub event_log: EventLogConfig,
+    /// Security events exported to audit sinks (files, syslog) as they happen; nothing is
+    /// exported without sinks.
+    #[serde(
+        default,
+        deserialize_with = "de::null_as_default",
+        skip_serializing_if = "crate::audit::AuditConfig::is_default"
+    )]
+    pub audit: crate::audit::AuditConfig,
+    /// OpenTelemetry traces exported over OTLP (off by default; the `OTEL_*` variables win).
+    #[serde(
+        default,
+        deserialize_with = "de::null_as_default",
+        skip_serializing_if = "crate::telemetry::TelemetryConfig::is_default"
+    )]
+    pub telemetry: crate::telemetry::TelemetryConfig,
     /// Where the gateway keeps its state. Absent (or empty): SQLite files under the data
     /// directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -140,6 +155,8 @@ impl Default for GatewayConfig {
             console: ConsoleConfig::default(),
             rate_limit: RateLimitConfig::default(),
             event_log: EventLogConfig::default(),
+            audit: crate::audit::AuditConfig::default(),
+            telemetry: crate::telemetry::TelemetryConfig::default(),
             store: None,
             cluster: ClusterConfig::default(),
             tool_pinning: mcpgw_core::ToolPinning::OFF,
@@ -166,6 +183,8 @@ impl PartialEq for GatewayConfig {
             && self.auth == other.auth
             && self.rate_limit == other.rate_limit
             && self.event_log == other.event_log
+            && self.audit == other.audit
+            && self.telemetry == other.telemetry
             && self.store == other.store
             && self.cluster == other.cluster
             && self.tool_pinning == other.tool_pinning

@@ -245,6 +245,12 @@ pub(crate) fn validate_config(config: &GatewayConfig, options: &crate::ParseOpti
         &KeyPath::root().key("event_log"),
         &mut findings,
     );
+    crate::audit::validate_audit(&config.audit, &KeyPath::root().key("audit"), &mut findings);
+    crate::telemetry::validate_telemetry(
+        &config.telemetry,
+        &KeyPath::root().key("telemetry"),
+        &mut findings,
+    );
     if let Some(store) = &config.store {
         validate_store(store, &KeyPath::root().key("store"), &mut findings);
     }

@@ -26,6 +26,7 @@ use mcpgw_authz::{
     AccessPath, Admission, Identity, Permission, Principal, RateLimitCaller, RateLimitDecision,
     RateLimitKey, RateLimitScope, RateLimiter, RoleName, ScopeLimit, TenantId,
 };
+use mcpgw_core::trace::{Span, SpanKind, keys};
 use mcpgw_core::{
     CallContext, Caller, CallerScopes, FrontendError, FrontendErrorKind, McpFrontend, Tool,
     ToolCallOutcome,
@@ -210,6 +211,79 @@ pub fn caller_of(identity: &Identity) -> Caller {
     }
 }
 
+impl AuthorizedFrontend {
+    /// A tool call after its span began: the caller's access and rate checks, then the route.
+    async fn authorized_call(
+        &self,
+        caller: &Caller,
+        name: &str,
+        arguments: Option<Map<String, Value>>,
+        ctx: CallContext,
+    ) -> Result<ToolCallOutcome, FrontendError> {
+        let limiter = self.active_limiter();
+        if self.enforced() || limiter.is_some() {
+            // One lookup of the tool's path serves both checks.
+            let path = self.catalog.access_path(name);
+            if self.enforced() {
+                let mut decision =
+                    Span::start_local("authorize", SpanKind::Internal, ctx.trace.as_ref());
+                // A name the catalogue does not list is authorized on the path its tool would
+                // have, before the catalogue may start a server to learn it.
+                let unlisted;
+                let checked = match &path {
+                    Some(path) => Some(path),
+                    None => {
+                        unlisted = self.catalog.unlisted_access_path(name);
+                        unlisted.as_ref()
+                    }
+                };
+                // Boxed: the authorization's future is large, and would otherwise make every
+                // call's future as large, enforced or not.
+                let admitted = match checked {
+                    Some(checked) => {
+                        Box::pin(self.may_invoke(identity_of(caller).as_ref(), checked)).await
+                    }
+                    None => false,
+                };
+                if decision.is_recording() {
+                    decision.set_attribute(keys::GEN_AI_TOOL_NAME, name.to_owned());
+                    decision.set_attribute(
+                        keys::AUTHZ_DECISION,
+                        if admitted { "allow" } else { "deny" },
+                    );
+                }
+                decision.end();
+                if !admitted {
+                    return Err(FrontendError::unknown("tool", name));
+                }
+            }
+            if let (Some(limiter), Some(path)) = (limiter, &path) {
+                // Buckets in this process answer at once; a shared store's answer is awaited.
+                let decision = match Self::ask_rate(limiter.as_ref(), caller, name, path) {
+                    Admission::Now(decision) => decision,
+                    Admission::Later(pending) => pending.await,
+                };
+                Self::admit_rate(decision, name)?;
+            }
+        }
+        self.catalog.call_tool(caller, name, arguments, ctx).await
+    }
+}
+
+/// The `error.type` of a failed call: a short, stable class of its failure.
+fn frontend_error_type(kind: &FrontendErrorKind) -> &'static str {
+    match kind {
+        FrontendErrorKind::UnknownName => "unknown_tool",
+        FrontendErrorKind::InvalidArguments => "invalid_arguments",
+        FrontendErrorKind::Unavailable => "unavailable",
+        FrontendErrorKind::Timeout => "timeout",
+        FrontendErrorKind::Cancelled => "cancelled",
+        FrontendErrorKind::Upstream { .. } => "upstream_error",
+        FrontendErrorKind::RateLimited { .. } => "rate_limited",
+        _ => "error",
+    }
+}
+
 #[async_trait]
 impl McpFrontend for AuthorizedFrontend {
     fn tools(&self, caller: &Caller) -> Arc<Vec<Tool>> {
@@ -233,45 +307,42 @@ impl McpFrontend for AuthorizedFrontend {
         caller: &Caller,
         name: &str,
         arguments: Option<Map<String, Value>>,
-        ctx: CallContext,
+        mut ctx: CallContext,
     ) -> Result<ToolCallOutcome, FrontendError> {
-        let limiter = self.active_limiter();
-        if self.enforced() || limiter.is_some() {
-            // One lookup of the tool's path serves both checks.
-            let path = self.catalog.access_path(name);
-            if self.enforced() {
-                // A name the catalogue does not list is authorized on the path its tool would
-                // have, before the catalogue may start a server to learn it.
-                let unlisted;
-                let checked = match &path {
-                    Some(path) => Some(path),
-                    None => {
-                        unlisted = self.catalog.unlisted_access_path(name);
-                        unlisted.as_ref()
-                    }
-                };
-                // Boxed: the authorization's future is large, and would otherwise make every
-                // call's future as large, enforced or not.
-                let admitted = match checked {
-                    Some(checked) => {
-                        Box::pin(self.may_invoke(identity_of(caller).as_ref(), checked)).await
-                    }
-                    None => false,
-                };
-                if !admitted {
-                    return Err(FrontendError::unknown("tool", name));
-                }
-            }
-            if let (Some(limiter), Some(path)) = (limiter, &path) {
-                // Buckets in this process answer at once; a shared store's answer is awaited.
-                let decision = match Self::ask_rate(limiter.as_ref(), caller, name, path) {
-                    Admission::Now(decision) => decision,
-                    Admission::Later(pending) => pending.await,
-                };
-                Self::admit_rate(decision, name)?;
+        // The MCP method's span, under the caller's context (its `_meta`, else its HTTP
+        // request): it covers the authorization, the route and the upstream request.
+        let mut span = Span::start_local("tools/call", SpanKind::Server, ctx.trace.as_ref());
+        if let Some(context) = span.context() {
+            ctx.trace = Some(context.clone());
+        }
+        if span.is_recording() {
+            span.update_name(|| format!("tools/call {name}"));
+            span.set_attribute(keys::MCP_METHOD_NAME, "tools/call");
+            span.set_attribute(keys::GEN_AI_OPERATION_NAME, "execute_tool");
+            span.set_attribute(keys::GEN_AI_TOOL_NAME, name.to_owned());
+            if let Some(principal) = &caller.principal {
+                span.set_attribute(keys::PRINCIPAL, principal.clone());
             }
         }
-        self.catalog.call_tool(caller, name, arguments, ctx).await
+        let result = self.authorized_call(caller, name, arguments, ctx).await;
+        if span.is_recording() {
+            if let Some((key, owner)) = self.catalog.owner_attribute(name) {
+                span.set_attribute(key, owner);
+            }
+            match &result {
+                Ok(outcome) if outcome.is_error => {
+                    span.set_error("tool_error", "the tool answered an error");
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    if let FrontendErrorKind::Upstream { code } = error.kind {
+                        span.set_attribute(keys::RPC_RESPONSE_STATUS_CODE, code.to_string());
+                    }
+                    span.set_error(frontend_error_type(&error.kind), &error.message);
+                }
+            }
+        }
+        result
     }
 
     fn changes(&self) -> watch::Receiver<u64> {

@@ -320,10 +320,18 @@ impl ToolCatalog {
             let catalog = Arc::clone(self);
             let slots = Arc::clone(&self.probe_slots.lock().unwrap_or_else(|p| p.into_inner()));
             tokio::spawn(async move {
-                if let Ok(_slot) = slots.acquire_owned().await
-                    && let Err(error) = catalog.manager.probe_tools(&id).await
-                {
-                    tracing::warn!(server = %id, %error, "could not learn the tools of an mcp server");
+                if let Ok(_slot) = slots.acquire_owned().await {
+                    let clock = catalog.manager.clock();
+                    let started = clock.now();
+                    let probed = catalog.manager.probe_tools(&id).await;
+                    crate::metrics::tool_probe_timed(
+                        &id,
+                        probed.is_ok(),
+                        clock.now().saturating_since(started),
+                    );
+                    if let Err(error) = probed {
+                        tracing::warn!(server = %id, %error, "could not learn the tools of an mcp server");
+                    }
                 }
                 catalog.probes_pending.send_modify(|pending| *pending -= 1);
             });
@@ -671,6 +679,19 @@ impl ToolCatalog {
         } else {
             Arc::new(visible)
         }
+    }
+
+    /// Who serves `name`, for a span: the attribute that names its owner (a server's or a
+    /// group's id) and the id. `None` for a name no server or group serves.
+    pub fn owner_attribute(&self, name: &str) -> Option<(&'static str, String)> {
+        let owner = match self.route(name) {
+            Some((owner, _)) => owner,
+            None => self.owner_of(name)?.0,
+        };
+        Some(match owner {
+            Owner::Server(server) => (mcpgw_core::trace::keys::MCP_SERVER_ID, server.to_string()),
+            Owner::Group(group) => (mcpgw_core::trace::keys::GROUP_ID, group.to_string()),
+        })
     }
 
     fn route(&self, name: &str) -> Option<(Owner, String)> {

@@ -13,6 +13,7 @@
 //! becoming `ready` (or a passed health check, or a stop with its backoff over, seen by the
 //! recovery pass) brings it back; `rebalance` re-reads everything at once.
 
+use mcpgw_core::trace::{Span, SpanKind, keys};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -1193,6 +1194,16 @@ impl GroupService {
             return self.call_pinned(&entry, member, call, ctx).await;
         }
         let cancellation = ctx.cancellation.clone();
+        // The group's choice of members and its retry, around the members' upstream requests.
+        let mut span = Span::start_local("group.call", SpanKind::Internal, ctx.trace.as_ref());
+        let mut ctx = ctx;
+        if let Some(context) = span.context() {
+            ctx.trace = Some(context.clone());
+        }
+        if span.is_recording() {
+            span.set_attribute(keys::GROUP_ID, id.to_string());
+            span.set_attribute(keys::GROUP_STRATEGY, lock(&entry).group.strategy().as_str());
+        }
         let mut plan = CallPlan::new();
         // The last possible attempt takes the call itself; earlier ones take copies.
         let mut call = Some(call);
@@ -1212,6 +1223,17 @@ impl GroupService {
             let (Some(this_call), Some(this_ctx)) = (this_call, this_ctx) else {
                 break;
             };
+            let attempt_number = plan.tried().len();
+            if span.is_recording() {
+                span.add_event("group.member_selected", || {
+                    vec![
+                        (keys::GROUP_MEMBER, attempt.member().to_string().into()),
+                        (keys::GROUP_ATTEMPT, (attempt_number as u64).into()),
+                    ]
+                });
+                span.set_attribute(keys::GROUP_MEMBER, attempt.member().to_string());
+                span.set_attribute(keys::GROUP_ATTEMPT, attempt_number as u64);
+            }
             let result = self
                 .manager
                 .call_tool(attempt.member(), this_call, this_ctx)
@@ -1220,12 +1242,27 @@ impl GroupService {
             let member = attempt.member().clone();
             attempt.finish(self, outcome);
             if plan.should_retry(outcome) && !cancellation.is_cancelled() {
+                if span.is_recording()
+                    && let Err(error) = &result
+                {
+                    span.add_event("group.retry", || {
+                        vec![
+                            (keys::GROUP_MEMBER, member.to_string().into()),
+                            (keys::ERROR_TYPE, error.to_string().into()),
+                        ]
+                    });
+                }
                 failure = result.err();
                 continue;
             }
+            if let Err(error) = &result {
+                span.set_error(error.kind().as_str(), &error.to_string());
+            }
             return result.map(|answer| scope_task(pin_to_member(answer, &member), &member));
         }
-        Err(failure.unwrap_or_else(|| CoreError::GroupUnavailable(id.clone())))
+        let error = failure.unwrap_or_else(|| CoreError::GroupUnavailable(id.clone()));
+        span.set_error(error.kind().as_str(), &error.to_string());
+        Err(error)
     }
 
     /// The retry of a call that a member answered with an input-required result goes to that

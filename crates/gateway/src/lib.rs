@@ -57,6 +57,7 @@
 //! # }
 //! ```
 
+pub mod audit;
 mod auth;
 mod authorizing;
 mod catalog;

@@ -3,12 +3,19 @@
 //! [`EventMetrics`], the event observer that records those that domain events carry.
 //!
 //! Label values come only from bounded sets: server and group ids (the registry), tool names
-//! from the catalogue (never the name a caller sent), event types, states, result words.
+//! from the catalogue (never the name a caller sent), event types, states, result words. Tool
+//! names are further capped per server (see [`MAX_TOOL_LABELS_PER_SERVER`]).
+//!
+//! Sampled tool calls also leave exemplars ([`ToolCallExemplars`]): the trace of the last
+//! call that fell into each bucket of each `mcpgw_tool_call_duration_seconds` series, which
+//! the OpenMetrics rendering of `/metrics` attaches to the bucket's line.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError, RwLock};
+use std::time::Duration;
 
-use mcpgw_core::{DomainEvent, EventObserver, PublishedEvent, ServerId};
+use mcpgw_core::trace::{SpanId, TraceId};
+use mcpgw_core::{DomainEvent, EventObserver, PublishedEvent, ServerId, Timestamp};
 use metrics::{Counter, Histogram, SharedString};
 
 pub const MCP_SERVER_UP: &str = "mcpgw_mcp_server_up";
@@ -29,14 +36,53 @@ pub const EVENT_LOG_DROPPED_TOTAL: &str = "mcpgw_event_log_dropped_total";
 pub const EVENT_LOG_COMPACTIONS_TOTAL: &str = "mcpgw_event_log_compactions_total";
 pub const DISCOVERY_SCANS_TOTAL: &str = "mcpgw_discovery_scans_total";
 pub const DISCOVERY_CANDIDATES: &str = "mcpgw_discovery_candidates";
+/// Gauge: tool calls under way at a server (including their wait for its start), by
+/// `mcp_server_id`.
+pub const TOOL_CALLS_IN_FLIGHT: &str = "mcpgw_tool_calls_in_flight";
+/// Gauge: tool calls routed through a group and not finished yet, by `group_id`.
+pub const GROUP_TOOL_CALLS_IN_FLIGHT: &str = "mcpgw_group_tool_calls_in_flight";
+/// Histogram: health check (ping) times, by `mcp_server_id` and `result`.
+pub use mcpgw_core::census::HEALTH_CHECK_DURATION_SECONDS;
+/// Histogram: times of tool probes (a start only to learn a server's tools, the listing and
+/// the stop), by `mcp_server_id` and `result` (`success`, `failure`).
+pub const TOOL_PROBE_DURATION_SECONDS: &str = "mcpgw_tool_probe_duration_seconds";
+/// Counter: requests and log messages upstream servers sent their clients mid-call, by `kind`
+/// and `outcome` (see [`mcpgw_core::census::RelayCounts`]).
+pub const RELAYS_TOTAL: &str = "mcpgw_relays_total";
+/// Gauge: MCP client sessions of the `initialize` era open now, by `protocol_version`.
+pub const MCP_CLIENT_SESSIONS: &str = "mcpgw_mcp_client_sessions";
+/// Gauge: `subscriptions/listen` streams (2026-07-28 era) open now.
+pub const MCP_LISTEN_STREAMS: &str = "mcpgw_mcp_listen_streams";
 
-/// The value of the `tool` label for tool names beyond [`MAX_TOOL_LABELS_PER_SERVER`]: not a
-/// valid MCP tool name, so it never collides with a real tool.
+/// Buckets of tool call durations, in seconds: from a local tool answering in half a
+/// millisecond to the default call timeout.
+pub const TOOL_CALL_DURATION_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0,
+];
+
+/// Buckets of health check (ping) durations, in seconds: from a local process's answer to the
+/// health check timeout.
+pub const HEALTH_CHECK_DURATION_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// Buckets of tool probe durations, in seconds: like server starts, which they mostly are.
+pub const TOOL_PROBE_DURATION_BUCKETS: &[f64] = &[
+    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+];
+
+/// The value of the `tool` label for tool names beyond the cap ([`MAX_TOOL_LABELS_PER_SERVER`]
+/// unless [`EventMetrics::with_max_tool_labels`] set another): not a valid MCP tool name, so it
+/// never collides with a real tool.
 pub const OTHER_TOOL_LABEL: &str = "(other)";
 
-/// How many distinct `tool` label values one server may have. Tool names reach the events
-/// through the catalogue's routes, so this bound only matters if an embedder calls the server
-/// manager with names of its own: it keeps the series count bounded even then.
+/// How many distinct `tool` label values one server (or group member) gets by default. Past the
+/// cap, calls of every further tool are counted and timed together under [`OTHER_TOOL_LABEL`],
+/// and a warning names the server once; the tools that got a label keep it until the server's
+/// tool list changes (which frees the labels) or the server is removed. A tool list is at most
+/// this long in practice; the cap keeps the series count bounded whatever an upstream lists
+/// or an embedder calls.
 pub const MAX_TOOL_LABELS_PER_SERVER: usize = 1000;
 
 /// Which recorder the `metrics` macros use here and now (the scope's local recorder, else the
@@ -79,10 +125,23 @@ impl<T: Default> RecorderHandles<T> {
 /// records ([`RecorderHandles`]: the observer may be registered before the exporter is
 /// installed). Like the label values, the handles are forgotten with their server and its tool
 /// list.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct EventMetrics {
     labels: RwLock<HashMap<ServerId, ServerLabels>>,
     handles: Mutex<RecorderHandles<KeptHandles>>,
+    max_tool_labels: usize,
+    exemplars: &'static ToolCallExemplars,
+}
+
+impl Default for EventMetrics {
+    fn default() -> Self {
+        Self {
+            labels: RwLock::default(),
+            handles: Mutex::default(),
+            max_tool_labels: MAX_TOOL_LABELS_PER_SERVER,
+            exemplars: ToolCallExemplars::global(),
+        }
+    }
 }
 
 /// The metric handles [`EventMetrics`] keeps.
@@ -100,17 +159,45 @@ struct ToolCallHandles {
     duration: Histogram,
     /// `mcpgw_tool_calls_total` by status (a handful of words).
     calls: Vec<(&'static str, Counter)>,
+    /// The series' label values, for its exemplars.
+    server_label: SharedString,
+    tool_label: SharedString,
 }
 
 #[derive(Debug)]
 struct ServerLabels {
     id: SharedString,
     tools: HashMap<String, SharedString>,
+    /// Whether the cap was reached (and said so) since the labels were last freed.
+    capped: bool,
+}
+
+/// The trace of a sampled call, as its event carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallTrace {
+    pub trace_id: TraceId,
+    pub span_id: SpanId,
 }
 
 impl EventMetrics {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Caps the distinct `tool` label values of one server at `max` (at least 1) instead of
+    /// [`MAX_TOOL_LABELS_PER_SERVER`].
+    #[must_use]
+    pub fn with_max_tool_labels(mut self, max: usize) -> Self {
+        self.max_tool_labels = max.max(1);
+        self
+    }
+
+    /// Keeps the exemplars of sampled calls in `exemplars` instead of the process-wide
+    /// [`ToolCallExemplars::global`] that `/metrics` renders.
+    #[must_use]
+    pub fn with_exemplars(mut self, exemplars: &'static ToolCallExemplars) -> Self {
+        self.exemplars = exemplars;
+        self
     }
 
     /// The label values of a server and, when given, one of its tools.
@@ -134,18 +221,30 @@ impl EventMetrics {
             .or_insert_with(|| ServerLabels {
                 id: SharedString::from(Arc::<str>::from(server.as_str())),
                 tools: HashMap::new(),
+                capped: false,
             });
         let Some(tool) = tool else {
             return (known.id.clone(), SharedString::const_str(""));
         };
         let value = match known.tools.get(tool) {
             Some(value) => value.clone(),
-            None if known.tools.len() < MAX_TOOL_LABELS_PER_SERVER => {
+            None if known.tools.len() < self.max_tool_labels => {
                 let value = SharedString::from(Arc::<str>::from(tool));
                 known.tools.insert(tool.to_owned(), value.clone());
                 value
             }
-            None => SharedString::const_str(OTHER_TOOL_LABEL),
+            None => {
+                if !known.capped {
+                    known.capped = true;
+                    tracing::warn!(
+                        server = %server,
+                        cap = self.max_tool_labels,
+                        "an mcp server's calls name more tools than the metrics keep apart; \
+                         calls of the further tools are counted under tool=\"(other)\""
+                    );
+                }
+                SharedString::const_str(OTHER_TOOL_LABEL)
+            }
         };
         (known.id.clone(), value)
     }
@@ -158,11 +257,13 @@ impl EventMetrics {
             if only_tools {
                 if let Some(known) = labels.get_mut(server) {
                     known.tools.clear();
+                    known.capped = false;
                 }
             } else {
                 labels.remove(server);
             }
         }
+        self.exemplars.forget(server.as_str());
         // Handles exist only for tools with labels: without their labels, they go too.
         self.with_kept(|kept| kept.tool_calls.remove(server));
     }
@@ -173,8 +274,8 @@ impl EventMetrics {
         act(handles.current())
     }
 
-    fn tool_call(&self, server: &ServerId, tool: &str, status: &'static str, duration_ms: f64) {
-        let seconds = duration_ms / 1000.0;
+    fn tool_call(&self, server: &ServerId, tool: &str, status: &'static str, call: CallRecord) {
+        let seconds = call.duration_ms / 1000.0;
         self.with_kept(|kept| {
             let kept_tool = kept
                 .tool_calls
@@ -182,6 +283,15 @@ impl EventMetrics {
                 .and_then(|tools| tools.get_mut(tool));
             if let Some(handles) = kept_tool {
                 handles.duration.record(seconds);
+                if let Some(trace) = call.trace {
+                    self.exemplars.record(
+                        &handles.server_label,
+                        &handles.tool_label,
+                        seconds,
+                        trace,
+                        call.at,
+                    );
+                }
                 match handles.calls.iter().find(|(word, _)| *word == status) {
                     Some((_, calls)) => calls.increment(1),
                     None => {
@@ -197,10 +307,14 @@ impl EventMetrics {
             let (server_label, tool_label) = self.labels_of(server, Some(tool));
             let duration = metrics::histogram!(
                 TOOL_CALL_DURATION_SECONDS,
-                "mcp_server_id" => server_label,
+                "mcp_server_id" => server_label.clone(),
                 "tool" => tool_label.clone(),
             );
             duration.record(seconds);
+            if let Some(trace) = call.trace {
+                self.exemplars
+                    .record(&server_label, &tool_label, seconds, trace, call.at);
+            }
             let calls = self.calls_counter(server, tool, status);
             calls.increment(1);
             if &*tool_label != OTHER_TOOL_LABEL {
@@ -209,6 +323,8 @@ impl EventMetrics {
                     ToolCallHandles {
                         duration,
                         calls: vec![(status, calls)],
+                        server_label,
+                        tool_label,
                     },
                 );
             }
@@ -261,18 +377,26 @@ impl EventObserver for EventMetrics {
                 tool,
                 duration_ms,
                 is_error,
+                trace_id,
+                span_id,
                 ..
             } => {
                 let status = if *is_error { "tool_error" } else { "success" };
-                self.tool_call(mcp_server_id, tool, status, *duration_ms);
+                let call = CallRecord::of(*duration_ms, *trace_id, *span_id, published);
+                self.tool_call(mcp_server_id, tool, status, call);
             }
             DomainEvent::ToolInvocationFailed {
                 mcp_server_id,
                 tool,
                 duration_ms,
                 error_kind,
+                trace_id,
+                span_id,
                 ..
-            } => self.tool_call(mcp_server_id, tool, error_kind, *duration_ms),
+            } => {
+                let call = CallRecord::of(*duration_ms, *trace_id, *span_id, published);
+                self.tool_call(mcp_server_id, tool, error_kind, call);
+            }
             DomainEvent::McpServerStarted {
                 mcp_server_id,
                 duration_ms,
@@ -325,6 +449,123 @@ impl EventObserver for EventMetrics {
             }
             _ => {}
         }
+    }
+}
+
+/// What the metrics take from a finished call's event.
+#[derive(Debug, Clone, Copy)]
+struct CallRecord {
+    duration_ms: f64,
+    trace: Option<CallTrace>,
+    at: Timestamp,
+}
+
+impl CallRecord {
+    fn of(
+        duration_ms: f64,
+        trace_id: Option<TraceId>,
+        span_id: Option<SpanId>,
+        published: &PublishedEvent,
+    ) -> Self {
+        Self {
+            duration_ms,
+            trace: trace_id
+                .zip(span_id)
+                .map(|(trace_id, span_id)| CallTrace { trace_id, span_id }),
+            at: published.occurred_at,
+        }
+    }
+}
+
+/// Records the time a tool probe of `server` took (see [`TOOL_PROBE_DURATION_SECONDS`]):
+/// `learned` when it ended with the server's tools.
+pub fn tool_probe_timed(server: &ServerId, learned: bool, took: Duration) {
+    metrics::histogram!(
+        TOOL_PROBE_DURATION_SECONDS,
+        "mcp_server_id" => server.as_str().to_owned(),
+        "result" => if learned { "success" } else { "failure" },
+    )
+    .record(took.as_secs_f64());
+}
+
+/// One exemplar: a sampled call's trace, its duration in seconds and when it ended.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Exemplar {
+    pub trace: CallTrace,
+    pub value: f64,
+    pub at: Timestamp,
+}
+
+/// The exemplars of one `mcpgw_tool_call_duration_seconds` series: the last sampled call of
+/// each bucket (the buckets of [`TOOL_CALL_DURATION_BUCKETS`], then `+Inf`).
+pub type SeriesExemplars = [Option<Exemplar>; TOOL_CALL_DURATION_BUCKETS.len() + 1];
+
+/// The exemplars of the tool call latency histogram, by server label and tool label: only
+/// sampled calls write here (a lock and a copy of a few dozen bytes; the first exemplar of a
+/// series allocates its slots), so calls that are not traced pay nothing. Bounded like the
+/// labels: one set of slots per series, forgotten with the server's labels.
+#[derive(Debug, Default)]
+pub struct ToolCallExemplars {
+    series: Mutex<HashMap<String, HashMap<String, Box<SeriesExemplars>>>>,
+}
+
+/// The index in [`SeriesExemplars`] of the bucket a duration falls into: the first whose upper
+/// bound is at least the duration, else `+Inf`.
+pub fn tool_call_bucket(seconds: f64) -> usize {
+    TOOL_CALL_DURATION_BUCKETS
+        .iter()
+        .position(|bound| seconds <= *bound)
+        .unwrap_or(TOOL_CALL_DURATION_BUCKETS.len())
+}
+
+impl ToolCallExemplars {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The exemplars of the whole process: what the event observer writes by default, and
+    /// what `/metrics` renders.
+    pub fn global() -> &'static ToolCallExemplars {
+        static GLOBAL: LazyLock<ToolCallExemplars> = LazyLock::new(ToolCallExemplars::new);
+        &GLOBAL
+    }
+
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, HashMap<String, Box<SeriesExemplars>>>> {
+        self.series.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Keeps a sampled call as the exemplar of its bucket in the series `server`, `tool`
+    /// (label values).
+    pub fn record(&self, server: &str, tool: &str, seconds: f64, trace: CallTrace, at: Timestamp) {
+        let exemplar = Exemplar {
+            trace,
+            value: seconds,
+            at,
+        };
+        let mut series = self.lock();
+        let tools = match series.get_mut(server) {
+            Some(tools) => tools,
+            None => series.entry(server.to_owned()).or_default(),
+        };
+        let slots = match tools.get_mut(tool) {
+            Some(slots) => slots,
+            None => tools
+                .entry(tool.to_owned())
+                .or_insert_with(|| Box::new([None; TOOL_CALL_DURATION_BUCKETS.len() + 1])),
+        };
+        slots[tool_call_bucket(seconds)] = Some(exemplar);
+    }
+
+    /// Every series' exemplars now, by server label and tool label.
+    pub fn snapshot(&self) -> HashMap<String, HashMap<String, Box<SeriesExemplars>>> {
+        self.lock().clone()
+    }
+
+    /// Forgets the exemplars of a server's series (its labels were freed).
+    pub fn forget(&self, server: &str) {
+        self.lock().remove(server);
     }
 }
 
@@ -466,6 +707,8 @@ mod tests {
             duration_ms,
             is_error,
             principal: Some("user:alice".to_owned()),
+            trace_id: None,
+            span_id: None,
         }
     }
 
@@ -477,6 +720,8 @@ mod tests {
             error_kind,
             error: "the tool did not answer within 30 s".to_owned(),
             principal: None,
+            trace_id: None,
+            span_id: None,
         }
     }
 
@@ -712,5 +957,132 @@ mod tests {
         ];
         assert_eq!(early.counter(TOOL_CALLS_TOTAL, &add), 1);
         assert_eq!(late.counter(TOOL_CALLS_TOTAL, &add), 1);
+    }
+
+    fn traced(event: DomainEvent, trace: u8, span: u8) -> DomainEvent {
+        match event {
+            DomainEvent::ToolInvocationCompleted {
+                mcp_server_id,
+                tool,
+                duration_ms,
+                is_error,
+                principal,
+                ..
+            } => DomainEvent::ToolInvocationCompleted {
+                mcp_server_id,
+                tool,
+                duration_ms,
+                is_error,
+                principal,
+                trace_id: Some(TraceId([trace; 16])),
+                span_id: Some(SpanId([span; 8])),
+            },
+            DomainEvent::ToolInvocationFailed {
+                mcp_server_id,
+                tool,
+                duration_ms,
+                error_kind,
+                error,
+                principal,
+                ..
+            } => DomainEvent::ToolInvocationFailed {
+                mcp_server_id,
+                tool,
+                duration_ms,
+                error_kind,
+                error,
+                principal,
+                trace_id: Some(TraceId([trace; 16])),
+                span_id: Some(SpanId([span; 8])),
+            },
+            other => other,
+        }
+    }
+
+    #[test]
+    fn sampled_calls_leave_the_last_exemplar_of_each_bucket() {
+        let exemplars: &'static ToolCallExemplars = Box::leak(Box::default());
+        let observer = EventMetrics::new().with_exemplars(exemplars);
+        let recorder = MemoryRecorder::default();
+        observe_all(
+            &recorder,
+            &observer,
+            vec![
+                // 2 ms and 2.2 ms share the bucket up to 2.5 ms: the later one stays.
+                traced(completed("math", "add", 2.0, false), 1, 1),
+                traced(completed("math", "add", 2.2, false), 2, 2),
+                // A call that was not traced leaves none, even in a bucket of its own.
+                completed("math", "add", 40.0, false),
+                traced(failed("math", "add", "timeout"), 3, 3),
+                traced(completed("math", "mul", 0.1, true), 4, 4),
+            ],
+        );
+        let snapshot = exemplars.snapshot();
+        let add = &snapshot["math"]["add"];
+        let kept: Vec<(usize, String, f64)> = add
+            .iter()
+            .enumerate()
+            .filter_map(|(bucket, slot)| {
+                slot.map(|exemplar| (bucket, exemplar.trace.trace_id.to_string(), exemplar.value))
+            })
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                (tool_call_bucket(0.0022), "02".repeat(16), 0.0022),
+                (tool_call_bucket(30.0), "03".repeat(16), 30.0),
+            ]
+        );
+        assert_eq!(tool_call_bucket(0.0022), 2, "the bucket up to 2.5 ms");
+        assert_eq!(
+            tool_call_bucket(30.0),
+            14,
+            "30 s is within the bucket up to 30 s"
+        );
+        assert_eq!(tool_call_bucket(61.0), TOOL_CALL_DURATION_BUCKETS.len());
+        let mul = snapshot["math"]["mul"][0].expect("0.1 ms is in the first bucket");
+        assert_eq!(mul.trace.span_id.to_string(), "04".repeat(8));
+        assert_eq!(mul.at, Timestamp::from_unix_micros(0));
+
+        // The labels' end is the exemplars' end.
+        observe_all(
+            &recorder,
+            &observer,
+            vec![DomainEvent::McpServerRemoved {
+                mcp_server_id: id("math"),
+            }],
+        );
+        assert!(exemplars.snapshot().is_empty());
+    }
+
+    #[test]
+    fn the_tool_label_cap_can_be_set() {
+        // Bad input tried: a cap of 0, which would leave no tool a label; it counts as 1.
+        let recorder = MemoryRecorder::default();
+        let observer = EventMetrics::new().with_max_tool_labels(0);
+        observe_all(
+            &recorder,
+            &observer,
+            vec![
+                completed("math", "add", 1.0, false),
+                completed("math", "mul", 1.0, false),
+                completed("math", "div", 1.0, false),
+            ],
+        );
+        assert_eq!(
+            recorder.label_values(TOOL_CALLS_TOTAL, "tool"),
+            ["(other)", "add"]
+        );
+        assert_eq!(
+            recorder.counter(
+                TOOL_CALLS_TOTAL,
+                &[
+                    ("mcp_server_id", "math"),
+                    ("tool", OTHER_TOOL_LABEL),
+                    ("status", "success")
+                ]
+            ),
+            2
+        );
     }
 }

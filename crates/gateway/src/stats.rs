@@ -160,6 +160,8 @@ mod tests {
             duration_ms,
             is_error,
             principal: None,
+            trace_id: None,
+            span_id: None,
         })
     }
 
@@ -171,6 +173,8 @@ mod tests {
             error_kind: "timeout",
             error: "too slow".to_owned(),
             principal: None,
+            trace_id: None,
+            span_id: None,
         })
     }
 

@@ -19,6 +19,7 @@
 //! 429 `RateLimitExceeded` with `Retry-After` while the client's address is locked out after
 //! repeated failures, each with its fixed message in the API's error envelope.
 
+use mcpgw_core::trace::{Span, SpanKind, keys};
 use std::net::IpAddr;
 
 use actix_web::body::{EitherBody, MessageBody};
@@ -197,13 +198,22 @@ pub async fn authenticate(
     };
     let identity = match console_identity {
         Some(identity) => identity,
-        None => match auth.authenticate(credentials, client).await {
-            Ok(identity) => identity,
-            Err(error) => {
-                let response = refusal(&auth, &error, request.request(), &state);
-                return Ok(request.into_response(response).map_into_right_body());
+        None => {
+            let mut span = Span::start_in_scope("authenticate", SpanKind::Internal);
+            match auth.authenticate(credentials, client).await {
+                Ok(identity) => {
+                    if span.is_recording() {
+                        span.set_attribute(keys::PRINCIPAL, identity.principal.to_string());
+                    }
+                    identity
+                }
+                Err(error) => {
+                    span.set_error("authentication_failed", &error.to_string());
+                    let response = refusal(&auth, &error, request.request(), &state);
+                    return Ok(request.into_response(response).map_into_right_body());
+                }
             }
-        },
+        }
     };
     match needed {
         Requirement::Authenticated => {
@@ -226,7 +236,15 @@ pub async fn authenticate(
             return Ok(request.into_response(response).map_into_right_body());
         }
         Requirement::Permission(permission) => {
-            if let Decision::Deny { reason } = auth.authorize(&identity, permission, None).await {
+            let mut span = Span::start_in_scope("authorize", SpanKind::Internal);
+            let decision = auth.authorize(&identity, permission, None).await;
+            if span.is_recording() {
+                span.set_attribute(keys::AUTHZ_PERMISSION, permission.to_string());
+                let allowed = matches!(decision, Decision::Allow { .. });
+                span.set_attribute(keys::AUTHZ_DECISION, if allowed { "allow" } else { "deny" });
+            }
+            span.end();
+            if let Decision::Deny { reason } = decision {
                 let response = denied_for(&reason, request.request(), &state);
                 return Ok(request.into_response(response).map_into_right_body());
             }

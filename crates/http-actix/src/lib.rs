@@ -92,6 +92,7 @@ mod state;
 mod system;
 mod telemetry;
 mod tool_pins;
+mod trace_spans;
 mod ws;
 
 use actix_web::body::MessageBody;
@@ -386,6 +387,8 @@ macro_rules! wrap_in_guards {
             // Outside everything: nothing reads a header or a body before the limits.
             .wrap(actix_web::middleware::from_fn(limits::limit_request))
             .wrap(RequestMetrics)
+            // Outermost: the request's span covers all of its handling.
+            .wrap(actix_web::middleware::from_fn(trace_spans::trace_request))
     };
 }
 

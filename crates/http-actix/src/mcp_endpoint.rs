@@ -416,6 +416,16 @@ async fn forward_to(
         caller.address = state.client_address(request);
     }
     standard.extensions_mut().insert(caller);
+    // The trace the request continues: its span's (when tracing is on), else the caller's own
+    // `traceparent`, which is passed on to the upstreams unchanged.
+    let trace = request
+        .extensions()
+        .get::<mcpgw_core::trace::TraceContext>()
+        .cloned()
+        .or_else(|| crate::trace_spans::header_context(request.headers()));
+    if let Some(trace) = trace {
+        standard.extensions_mut().insert(trace);
+    }
     let response = handler(standard).await;
     Ok(actix_response(response))
 }

@@ -1,8 +1,12 @@
-//! Prometheus metrics: the process-wide recorder, the request metrics middleware and `/metrics`.
+//! Prometheus metrics: the process-wide recorder, the request metrics middleware and `/metrics`
+//! (Prometheus text, or OpenMetrics with exemplars for scrapers that ask for it: see
+//! [`openmetrics`]).
 //!
 //! Labels only ever carry bounded values: the route *template* (`/api/mcp_servers/{id}`, never
 //! the raw path), a known method name or `other`, the status code, a server state. A label that
 //! copied caller input would let any caller grow the metrics without bound.
+
+mod openmetrics;
 
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
@@ -11,18 +15,22 @@ use std::rc::Rc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use actix_web::HttpResponse;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform, forward_ready};
 use actix_web::http::Method;
 use actix_web::web;
+use actix_web::{HttpRequest, HttpResponse};
 use futures::future::LocalBoxFuture;
 use mcpgw_core::ServerState;
+use mcpgw_core::census::{ClientSessions, RelayCounts};
 use mcpgw_gateway::metrics::{
     AUTH_DECISIONS_TOTAL, DISCOVERY_CANDIDATES, DISCOVERY_SCANS_TOTAL, EVENT_LOG_COMPACTIONS_TOTAL,
-    EVENT_LOG_DROPPED_TOTAL, EVENT_LOG_EVENTS, EVENTS_PUBLISHED_TOTAL, HEALTH_CHECKS_TOTAL,
-    MCP_SERVER_START_DURATION_SECONDS, MCP_SERVER_STARTS_TOTAL, MCP_SERVER_STATE,
-    MCP_SERVER_STOPS_TOTAL, MCP_SERVER_UP, RATE_LIMIT_BUCKETS, RATE_LIMIT_HITS_TOTAL,
-    RecorderHandles, TOOL_CALL_DURATION_SECONDS, TOOL_CALLS_TOTAL, WEBSOCKET_CLIENTS,
+    EVENT_LOG_DROPPED_TOTAL, EVENT_LOG_EVENTS, EVENTS_PUBLISHED_TOTAL, GROUP_TOOL_CALLS_IN_FLIGHT,
+    HEALTH_CHECK_DURATION_BUCKETS, HEALTH_CHECK_DURATION_SECONDS, HEALTH_CHECKS_TOTAL,
+    MCP_CLIENT_SESSIONS, MCP_LISTEN_STREAMS, MCP_SERVER_START_DURATION_SECONDS,
+    MCP_SERVER_STARTS_TOTAL, MCP_SERVER_STATE, MCP_SERVER_STOPS_TOTAL, MCP_SERVER_UP,
+    RATE_LIMIT_BUCKETS, RATE_LIMIT_HITS_TOTAL, RELAYS_TOTAL, RecorderHandles,
+    TOOL_CALL_DURATION_BUCKETS, TOOL_CALL_DURATION_SECONDS, TOOL_CALLS_IN_FLIGHT, TOOL_CALLS_TOTAL,
+    TOOL_PROBE_DURATION_BUCKETS, TOOL_PROBE_DURATION_SECONDS, ToolCallExemplars, WEBSOCKET_CLIENTS,
 };
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 
@@ -40,13 +48,6 @@ pub const UNMATCHED_ROUTE: &str = "unmatched";
 /// Buckets of request durations, in seconds: from a cached lookup to a slow upstream start.
 const REQUEST_DURATION_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-];
-
-/// Buckets of tool call durations, in seconds: from a local tool answering in half a
-/// millisecond to the default call timeout.
-const TOOL_CALL_DURATION_BUCKETS: &[f64] = &[
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
-    60.0,
 ];
 
 /// Buckets of server start durations (launch plus MCP handshake), in seconds: from a local
@@ -83,6 +84,14 @@ pub fn install_metrics_recorder() -> Result<PrometheusHandle, BuildError> {
         .set_buckets_for_metric(
             Matcher::Full(MCP_SERVER_START_DURATION_SECONDS.to_owned()),
             START_DURATION_BUCKETS,
+        )?
+        .set_buckets_for_metric(
+            Matcher::Full(HEALTH_CHECK_DURATION_SECONDS.to_owned()),
+            HEALTH_CHECK_DURATION_BUCKETS,
+        )?
+        .set_buckets_for_metric(
+            Matcher::Full(TOOL_PROBE_DURATION_SECONDS.to_owned()),
+            TOOL_PROBE_DURATION_BUCKETS,
         )?
         .install_recorder()?;
     describe_metrics();
@@ -172,6 +181,36 @@ fn describe_metrics() {
     metrics::describe_counter!(
         DISCOVERY_SCANS_TOTAL,
         "Scans of discovery sources, by source and result (success, failure)"
+    );
+    metrics::describe_gauge!(
+        TOOL_CALLS_IN_FLIGHT,
+        "Tool calls under way at the MCP server, including their wait for its start"
+    );
+    metrics::describe_gauge!(
+        GROUP_TOOL_CALLS_IN_FLIGHT,
+        "Tool calls routed through the group and not finished yet"
+    );
+    metrics::describe_histogram!(
+        HEALTH_CHECK_DURATION_SECONDS,
+        metrics::Unit::Seconds,
+        "Time of health checks (pings) of running MCP servers, by result"
+    );
+    metrics::describe_histogram!(
+        TOOL_PROBE_DURATION_SECONDS,
+        metrics::Unit::Seconds,
+        "Time of tool probes (start, list, stop) of MCP servers whose tools were unknown, by result"
+    );
+    metrics::describe_counter!(
+        RELAYS_TOTAL,
+        "Requests and log messages MCP servers sent their clients mid-call, by kind and outcome"
+    );
+    metrics::describe_gauge!(
+        MCP_CLIENT_SESSIONS,
+        "MCP client sessions of the initialize era open now, by negotiated protocol version"
+    );
+    metrics::describe_gauge!(
+        MCP_LISTEN_STREAMS,
+        "subscriptions/listen streams of 2026-07-28 clients open now"
     );
     metrics::describe_gauge!(
         DISCOVERY_CANDIDATES,
@@ -340,16 +379,22 @@ fn route_label(request: &actix_web::HttpRequest) -> String {
     }
 }
 
-/// Prometheus metrics in the text exposition format.
+/// Prometheus metrics in the text exposition format; in the OpenMetrics text format, with
+/// exemplars of traced tool calls, when the `Accept` header prefers
+/// `application/openmetrics-text`.
 #[utoipa::path(
     get,
     path = "/metrics",
     tag = "observability",
     operation_id = "prometheus_metrics",
-    responses((status = 200, description = "Prometheus text exposition format",
-               content_type = "text/plain; version=0.0.4", body = String))
+    responses((status = 200,
+               description = "Prometheus text exposition format, or OpenMetrics when asked for",
+               content(
+                   (String = "text/plain; version=0.0.4"),
+                   (String = "application/openmetrics-text; version=1.0.0"),
+               )))
 )]
-pub(crate) async fn metrics_text(state: web::Data<ApiState>) -> HttpResponse {
+pub(crate) async fn metrics_text(request: HttpRequest, state: web::Data<ApiState>) -> HttpResponse {
     let gateway = state.gateway();
     metrics::gauge!(BUILD_INFO, "version" => gateway.info().version.clone()).set(1.0);
     record_servers(&state);
@@ -365,13 +410,74 @@ pub(crate) async fn metrics_text(state: web::Data<ApiState>) -> HttpResponse {
         metrics::gauge!(DISCOVERY_CANDIDATES, "state" => "pending").set(pending as f64);
         metrics::gauge!(DISCOVERY_CANDIDATES, "state" => "quarantined").set(quarantined as f64);
     }
+    record_groups(&state);
+    record_census();
     // The event log's size is set by its compaction task (`mcpgw_gateway::run_event_log_compaction`),
     // which counts the log anyway: a scrape never waits on the log's writer or counts its rows.
     let handle = state.metrics();
     handle.run_upkeep();
+    let accept = request.headers().get(actix_web::http::header::ACCEPT);
+    if openmetrics::wants_openmetrics(accept) {
+        let exemplars = ToolCallExemplars::global().snapshot();
+        return HttpResponse::Ok()
+            .content_type(openmetrics::CONTENT_TYPE)
+            .body(openmetrics::render(&handle.render(), &exemplars));
+    }
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")
         .body(handle.render())
+}
+
+/// The ids of the groups whose in-flight gauge the last scrape set (see
+/// [`SERVERS_WITH_GAUGES`]).
+static GROUPS_WITH_GAUGES: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+
+/// Sets the in-flight gauge of every group (the calls routed to its members and not finished),
+/// and zeroes those of groups deleted since the last scrape.
+fn record_groups(state: &ApiState) {
+    let mut present = BTreeSet::new();
+    if let Some(groups) = state.gateway().groups() {
+        for group in groups.list() {
+            let in_flight: u64 = group
+                .members
+                .iter()
+                .map(|member| u64::from(member.in_flight))
+                .sum();
+            let id = group.group_id.as_str().to_owned();
+            metrics::gauge!(GROUP_TOOL_CALLS_IN_FLIGHT, "group_id" => id.clone())
+                .set(in_flight as f64);
+            present.insert(id);
+        }
+    }
+    let removed: Vec<String> = {
+        let mut previous = GROUPS_WITH_GAUGES
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let removed = previous.difference(&present).cloned().collect();
+        *previous = present;
+        removed
+    };
+    for id in removed {
+        metrics::gauge!(GROUP_TOOL_CALLS_IN_FLIGHT, "group_id" => id).set(0.0);
+    }
+}
+
+/// Sets the relay counters and the client session gauges from the domain's counts.
+fn record_census() {
+    for line in RelayCounts::global().read() {
+        metrics::counter!(
+            RELAYS_TOTAL,
+            "kind" => line.kind.as_str(),
+            "outcome" => line.outcome.as_str(),
+        )
+        .absolute(line.count);
+    }
+    let sessions = ClientSessions::global().read();
+    for (version, open) in sessions.by_protocol_version {
+        metrics::gauge!(MCP_CLIENT_SESSIONS, "protocol_version" => version.to_string())
+            .set(open as f64);
+    }
+    metrics::gauge!(MCP_LISTEN_STREAMS).set(sessions.listen_streams as f64);
 }
 
 /// The ids of the servers whose gauges the last scrape set, so that the next one can zero the
@@ -392,6 +498,8 @@ fn record_servers(state: &ApiState) {
             0.0
         };
         metrics::gauge!(MCP_SERVER_UP, "mcp_server_id" => id.clone()).set(up);
+        metrics::gauge!(TOOL_CALLS_IN_FLIGHT, "mcp_server_id" => id.clone())
+            .set(snapshot.in_flight_calls as f64);
         for (index, server_state) in ServerState::ALL.into_iter().enumerate() {
             let current = server_state == snapshot.state;
             if current {
@@ -423,6 +531,7 @@ fn record_servers(state: &ApiState) {
     };
     for id in removed {
         metrics::gauge!(MCP_SERVER_UP, "mcp_server_id" => id.clone()).set(0.0);
+        metrics::gauge!(TOOL_CALLS_IN_FLIGHT, "mcp_server_id" => id.clone()).set(0.0);
         for server_state in ServerState::ALL {
             metrics::gauge!(
                 MCP_SERVER_STATE,

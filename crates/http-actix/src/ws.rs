@@ -866,6 +866,8 @@ mod tests {
                 duration_ms: 1.0,
                 is_error: false,
                 principal: None,
+                trace_id: None,
+                span_id: None,
             },
             DomainEvent::ToolInvocationFailed {
                 mcp_server_id: id("a"),
@@ -874,6 +876,8 @@ mod tests {
                 error_kind: "timeout",
                 error: "x".to_owned(),
                 principal: None,
+                trace_id: None,
+                span_id: None,
             },
             DomainEvent::GroupCreated {
                 group_id: id("g"),

@@ -20,6 +20,23 @@ pub enum ErrorKind {
     Internal,
 }
 
+impl ErrorKind {
+    /// The kind in snake case, as traces and logs name it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::Conflict => "conflict",
+            ErrorKind::Invalid => "invalid",
+            ErrorKind::Unauthenticated => "unauthenticated",
+            ErrorKind::Forbidden => "forbidden",
+            ErrorKind::RateLimited => "rate_limited",
+            ErrorKind::Unavailable => "unavailable",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Internal => "internal",
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CoreError {

@@ -5,6 +5,32 @@ use serde::Serialize;
 use crate::id::ServerId;
 use crate::state::ServerState;
 use crate::time::Timestamp;
+use crate::trace::{SpanId, TraceId};
+
+/// A trace id as the hex digits of its `traceparent` form.
+// serde hands `serialize_with` a reference to the field, whatever its size.
+#[allow(clippy::ref_option, clippy::trivially_copy_pass_by_ref)]
+fn serialize_trace_id<S: serde::Serializer>(
+    id: &Option<TraceId>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match id {
+        Some(id) => serializer.collect_str(id),
+        None => serializer.serialize_none(),
+    }
+}
+
+/// A span id as the hex digits of its `traceparent` form.
+#[allow(clippy::ref_option, clippy::trivially_copy_pass_by_ref)]
+fn serialize_span_id<S: serde::Serializer>(
+    id: &Option<SpanId>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match id {
+        Some(id) => serializer.collect_str(id),
+        None => serializer.serialize_none(),
+    }
+}
 
 /// What happened. Serialized with `event_type` as the tag and the fields beside it; the sink
 /// adds `event_id` and `occurred_at`.
@@ -65,6 +91,19 @@ pub enum DomainEvent {
         duration_ms: f64,
         is_error: bool,
         principal: Option<String>,
+        /// The trace of a sampled call (32 hex digits), so that an operator can go from the
+        /// event to the trace; absent when the call was not traced or not sampled.
+        #[serde(
+            skip_serializing_if = "Option::is_none",
+            serialize_with = "serialize_trace_id"
+        )]
+        trace_id: Option<TraceId>,
+        /// The gateway's span of the upstream call in that trace (16 hex digits).
+        #[serde(
+            skip_serializing_if = "Option::is_none",
+            serialize_with = "serialize_span_id"
+        )]
+        span_id: Option<SpanId>,
     },
     ToolInvocationFailed {
         mcp_server_id: ServerId,
@@ -73,6 +112,18 @@ pub enum DomainEvent {
         error_kind: &'static str,
         error: String,
         principal: Option<String>,
+        /// As in `ToolInvocationCompleted`.
+        #[serde(
+            skip_serializing_if = "Option::is_none",
+            serialize_with = "serialize_trace_id"
+        )]
+        trace_id: Option<TraceId>,
+        /// As in `ToolInvocationCompleted`.
+        #[serde(
+            skip_serializing_if = "Option::is_none",
+            serialize_with = "serialize_span_id"
+        )]
+        span_id: Option<SpanId>,
     },
     /// A group was created (from the configuration file or over the API).
     GroupCreated {
@@ -578,6 +629,39 @@ mod tests {
 
     fn id(raw: &str) -> ServerId {
         ServerId::parse(raw).unwrap()
+    }
+
+    #[test]
+    fn a_sampled_calls_trace_is_serialized_and_an_untraced_call_has_none() {
+        let server = ServerId::parse("math").unwrap();
+        let traced = DomainEvent::ToolInvocationCompleted {
+            mcp_server_id: server.clone(),
+            tool: "add".into(),
+            duration_ms: 1.5,
+            is_error: false,
+            principal: None,
+            trace_id: Some(TraceId([0x4b; 16])),
+            span_id: Some(SpanId([0x0f; 8])),
+        };
+        let json = serde_json::to_value(&traced).unwrap();
+        assert_eq!(json["trace_id"], "4b".repeat(16));
+        assert_eq!(json["span_id"], "0f".repeat(8));
+        let untraced = DomainEvent::ToolInvocationFailed {
+            mcp_server_id: server,
+            tool: "add".into(),
+            duration_ms: 1.5,
+            error_kind: "timeout",
+            error: "no answer".into(),
+            principal: None,
+            trace_id: None,
+            span_id: None,
+        };
+        let json = serde_json::to_value(&untraced).unwrap();
+        let fields = json.as_object().unwrap();
+        assert!(
+            !fields.contains_key("trace_id") && !fields.contains_key("span_id"),
+            "{json}"
+        );
     }
 
     #[test]

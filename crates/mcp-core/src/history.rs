@@ -37,6 +37,7 @@ impl InvocationRecord {
                 duration_ms,
                 is_error,
                 principal,
+                ..
             } => Some(Self {
                 event_id: published.event_id,
                 mcp_server_id: mcp_server_id.clone(),

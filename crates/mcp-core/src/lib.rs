@@ -57,6 +57,8 @@
 //! # }
 //! ```
 
+pub mod audit;
+pub mod census;
 pub mod endpoints;
 pub mod error;
 pub mod event_log;
@@ -78,6 +80,7 @@ pub mod suggest;
 pub mod task;
 pub mod time;
 pub mod tool;
+pub mod trace;
 
 pub use endpoints::{
     EndpointName, EndpointNameError, EndpointRepository, EndpointSpec, ToolSelector,

@@ -36,6 +36,7 @@ use crate::spec::{ServerOrigin, ServerSpec};
 use crate::state::ServerState;
 use crate::time::{Clock, MonoTime, Timestamp};
 use crate::tool::{CallContext, Tool, ToolCall, ToolCallOutcome};
+use crate::trace::{Span, SpanKind, TraceContext, keys};
 
 /// How long a timed-out call may take to pass its cancellation on to the upstream.
 const CANCEL_GRACE: Duration = Duration::from_secs(1);
@@ -1321,11 +1322,34 @@ impl ServerManager {
         let server = self.lookup(id)?;
         let _in_flight = InFlight::enter(self, &server);
         let timeout = self.inner.settings.call_timeout;
-        let session = self.session_for_call(&server, id).await?;
+        let session = self
+            .session_for_call(&server, id, ctx.trace.as_ref())
+            .await?;
         let mut ctx = ctx;
         ctx.caller_meta.clone_from(&server.caller_meta());
+        // The upstream request's span: its context is what the upstream continues.
+        let mut upstream = Span::start_local("tools/call", SpanKind::Client, ctx.trace.as_ref());
+        if upstream.is_recording() {
+            upstream.update_name(|| format!("tools/call {}", call.name));
+            upstream.set_attribute(keys::MCP_METHOD_NAME, "tools/call");
+            upstream.set_attribute(keys::GEN_AI_TOOL_NAME, call.name.clone());
+            upstream.set_attribute(keys::MCP_SERVER_ID, id.to_string());
+            upstream.set_attribute(keys::MCP_SERVER_MODE, server.spec().mode().to_owned());
+        }
+        if let Some(context) = upstream.context() {
+            ctx.trace = Some(context.clone());
+        }
         let tool = call.name.clone();
         let principal = ctx.principal.clone();
+        // A sampled call's trace goes into its event, for the event log and the metrics'
+        // exemplars (two copies of a few bytes, nothing when the call is not traced).
+        let (trace_id, span_id) = ctx
+            .trace
+            .as_ref()
+            .filter(|trace| trace.sampled)
+            .map_or((None, None), |trace| {
+                (Some(trace.trace_id), Some(trace.span_id))
+            });
         let cancellation = ctx.cancellation.clone();
         let started = self.inner.clock.now();
         let call = async {
@@ -1353,6 +1377,16 @@ impl ServerManager {
             .saturating_since(started)
             .as_secs_f64()
             * 1000.0;
+        if upstream.is_recording() {
+            match &result {
+                Ok(outcome) if outcome.is_error => {
+                    upstream.set_error("tool_error", "the tool answered an error");
+                }
+                Ok(_) => {}
+                Err(error) => upstream.set_error(error.kind.as_str(), &error.message),
+            }
+        }
+        upstream.end();
         match &result {
             Ok(outcome) => {
                 server.status().failures.record_success();
@@ -1362,6 +1396,8 @@ impl ServerManager {
                     duration_ms,
                     is_error: outcome.is_error,
                     principal,
+                    trace_id,
+                    span_id,
                 });
             }
             Err(error) => {
@@ -1377,6 +1413,8 @@ impl ServerManager {
                     error_kind: error.kind.as_str(),
                     error: error.message.clone(),
                     principal,
+                    trace_id,
+                    span_id,
                 });
             }
         }
@@ -1395,6 +1433,7 @@ impl ServerManager {
         &self,
         server: &Arc<ManagedServer>,
         id: &ServerId,
+        trace: Option<&TraceContext>,
     ) -> Result<Arc<dyn McpSession>, CoreError> {
         // A running server's session comes without the start's future, which is large (more
         // than a kilobyte) and would otherwise be part of every call's future; it is boxed
@@ -1402,6 +1441,26 @@ impl ServerManager {
         if let Some(session) = ready_session(server) {
             return Ok(session);
         }
+        // The lazy start, as this call waits for it (a start other calls share is waited for
+        // by each, under each one's trace).
+        let mut span = Span::start_local("mcp_server.start", SpanKind::Internal, trace);
+        if span.is_recording() {
+            span.set_attribute(keys::MCP_SERVER_ID, id.to_string());
+            span.set_attribute(keys::MCP_SERVER_MODE, server.spec().mode().to_owned());
+        }
+        let started = self.start_session_for_call(server, id).await;
+        if let Err(error) = &started {
+            span.set_error("start_failed", &error.to_string());
+        }
+        started
+    }
+
+    /// The slow path of [`ServerManager::session_for_call`]: the server is not running.
+    async fn start_session_for_call(
+        &self,
+        server: &Arc<ManagedServer>,
+        id: &ServerId,
+    ) -> Result<Arc<dyn McpSession>, CoreError> {
         let timeout = self.inner.settings.call_timeout;
         Box::pin(within(
             &*self.inner.clock,
@@ -1427,7 +1486,7 @@ impl ServerManager {
     pub async fn start_for_call(&self, id: &ServerId) -> Result<(), CoreError> {
         let server = self.lookup(id)?;
         let _in_flight = InFlight::enter(self, &server);
-        self.session_for_call(&server, id).await.map(drop)
+        self.session_for_call(&server, id, None).await.map(drop)
     }
 
     /// Counts a failure of a running server; at the limit a ready server becomes degraded.
@@ -1541,9 +1600,11 @@ impl ServerManager {
         generation: u64,
     ) {
         let timeout = self.inner.settings.health_check_timeout;
+        let pinged = self.inner.clock.now();
         let result = within(&*self.inner.clock, timeout, session.ping())
             .await
             .unwrap_or_else(|| Err(SessionError::timeout("the health check timed out")));
+        let took = self.inner.clock.now().saturating_since(pinged);
         let spec = server.spec();
         let failure = {
             let mut status = server.status();
@@ -1566,6 +1627,8 @@ impl ServerManager {
                 }
             }
         };
+        // Timed like it is counted: a check of a session that was replaced meanwhile is neither.
+        crate::census::health_check_timed(&spec.id, failure.is_none(), took);
         if let Some(error) = failure {
             let consecutive_failures = self.record_runtime_failure(server, &error);
             self.publish(DomainEvent::HealthCheckFailed {

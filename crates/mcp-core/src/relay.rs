@@ -28,6 +28,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::census::{RelayCounts, RelayOutcome};
+
 /// JSON-RPC "method not found": what a client answers for a capability it lacks.
 pub const METHOD_NOT_FOUND: i32 = -32601;
 /// JSON-RPC "internal error": the gateway could not deliver the request.
@@ -220,6 +222,8 @@ struct RelayInner {
     /// rather than asked through the call's result and answering with a later request.
     live: bool,
     sender: mpsc::UnboundedSender<Relayed>,
+    /// Where what happens to the messages relayed through it is counted.
+    counts: &'static RelayCounts,
 }
 
 impl std::fmt::Debug for ClientRelay {
@@ -259,6 +263,15 @@ impl ClientRelay {
         capabilities: RelayCapabilities,
         live: bool,
     ) -> (Self, mpsc::UnboundedReceiver<Relayed>) {
+        Self::counted_in(session, capabilities, live, RelayCounts::global())
+    }
+
+    fn counted_in(
+        session: RelaySession,
+        capabilities: RelayCapabilities,
+        live: bool,
+        counts: &'static RelayCounts,
+    ) -> (Self, mpsc::UnboundedReceiver<Relayed>) {
         let (sender, receiver) = mpsc::unbounded_channel();
         let relay = Self {
             inner: Arc::new(RelayInner {
@@ -266,6 +279,7 @@ impl ClientRelay {
                 capabilities,
                 live,
                 sender,
+                counts,
             }),
         };
         (relay, receiver)
@@ -289,13 +303,24 @@ impl ClientRelay {
     /// not declare is refused at once with "method not found", as the client itself would;
     /// a call that ended (answered, cancelled, its client gone) fails at once too.
     pub async fn request(&self, method: &str, params: Value) -> Result<Value, RelayError> {
+        let (answer, outcome) = self.request_uncounted(method, params).await;
+        self.inner.counts.add(method, outcome);
+        answer
+    }
+
+    async fn request_uncounted(
+        &self,
+        method: &str,
+        params: Value,
+    ) -> (Result<Value, RelayError>, RelayOutcome) {
         if let Some(missing) = self.inner.capabilities.missing_for(method, &params) {
-            return Err(RelayError::new(
+            let refused = Err(RelayError::new(
                 METHOD_NOT_FOUND,
                 format!(
                     "the client did not declare the {missing} capability, so {method} cannot be relayed to it"
                 ),
             ));
+            return (refused, RelayOutcome::Refused);
         }
         let (answer, answered) = oneshot::channel();
         let request = Relayed::Request {
@@ -304,28 +329,42 @@ impl ClientRelay {
             answer,
         };
         if self.inner.sender.send(request).is_err() {
-            return Err(RelayError::no_client(
+            let ended = Err(RelayError::no_client(
                 method,
                 "the call it belongs to has ended",
             ));
+            return (ended, RelayOutcome::NoClient);
         }
-        answered.await.unwrap_or_else(|_| {
-            Err(RelayError::no_client(
-                method,
-                "the call it belongs to ended before the client answered",
-            ))
-        })
+        match answered.await {
+            Ok(Ok(result)) => (Ok(result), RelayOutcome::Answered),
+            Ok(Err(error)) => (Err(error), RelayOutcome::ClientError),
+            Err(_) => (
+                Err(RelayError::no_client(
+                    method,
+                    "the call it belongs to ended before the client answered",
+                )),
+                RelayOutcome::NoClient,
+            ),
+        }
     }
 
     /// Sends a notification to the client; `false` when the call has ended.
     pub fn notify(&self, method: &str, params: Value) -> bool {
-        self.inner
+        let sent = self
+            .inner
             .sender
             .send(Relayed::Notification {
                 method: method.to_owned(),
                 params,
             })
-            .is_ok()
+            .is_ok();
+        let outcome = if sent {
+            RelayOutcome::Relayed
+        } else {
+            RelayOutcome::NoClient
+        };
+        self.inner.counts.add(method, outcome);
+        sent
     }
 
     /// Whether the call it belongs to is still running.
@@ -341,6 +380,8 @@ pub struct RelayRoutes {
     /// different clients that can be asked must take turns.
     take_turns: bool,
     state: Mutex<RoutesState>,
+    /// Where the messages that find no client are counted.
+    counts: &'static RelayCounts,
 }
 
 #[derive(Default)]
@@ -450,6 +491,7 @@ impl RelayRoutes {
         Self {
             take_turns,
             state: Mutex::new(RoutesState::default()),
+            counts: RelayCounts::global(),
         }
     }
 
@@ -517,6 +559,25 @@ impl RelayRoutes {
     /// upstream request id (as [`CallTicket::bind_origin`] was given it) of the call whose
     /// stream it came on, when the transport knows it.
     pub fn route(&self, method: &str, origin: Option<&str>) -> Result<ClientRelay, RelayError> {
+        let routed = self.route_uncounted(method, origin);
+        if let Err(error) = &routed {
+            // Every message that gets a client is counted by its relay, once it is sent; one
+            // that gets none is counted here.
+            let outcome = if error.code == METHOD_NOT_FOUND {
+                RelayOutcome::Refused
+            } else {
+                RelayOutcome::NoClient
+            };
+            self.counts.add(method, outcome);
+        }
+        routed
+    }
+
+    fn route_uncounted(
+        &self,
+        method: &str,
+        origin: Option<&str>,
+    ) -> Result<ClientRelay, RelayError> {
         let state = lock(&self.state);
         if let Some(origin) = origin
             && let Some(call) = state
@@ -945,5 +1006,72 @@ mod tests {
             stateless.session()
         );
         drop(parked);
+    }
+
+    #[tokio::test]
+    async fn every_relayed_message_is_counted_once_by_how_it_ended() {
+        use crate::census::{RelayKind, RelayOutcome};
+
+        let counts: &'static RelayCounts = Box::leak(Box::new(RelayCounts::new()));
+        let routes = RelayRoutes {
+            counts,
+            ..RelayRoutes::new(false)
+        };
+        let count = |kind, outcome| counts.get(kind, outcome);
+        // Bad input tried: requests with no call in flight, a capability the client did not
+        // declare, a client that answers with an error, a call that ends before its client
+        // answers, and a log message after its call ended.
+        refused(routes.route("sampling/createMessage", None));
+        assert_eq!(count(RelayKind::Sampling, RelayOutcome::NoClient), 1);
+
+        let (client, mut receiver) = ClientRelay::counted_in(
+            RelaySession::new(),
+            RelayCapabilities {
+                sampling: true,
+                ..RelayCapabilities::default()
+            },
+            true,
+            counts,
+        );
+        let ticket = routes.enter(Some(client)).await;
+        let relay = routed_to(routes.route("roots/list", None));
+        relay.request("roots/list", json!({})).await.unwrap_err();
+        assert_eq!(count(RelayKind::Roots, RelayOutcome::Refused), 1);
+
+        let answer_next = |receiver: &mut mpsc::UnboundedReceiver<Relayed>, answer| {
+            let Some(Relayed::Request { answer: to, .. }) = receiver.try_recv().ok() else {
+                panic!("no request reached the client");
+            };
+            to.send(answer).unwrap();
+        };
+        let asked = relay.request("sampling/createMessage", json!({}));
+        let mut asked = pin!(asked);
+        assert!(poll!(asked.as_mut()).is_pending());
+        answer_next(&mut receiver, Ok(json!({"content": "hi"})));
+        asked.await.unwrap();
+        assert_eq!(count(RelayKind::Sampling, RelayOutcome::Answered), 1);
+
+        let asked = relay.request("sampling/createMessage", json!({}));
+        let mut asked = pin!(asked);
+        assert!(poll!(asked.as_mut()).is_pending());
+        answer_next(&mut receiver, Err(RelayError::new(-1, "the user declined")));
+        asked.await.unwrap_err();
+        assert_eq!(count(RelayKind::Sampling, RelayOutcome::ClientError), 1);
+
+        assert!(relay.notify("notifications/message", json!({"level": "info"})));
+        assert_eq!(count(RelayKind::Logging, RelayOutcome::Relayed), 1);
+
+        let asked = relay.request("sampling/createMessage", json!({}));
+        let mut asked = pin!(asked);
+        assert!(poll!(asked.as_mut()).is_pending());
+        drop(receiver);
+        asked.await.unwrap_err();
+        assert!(!relay.notify("notifications/message", json!({"level": "info"})));
+        assert_eq!(count(RelayKind::Sampling, RelayOutcome::NoClient), 2);
+        assert_eq!(count(RelayKind::Logging, RelayOutcome::NoClient), 1);
+        drop(ticket);
+
+        let total: u64 = counts.read().iter().map(|line| line.count).sum();
+        assert_eq!(total, 7, "each message counted once: {:?}", counts.read());
     }
 }

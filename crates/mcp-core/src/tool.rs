@@ -140,6 +140,9 @@ pub struct CallContext {
     /// Whether the caller declared the tasks extension (see [`crate::task`]): then a server of
     /// the 2026-07-28 era may answer the call with a task.
     pub tasks: bool,
+    /// The trace this call belongs to: the span the upstream request continues (passed on in
+    /// `_meta` and, to remote servers, as HTTP headers). `None` when the call carries no trace.
+    pub trace: Option<crate::trace::TraceContext>,
 }
 
 impl std::fmt::Debug for CallContext {
@@ -153,6 +156,7 @@ impl std::fmt::Debug for CallContext {
             .field("relay", &self.relay)
             .field("input", &self.input)
             .field("tasks", &self.tasks)
+            .field("trace", &self.trace)
             .finish()
     }
 }

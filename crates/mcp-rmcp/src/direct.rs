@@ -46,6 +46,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+use mcpgw_core::trace::TraceContext;
 use mcpgw_core::{CallContext, Caller, McpFrontend, ToolCallOutcome};
 use rmcp::model::ErrorCode;
 use rmcp::transport::common::server_side_http::SessionId;
@@ -433,7 +434,8 @@ impl DirectCalls {
                 if tracked.relays.load(Ordering::Relaxed) {
                     return None;
                 }
-                Some(self.call(&tracked, &caller, id, params).await)
+                let trace = trace_of_request(params.meta.as_ref(), request);
+                Some(self.call(&tracked, &caller, id, params, trace).await)
             }
             ("notifications/cancelled", None) => {
                 let params: CancelParams<'_> = serde_json::from_str(incoming.params?.get()).ok()?;
@@ -493,12 +495,13 @@ impl DirectCalls {
         let caller_gone = CancellationToken::new();
         let hang_up = caller_gone.clone().drop_guard();
         let server = self.server.clone();
+        let trace = trace_of_request(Some(&params.meta), request);
         let StatelessCallParams {
             name, arguments, ..
         } = params;
         let task = spawn_here(async move {
             server
-                .call_tool_stateless(&caller, &name, arguments, capabilities, caller_gone)
+                .call_tool_stateless(&caller, &name, arguments, capabilities, caller_gone, trace)
                 .await
         });
         let outcome = answer_of(task).await;
@@ -522,6 +525,7 @@ impl DirectCalls {
         caller: &Caller,
         id: &RawValue,
         params: CallParams,
+        trace: Option<TraceContext>,
     ) -> http::Response<McpHttpBody> {
         let token = self.shutdown.child_token();
         let mut guard = canonical_id(id).map(|key| {
@@ -544,6 +548,7 @@ impl DirectCalls {
             // Only `initialize`-era sessions are served here.
             input: None,
             tasks: false,
+            trace,
         };
         // The call runs in its own task: when the client hangs up, this future is dropped and
         // the guard cancels the token, and the call still sees the cancellation and passes it
@@ -568,6 +573,18 @@ impl DirectCalls {
         drop(guard);
         reply(id, outcome)
     }
+}
+
+/// The trace a direct call continues: its `_meta`'s context, else its HTTP request's (which
+/// the HTTP adapter put in the request's extensions).
+fn trace_of_request(
+    meta: Option<&Map<String, Value>>,
+    request: &http::Request<Bytes>,
+) -> Option<TraceContext> {
+    crate::server::prefer_meta_trace(
+        meta.and_then(TraceContext::from_meta),
+        request.extensions().get::<TraceContext>(),
+    )
 }
 
 /// The answer of a call run in its own task; a task that ended without one (it panicked) is an

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use mcpgw_core::logs::LogBuffer;
+use mcpgw_core::trace::{TRACEPARENT, TRACESTATE};
 use mcpgw_core::{
     LaunchError, LaunchSpec, LaunchedServer, McpSession, ServerId, ServerLauncher, ServerSpec,
     TokenExchange,
@@ -31,6 +32,7 @@ use rmcp::transport::streamable_http_client::{
     StreamableHttpClient, StreamableHttpClientTransportConfig, StreamableHttpError,
     StreamableHttpPostResponse,
 };
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::session::{ConnectionLost, RmcpSession, SessionSetup};
@@ -417,6 +419,32 @@ impl ConnectionWatch {
     }
 }
 
+/// Copies a tool call's trace context from its `_meta` into the request's `traceparent` and
+/// `tracestate` headers, for the remote server's HTTP layer (a proxy, a load balancer, a
+/// server instrumented at the HTTP level) to continue the trace too.
+fn add_trace_headers(
+    message: &ClientJsonRpcMessage,
+    headers: &mut HashMap<HeaderName, HeaderValue>,
+) {
+    use rmcp::model::{ClientRequest, JsonRpcMessage};
+    let JsonRpcMessage::Request(request) = message else {
+        return;
+    };
+    let ClientRequest::CallToolRequest(call) = &request.request else {
+        return;
+    };
+    let Some(meta) = call.params.meta.as_ref() else {
+        return;
+    };
+    for name in [TRACEPARENT, TRACESTATE] {
+        if let Some(value) = meta.get(name).and_then(Value::as_str)
+            && let Ok(value) = HeaderValue::from_str(value)
+        {
+            headers.insert(HeaderName::from_static(name), value);
+        }
+    }
+}
+
 /// rmcp's reqwest client, with every outcome reported to the session's [`ConnectionWatch`]. For
 /// a server configured for token exchange it also sets each request's `Authorization`: a tool
 /// call's exchanged token, or the gateway client's own.
@@ -467,6 +495,8 @@ impl StreamableHttpClient for WatchedHttpClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
         let auth_header = self.bearer_for(Some(&mut message), auth_header).await?;
+        let mut custom_headers = custom_headers;
+        add_trace_headers(&message, &mut custom_headers);
         let result = self
             .inner
             .post_message(uri, message, session_id, auth_header, custom_headers)
@@ -484,6 +514,8 @@ impl StreamableHttpClient for WatchedHttpClient {
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
         let auth_header = self.bearer_for(Some(&mut message), auth_header).await?;
+        let mut custom_headers = custom_headers;
+        add_trace_headers(&message, &mut custom_headers);
         let result = self
             .inner
             .post_message_with_max_sse_event_size(

@@ -47,6 +47,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use mcpgw_core::tool::ProgressHandler;
+use mcpgw_core::trace::TraceContext;
 use mcpgw_core::{
     CallContext, Caller, ClientRelay, ErrorKind, FrontendError, FrontendErrorKind, InputRound,
     ListChanges, McpFrontend, ProgressUpdate, RelayCapabilities, RelayError, RelaySession, Relayed,
@@ -77,7 +78,7 @@ use rmcp::{ServerHandler, ServiceExt};
 
 use crate::direct::Era;
 use crate::input_required::{ParkedCalls, Retry, Round};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -190,6 +191,33 @@ pub fn caller_from_extensions(extensions: &Extensions) -> Caller {
         .unwrap_or_default()
 }
 
+/// The trace a request continues: the context in its `_meta` (how MCP clients pass it over
+/// any transport), else the one of the HTTP request that carried it, which the HTTP adapter
+/// puts into the request's extensions like the [`Caller`]. `None` when neither has one.
+pub fn trace_of(meta: &Map<String, Value>, extensions: &Extensions) -> Option<TraceContext> {
+    prefer_meta_trace(
+        TraceContext::from_meta(meta),
+        extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<TraceContext>()),
+    )
+}
+
+/// Chooses between a request's `_meta` context and its HTTP request's: the HTTP request's
+/// when both belong to one trace (the HTTP request's span already continues the caller's, and
+/// the MCP method's span nests under it), else the `_meta` one, which names the caller's own
+/// operation even when a proxy between them started a trace of its own.
+pub(crate) fn prefer_meta_trace(
+    meta: Option<TraceContext>,
+    http: Option<&TraceContext>,
+) -> Option<TraceContext> {
+    match (meta, http) {
+        (Some(meta), Some(http)) if meta.trace_id == http.trace_id => Some(http.clone()),
+        (Some(meta), _) => Some(meta),
+        (None, http) => http.cloned(),
+    }
+}
+
 /// Maps a front-end failure to the JSON-RPC error a client sees; the table is in the module
 /// documentation. `unknown_code` is the code for [`FrontendErrorKind::UnknownName`], which
 /// depends on what was looked up (-32602 for tools and prompts, -32002 for resources).
@@ -277,6 +305,9 @@ struct ConnectionLifetime {
     /// The level the client asked for with `logging/setLevel`; log messages below it are not
     /// relayed.
     log_level: Mutex<Option<usize>>,
+    /// Counts the connection among the open client sessions once `initialize` is answered,
+    /// until it ends.
+    counted: Mutex<Option<mcpgw_core::census::OpenSession>>,
     _end_on_drop: DropGuard,
 }
 
@@ -292,6 +323,7 @@ impl ConnectionLifetime {
             resource_subscriptions: Mutex::default(),
             relay_session: RelaySession::new(),
             log_level: Mutex::new(None),
+            counted: Mutex::new(None),
         })
     }
 }
@@ -420,6 +452,7 @@ impl GatewayMcpServer {
         arguments: Option<rmcp::model::JsonObject>,
         capabilities: RelayCapabilities,
         caller_gone: CancellationToken,
+        trace: Option<TraceContext>,
     ) -> Result<Value, ErrorData> {
         let retry = Retry {
             kind: "tool",
@@ -440,6 +473,7 @@ impl GatewayMcpServer {
                 relay: Some(relay),
                 input,
                 tasks: false,
+                trace: trace.clone(),
             };
             let frontend = Arc::clone(&self.shared.frontend);
             let (call_caller, call_name) = (caller.clone(), name.to_owned());
@@ -470,6 +504,7 @@ impl GatewayMcpServer {
                 relay: None,
                 input,
                 tasks: false,
+                trace,
             };
             Round::Done(
                 self.frontend()
@@ -1172,7 +1207,13 @@ impl ServerHandler for GatewayMcpServer {
     ) -> Result<InitializeResult, ErrorData> {
         *lock(&self.connection.changes_since_initialize) = Some(self.frontend().changes());
         context.peer.set_peer_info(request.clone());
-        self.negotiate_initialize(&request)
+        let answer = self.negotiate_initialize(&request);
+        if let Ok(answer) = &answer {
+            let session = mcpgw_core::census::ClientSessions::global()
+                .open_session(answer.protocol_version.as_str());
+            *lock(&self.connection.counted) = Some(session);
+        }
+        answer
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -1206,6 +1247,7 @@ impl ServerHandler for GatewayMcpServer {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let _counted = mcpgw_core::census::ClientSessions::global().open_listen_stream();
         let ListenChanges {
             tools: mut changes,
             lists,
@@ -1311,6 +1353,12 @@ impl ServerHandler for GatewayMcpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let caller = caller_from_extensions(&context.extensions);
+        let trace = match request.meta.as_ref() {
+            Some(meta) if meta.contains_key(mcpgw_core::trace::TRACEPARENT) => {
+                trace_of(meta, &context.extensions)
+            }
+            _ => trace_of(&context.meta, &context.extensions),
+        };
         let retry = Retry {
             kind: "tool",
             name: &request.name,
@@ -1362,6 +1410,7 @@ impl ServerHandler for GatewayMcpServer {
                         CallContext {
                             input: Some(round),
                             tasks,
+                            trace: trace.clone(),
                             ..CallContext::default()
                         },
                         log_level,
@@ -1384,6 +1433,7 @@ impl ServerHandler for GatewayMcpServer {
             relay,
             input,
             tasks,
+            trace,
         };
         let call =
             self.frontend()

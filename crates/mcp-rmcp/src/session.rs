@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use mcpgw_core::trace::TraceContext;
 use mcpgw_core::{
     CallContext, ExitStatusInfo, ListChanges, McpSession, RelayCapabilities, RelayError,
     RelayRoutes, ServerId, ServerOutput, SessionError, SessionErrorKind, Tool, ToolCall,
@@ -821,6 +822,8 @@ impl RmcpSession {
                 input_responses: round.and_then(|round| round.responses.as_ref()),
                 request_state: round.and_then(|round| round.state.as_deref()),
                 meta: CallMeta {
+                    traceparent: ctx.trace.as_ref().map(TraceContext::traceparent),
+                    tracestate: ctx.trace.as_ref().and_then(|trace| trace.state.as_deref()),
                     progress_token: progress_registration.as_ref().map(|_| id),
                     caller,
                     client_capabilities: capabilities.as_deref(),
@@ -914,6 +917,11 @@ struct LinkedCallParams<'a> {
 
 #[derive(serde::Serialize)]
 struct CallMeta<'a> {
+    /// The trace context the server continues.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    traceparent: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tracestate: Option<&'a str>,
     #[serde(rename = "progressToken", skip_serializing_if = "Option::is_none")]
     progress_token: Option<i64>,
     #[serde(
@@ -988,7 +996,8 @@ struct ModernMeta<'a> {
 
 impl CallMeta<'_> {
     fn is_empty(&self) -> bool {
-        self.progress_token.is_none()
+        self.traceparent.is_none()
+            && self.progress_token.is_none()
             && self.client_capabilities.is_none()
             && self.modern.is_none()
             && self.caller.is_none()
@@ -1207,6 +1216,11 @@ impl McpSession for RmcpSession {
         }
         let mut params = CallToolRequestParams::new(call.name);
         params.arguments = call.arguments;
+        // The trace context goes in `_meta` (and, for a remote server, the HTTP client puts it
+        // in the request's headers too: see the `remote` module).
+        if let Some(trace) = &ctx.trace {
+            trace.write_meta(params.meta.get_or_insert_default());
+        }
         if let Some(caller) = caller_entry(ctx.caller_meta.as_deref(), ctx.principal.as_deref()) {
             params.meta.get_or_insert_default().insert(
                 caller.key.to_owned(),

@@ -74,6 +74,7 @@ pub struct GatewayBuilder {
     token_verifier: Option<Arc<dyn TokenVerifier>>,
     policy_decider: Option<Arc<dyn PolicyDecider>>,
     observers: Vec<Arc<dyn mcpgw_core::EventObserver>>,
+    audit_sinks: Vec<Arc<dyn mcpgw_core::audit::AuditSink>>,
     opening: Option<OpeningDataDir>,
 }
 
@@ -114,6 +115,7 @@ impl GatewayBuilder {
             token_verifier: None,
             policy_decider: None,
             observers: Vec::new(),
+            audit_sinks: Vec::new(),
             opening: None,
         }
     }
@@ -331,6 +333,14 @@ impl GatewayBuilder {
         self
     }
 
+    /// Adds a sink of audit records, besides those of the `audit` section: it receives the same
+    /// events (the section's `event_types`, the security events by default) through a queue
+    /// of its own, and is flushed at shutdown.
+    pub fn with_audit_sink(mut self, sink: Arc<dyn mcpgw_core::audit::AuditSink>) -> Self {
+        self.audit_sinks.push(sink);
+        self
+    }
+
     /// Puts the gateway together on the current tokio runtime, loads the servers, groups,
     /// discovery sources and auth records of the configuration and the stores, and starts the
     /// background work (health checks, idle reaping, restarts, group recovery, discovery
@@ -423,6 +433,18 @@ impl GatewayBuilder {
         let events =
             Arc::new(EventBus::new(EventBus::DEFAULT_CAPACITY).continuing_after(last_event_id));
         events.add_observer(event_log.clone());
+        // Security events go to the audit sinks as they happen. Only this gateway's own events
+        // reach its bus (other replicas' come through the shared log's feed), so in a fleet
+        // each event is exported once, by the replica that published it.
+        let audit = crate::audit::start(
+            &config,
+            self.audit_sinks,
+            shared.as_ref().map(|(_, replica_id)| replica_id.clone()),
+            &self.environment,
+        )?;
+        if let Some(exporter) = &audit {
+            events.add_observer(exporter.observer());
+        }
 
         let auth = build_auth(
             &config,
@@ -552,7 +574,11 @@ impl GatewayBuilder {
         );
         let call_stats = Arc::new(CallStats::new());
         events.add_observer(call_stats.clone());
-        events.add_observer(Arc::new(mcpgw_gateway::EventMetrics::new()));
+        events.add_observer(Arc::new(
+            mcpgw_gateway::EventMetrics::new().with_max_tool_labels(
+                usize::try_from(config.telemetry.metrics.max_tool_labels).unwrap_or(usize::MAX),
+            ),
+        ));
         for observer in self.observers {
             events.add_observer(observer);
         }
@@ -719,6 +745,7 @@ impl GatewayBuilder {
             rate_limiter,
             discovery,
             config_service,
+            audit,
         })
     }
 }

@@ -22,6 +22,7 @@
 //! in the configuration file. The auth commands and the shared store also read the files the
 //! configuration names (`store.password_file`, `cluster.secret_file`).
 
+mod audit;
 mod builder;
 mod cluster;
 mod config_file;
@@ -69,6 +70,33 @@ pub fn install_metrics() -> Result<(), StartError> {
     mcpgw_http_actix::install_metrics_recorder()
         .map(drop)
         .map_err(metrics_error)
+}
+
+/// Starts exporting traces as the configuration's `telemetry.traces` and the `OTEL_*`
+/// variables say, installing the gateway's tracer; `None` when tracing is off. Call it from
+/// within the runtime that serves the gateway (gRPC export runs on it), before the gateway is
+/// built so that its first starts are traced too, and end it with
+/// [`mcpgw_otel::Tracing::shutdown`] after the gateway stopped, which exports what is queued.
+pub fn start_tracing(
+    config: &mcpgw_config::GatewayConfig,
+    environment: &mcpgw_gateway::Environment,
+) -> Result<Option<mcpgw_otel::Tracing>, StartError> {
+    let settings =
+        mcpgw_otel::TraceSettings::resolve(&config.telemetry.traces, &|name| environment(name))
+            .map_err(|error| StartError::new(format!("cannot start tracing: {error}")))?;
+    let tracing = mcpgw_otel::start(settings)
+        .map_err(|error| StartError::new(format!("cannot start tracing: {error}")))?;
+    if let Some(tracing) = &tracing {
+        let settings = tracing.settings();
+        tracing::info!(
+            endpoint = %settings.endpoint,
+            protocol = settings.protocol.as_str(),
+            sampler = ?settings.sampler,
+            ratio = settings.ratio,
+            "exporting traces over OTLP"
+        );
+    }
+    Ok(tracing)
 }
 
 pub(crate) fn metrics_error(error: impl std::fmt::Display) -> StartError {

@@ -66,6 +66,9 @@ pub(crate) struct Parts {
     /// The web console's sessions and single sign-on, shared by every listener; `None` when
     /// `console.enabled` is false.
     pub(crate) console: Option<mcpgw_http_actix::Console>,
+    /// The audit exporter, when there are audit sinks; closed (its queues written and its
+    /// sinks flushed, within a bounded time) at shutdown.
+    pub(crate) audit: Option<mcpgw_gateway::audit::AuditExporter>,
 }
 
 impl Parts {
@@ -523,6 +526,9 @@ impl RunningGateway {
         parts.gateway.shutdown().await;
         parts.tool_lists.flush().await;
         parts.tool_pins.flush().await;
+        if let Some(audit) = &parts.audit {
+            audit.close().await;
+        }
         let written = match &parts.closing_event_log {
             Some(ClosingEventLog::Sqlite(log)) => log.close().await,
             Some(ClosingEventLog::Postgres(log)) => log.close().await,

@@ -2,6 +2,7 @@
 //! that also sends the write's notification, so that the other replicas hear of exactly the
 //! writes that committed.
 
+use mcpgw_core::trace::{Span, SpanKind, keys};
 use tokio_postgres::Row;
 use tokio_postgres::types::{FromSql, ToSql};
 
@@ -31,6 +32,36 @@ impl PostgresStore {
     /// goes out in the same transaction. Answers how many rows it changed (a write that changes
     /// nothing, such as deleting what is not there, tells nobody).
     pub(crate) async fn write_notifying(
+        &self,
+        topic: Topic,
+        operation: &'static str,
+        sql: &str,
+        params: Params<'_>,
+    ) -> Result<u64, StoreError> {
+        // A write made for a traced request (none outside one): the statement's verb and the
+        // topic it changes, with the database conventions' attributes.
+        let mut span = Span::start_in_scope("postgresql", SpanKind::Client);
+        if span.is_recording() {
+            let verb = sql
+                .split_whitespace()
+                .next()
+                .unwrap_or("SQL")
+                .to_ascii_uppercase();
+            span.update_name(|| format!("{verb} {}", topic.name()));
+            span.set_attribute(keys::DB_SYSTEM_NAME, "postgresql");
+            span.set_attribute(keys::DB_OPERATION_NAME, verb);
+            span.set_attribute(keys::DB_COLLECTION_NAME, topic.name());
+        }
+        let result = self
+            .write_notifying_now(topic, operation, sql, params)
+            .await;
+        if let Err(error) = &result {
+            span.set_error("db_error", &error.to_string());
+        }
+        result
+    }
+
+    async fn write_notifying_now(
         &self,
         topic: Topic,
         operation: &'static str,

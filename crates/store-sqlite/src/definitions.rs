@@ -4,6 +4,7 @@
 //! glance (a server's mode, a group's strategy), `definition` (the JSON document, in the
 //! table's own file format) and `created_at` / `updated_at` stamped by SQLite's clock.
 
+use mcpgw_core::trace::{Span, SpanKind, keys};
 use rusqlite::params;
 
 use crate::error::StoreError;
@@ -11,6 +12,8 @@ use crate::store::SqliteStore;
 
 /// The statements of one definitions table, and how its failures are named.
 pub(crate) struct DefinitionTable {
+    /// The table's name, as traces name what a write touched.
+    pub table: &'static str,
     /// `INSERT ... ON CONFLICT (id) DO UPDATE` with `?1` id, `?2` the short column, `?3` the
     /// definition.
     pub upsert_sql: &'static str,
@@ -32,6 +35,7 @@ impl SqliteStore {
         summary: String,
         definition: String,
     ) -> Result<(), StoreError> {
+        let _span = write_span("INSERT", table.table);
         self.run_blocking(move |connection| {
             connection
                 .execute(table.upsert_sql, params![id, summary, definition])
@@ -46,6 +50,7 @@ impl SqliteStore {
         table: &'static DefinitionTable,
         id: String,
     ) -> Result<(), StoreError> {
+        let _span = write_span("DELETE", table.table);
         self.run_blocking(move |connection| {
             connection
                 .execute(table.delete_sql, params![id])
@@ -79,4 +84,17 @@ impl SqliteStore {
         })
         .await
     }
+}
+
+/// The span of a write made for a traced request (none outside one): `{operation} {table}`,
+/// with the database conventions' attributes.
+pub(crate) fn write_span(operation: &'static str, table: &'static str) -> Span {
+    let mut span = Span::start_in_scope("sqlite", SpanKind::Client);
+    if span.is_recording() {
+        span.update_name(|| format!("{operation} {table}"));
+        span.set_attribute(keys::DB_SYSTEM_NAME, "sqlite");
+        span.set_attribute(keys::DB_OPERATION_NAME, operation);
+        span.set_attribute(keys::DB_COLLECTION_NAME, table);
+    }
+    span
 }

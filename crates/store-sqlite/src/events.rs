@@ -746,6 +746,8 @@ mod tests {
                 error_kind: "timeout",
                 error: "took too long".to_owned(),
                 principal: Some("user:a".to_owned()),
+                trace_id: None,
+                span_id: None,
             },
         }
     }

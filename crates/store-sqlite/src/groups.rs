@@ -16,6 +16,7 @@ use crate::store::SqliteStore;
 const TABLE: &str = "groups";
 
 static GROUPS: DefinitionTable = DefinitionTable {
+    table: "groups",
     upsert_sql: "INSERT INTO groups (id, strategy, definition, created_at, updated_at)
      VALUES (?1, ?2, ?3, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
      ON CONFLICT (id) DO UPDATE SET

@@ -16,6 +16,7 @@ const TABLE: &str = "mcp_servers";
 // SQLite's own clock stamps the rows: the port passes no time, and these columns are for
 // operators reading the file, not for the domain.
 static SERVERS: DefinitionTable = DefinitionTable {
+    table: "mcp_servers",
     upsert_sql: "INSERT INTO mcp_servers (id, mode, definition, created_at, updated_at)
      VALUES (?1, ?2, ?3, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
      ON CONFLICT (id) DO UPDATE SET

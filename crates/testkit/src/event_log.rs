@@ -249,7 +249,7 @@ pub fn sample_time(seconds: i64) -> Timestamp {
 }
 
 /// A completed call of `tool` on `server`, with a duration that only an exact float encoding
-/// keeps and text a careless encoder would mangle.
+/// keeps and text a careless encoder would mangle; every fifth one was traced.
 pub fn sample_completed(event_id: u64, server: &str, seconds: i64) -> PublishedEvent {
     PublishedEvent {
         event_id,
@@ -262,6 +262,12 @@ pub fn sample_completed(event_id: u64, server: &str, seconds: i64) -> PublishedE
             principal: event_id
                 .is_multiple_of(2)
                 .then(|| format!("user:{event_id}")),
+            trace_id: event_id
+                .is_multiple_of(5)
+                .then_some(mcpgw_core::trace::TraceId([0xa5; 16])),
+            span_id: event_id
+                .is_multiple_of(5)
+                .then_some(mcpgw_core::trace::SpanId([0x5a; 8])),
         },
     }
 }
@@ -278,6 +284,8 @@ pub fn sample_failed(event_id: u64, server: &str, seconds: i64) -> PublishedEven
             error_kind: "timeout",
             error: "the call took\nlonger than 5 s".to_owned(),
             principal: Some("key:ops".to_owned()),
+            trace_id: None,
+            span_id: None,
         },
     }
 }

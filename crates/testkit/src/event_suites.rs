@@ -171,6 +171,8 @@ pub fn one_event_of_each_type() -> Vec<DomainEvent> {
             duration_ms: 1.5,
             is_error: false,
             principal: Some("user:alice".into()),
+            trace_id: Some(mcpgw_core::trace::TraceId([0x4b; 16])),
+            span_id: Some(mcpgw_core::trace::SpanId([0x0f; 8])),
         },
         DomainEvent::ToolInvocationFailed {
             mcp_server_id: server(),
@@ -179,6 +181,8 @@ pub fn one_event_of_each_type() -> Vec<DomainEvent> {
             error_kind: "timeout",
             error: "no answer".into(),
             principal: None,
+            trace_id: None,
+            span_id: None,
         },
         DomainEvent::GroupCreated {
             group_id: group(),

@@ -9,7 +9,8 @@
 //!   [`history_suite`], [`runtime_suites`], [`token_verifier_suite`], [`policy_decider_suite`],
 //!   [`server_launcher_suite`], [`mcp_session_suite`] (and [`mcp_session_relay_suite`] for what
 //!   a session's server sends its client mid-call), [`stdio_connector_suite`], [`event_suites`],
-//!   [`mcp_frontend_suite`], [`user_store`], [`sign_in`], [`fleet_store_suite`]): one set of
+//!   [`mcp_frontend_suite`], [`user_store`], [`sign_in`], [`fleet_store_suite`],
+//!   [`audit_sink_suite`]): one set of
 //!   tests per port that every implementation, fake or real, must pass. A downstream adapter
 //!   author runs the same suite.
 //! - A tiny MCP server in memory ([`scripted_server`]) that speaks JSON-RPC over in-memory
@@ -41,6 +42,7 @@
 //! # }
 //! ```
 
+pub mod audit_sink_suite;
 pub mod auth_store;
 pub mod clock;
 pub mod config_file_suite;
@@ -71,4 +73,5 @@ pub mod stdio_connector_suite;
 pub mod token_verifier_suite;
 pub mod tool_list_store_suite;
 pub mod tool_pin_store_suite;
+pub mod tracer_suite;
 pub mod user_store;

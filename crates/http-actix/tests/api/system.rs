@@ -63,6 +63,8 @@ fn completed(duration_ms: f64, is_error: bool) -> DomainEvent {
         duration_ms,
         is_error,
         principal: None,
+        trace_id: None,
+        span_id: None,
     }
 }
 
@@ -93,6 +95,8 @@ async fn tool_calls_failures_and_percentiles_follow_the_invocation_events() {
             error_kind: "timeout",
             error: "the call took too long".to_owned(),
             principal: None,
+            trace_id: None,
+            span_id: None,
         },
     );
     // Not an invocation: must not count.
