@@ -270,20 +270,6 @@ impl AuthorizedFrontend {
     }
 }
 
-/// The `error.type` of a failed call: a short, stable class of its failure.
-fn frontend_error_type(kind: &FrontendErrorKind) -> &'static str {
-    match kind {
-        FrontendErrorKind::UnknownName => "unknown_tool",
-        FrontendErrorKind::InvalidArguments => "invalid_arguments",
-        FrontendErrorKind::Unavailable => "unavailable",
-        FrontendErrorKind::Timeout => "timeout",
-        FrontendErrorKind::Cancelled => "cancelled",
-        FrontendErrorKind::Upstream { .. } => "upstream_error",
-        FrontendErrorKind::RateLimited { .. } => "rate_limited",
-        _ => "error",
-    }
-}
-
 #[async_trait]
 impl McpFrontend for AuthorizedFrontend {
     fn tools(&self, caller: &Caller) -> Arc<Vec<Tool>> {
@@ -338,7 +324,12 @@ impl McpFrontend for AuthorizedFrontend {
                     if let FrontendErrorKind::Upstream { code } = error.kind {
                         span.set_attribute(keys::RPC_RESPONSE_STATUS_CODE, code.to_string());
                     }
-                    span.set_error(frontend_error_type(&error.kind), &error.message);
+                    // On `tools/call` an unknown name is an unknown tool.
+                    let error_type = match error.kind {
+                        FrontendErrorKind::UnknownName => "unknown_tool",
+                        _ => error.kind.as_str(),
+                    };
+                    span.set_error(error_type, &error.message);
                 }
             }
         }

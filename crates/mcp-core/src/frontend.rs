@@ -109,6 +109,22 @@ pub enum FrontendErrorKind {
     RateLimited { retry_after_ms: u64 },
 }
 
+impl FrontendErrorKind {
+    /// The kind as a short, stable word (a span's `error.type`); an unknown name is
+    /// `unknown_name` whatever was looked up.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            FrontendErrorKind::UnknownName => "unknown_name",
+            FrontendErrorKind::InvalidArguments => "invalid_arguments",
+            FrontendErrorKind::Unavailable => "unavailable",
+            FrontendErrorKind::Timeout => "timeout",
+            FrontendErrorKind::Cancelled => "cancelled",
+            FrontendErrorKind::Upstream { .. } => "upstream_error",
+            FrontendErrorKind::RateLimited { .. } => "rate_limited",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{message}")]
 pub struct FrontendError {
