@@ -7,31 +7,6 @@ use crate::state::ServerState;
 use crate::time::Timestamp;
 use crate::trace::{SpanId, TraceId};
 
-/// A trace id as the hex digits of its `traceparent` form.
-// serde hands `serialize_with` a reference to the field, whatever its size.
-#[allow(clippy::ref_option, clippy::trivially_copy_pass_by_ref)]
-fn serialize_trace_id<S: serde::Serializer>(
-    id: &Option<TraceId>,
-    serializer: S,
-) -> Result<S::Ok, S::Error> {
-    match id {
-        Some(id) => serializer.collect_str(id),
-        None => serializer.serialize_none(),
-    }
-}
-
-/// A span id as the hex digits of its `traceparent` form.
-#[allow(clippy::ref_option, clippy::trivially_copy_pass_by_ref)]
-fn serialize_span_id<S: serde::Serializer>(
-    id: &Option<SpanId>,
-    serializer: S,
-) -> Result<S::Ok, S::Error> {
-    match id {
-        Some(id) => serializer.collect_str(id),
-        None => serializer.serialize_none(),
-    }
-}
-
 /// What happened. Serialized with `event_type` as the tag and the fields beside it; the sink
 /// adds `event_id` and `occurred_at`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -93,16 +68,10 @@ pub enum DomainEvent {
         principal: Option<String>,
         /// The trace of a sampled call (32 hex digits), so that an operator can go from the
         /// event to the trace; absent when the call was not traced or not sampled.
-        #[serde(
-            skip_serializing_if = "Option::is_none",
-            serialize_with = "serialize_trace_id"
-        )]
+        #[serde(skip_serializing_if = "Option::is_none")]
         trace_id: Option<TraceId>,
         /// The gateway's span of the upstream call in that trace (16 hex digits).
-        #[serde(
-            skip_serializing_if = "Option::is_none",
-            serialize_with = "serialize_span_id"
-        )]
+        #[serde(skip_serializing_if = "Option::is_none")]
         span_id: Option<SpanId>,
     },
     ToolInvocationFailed {
@@ -113,16 +82,10 @@ pub enum DomainEvent {
         error: String,
         principal: Option<String>,
         /// As in `ToolInvocationCompleted`.
-        #[serde(
-            skip_serializing_if = "Option::is_none",
-            serialize_with = "serialize_trace_id"
-        )]
+        #[serde(skip_serializing_if = "Option::is_none")]
         trace_id: Option<TraceId>,
         /// As in `ToolInvocationCompleted`.
-        #[serde(
-            skip_serializing_if = "Option::is_none",
-            serialize_with = "serialize_span_id"
-        )]
+        #[serde(skip_serializing_if = "Option::is_none")]
         span_id: Option<SpanId>,
     },
     /// A group was created (from the configuration file or over the API).
