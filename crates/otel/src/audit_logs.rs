@@ -240,37 +240,25 @@ impl OtlpLogSink {
             log.add_attribute("mcpgw.replica", replica.clone());
         }
         for (key, value) in &record.event {
-            let value = match value {
-                serde_json::Value::String(_)
-                | serde_json::Value::Number(_)
-                | serde_json::Value::Bool(_) => any_value(value),
-                _ => continue,
-            };
-            log.add_attribute(format!("mcpgw.event.{key}"), value);
+            if let Some(value) = scalar_value(value) {
+                log.add_attribute(format!("mcpgw.event.{key}"), value);
+            }
         }
         log
     }
 }
 
-/// A JSON value as an OTLP value: objects become maps, arrays lists.
-fn any_value(value: &serde_json::Value) -> AnyValue {
+/// A JSON scalar (text, number, boolean) as an OTLP value; `None` for null, arrays and objects,
+/// which the body carries.
+fn scalar_value(value: &serde_json::Value) -> Option<AnyValue> {
     match value {
-        serde_json::Value::Null => AnyValue::String("".into()),
-        serde_json::Value::Bool(flag) => AnyValue::Boolean(*flag),
-        serde_json::Value::Number(number) => match number.as_i64() {
+        serde_json::Value::Bool(flag) => Some(AnyValue::Boolean(*flag)),
+        serde_json::Value::Number(number) => Some(match number.as_i64() {
             Some(whole) => AnyValue::Int(whole),
             None => AnyValue::Double(number.as_f64().unwrap_or_default()),
-        },
-        serde_json::Value::String(text) => AnyValue::String(text.clone().into()),
-        serde_json::Value::Array(items) => {
-            AnyValue::ListAny(Box::new(items.iter().map(any_value).collect()))
-        }
-        serde_json::Value::Object(fields) => AnyValue::Map(Box::new(
-            fields
-                .iter()
-                .map(|(key, value)| (key.clone().into(), any_value(value)))
-                .collect(),
-        )),
+        }),
+        serde_json::Value::String(text) => Some(AnyValue::String(text.clone().into())),
+        _ => None,
     }
 }
 
@@ -368,23 +356,18 @@ mod tests {
     }
 
     #[test]
-    fn json_becomes_otlp_values() {
-        let value = serde_json::json!({"a": [1, 2.5, "x", true], "b": null});
-        let AnyValue::Map(map) = any_value(&value) else {
-            panic!("an object is a map");
-        };
-        assert_eq!(map.len(), 2);
-        let AnyValue::ListAny(items) = &map[&opentelemetry::Key::from_static_str("a")] else {
-            panic!("an array is a list");
-        };
-        assert_eq!(
-            **items,
-            vec![
-                AnyValue::Int(1),
-                AnyValue::Double(2.5),
-                AnyValue::String("x".into()),
-                AnyValue::Boolean(true)
-            ]
-        );
+    fn json_scalars_become_otlp_values_and_the_rest_stays_in_the_body() {
+        let values = [
+            (serde_json::json!(1), Some(AnyValue::Int(1))),
+            (serde_json::json!(2.5), Some(AnyValue::Double(2.5))),
+            (serde_json::json!("x"), Some(AnyValue::String("x".into()))),
+            (serde_json::json!(true), Some(AnyValue::Boolean(true))),
+            (serde_json::json!(null), None),
+            (serde_json::json!([1]), None),
+            (serde_json::json!({"a": 1}), None),
+        ];
+        for (value, expected) in values {
+            assert_eq!(scalar_value(&value), expected, "{value}");
+        }
     }
 }
