@@ -5,7 +5,9 @@
 
 mod support;
 
-use std::time::Duration;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::peers::run_python_client;
@@ -1706,9 +1708,10 @@ fn a_remote_server_receives_a_token_exchanged_for_the_callers_and_never_the_call
         "the refusal names the authorization server's answer: {refused}"
     );
 
-    // Every request the upstream received carried a token minted for it; the tool call
-    // carried alice's (exchanged), the rest the gateway client's own; alice's own token, whose
-    // audience is the gateway, never arrived.
+    // Every request the upstream received carried a token minted for it; the tool call ran on
+    // alice's own session, all of whose requests carried alice's (exchanged) token, and the
+    // gateway's own session carried the gateway client's; alice's own token, whose audience is
+    // the gateway, never arrived.
     std::thread::sleep(Duration::from_millis(200));
     let lines: Vec<Value> = std::fs::read_to_string(&record)
         .unwrap()
@@ -1727,12 +1730,29 @@ fn a_remote_server_receives_a_token_exchanged_for_the_callers_and_never_the_call
         .collect();
     assert_eq!(calls.len(), 1, "{lines:#?}");
     assert_eq!(calls[0]["sub"], "alice");
+    for line in &lines {
+        match line["sub"].as_str() {
+            Some("mcpgw") => assert!(line["act"].is_null(), "{line}"),
+            Some("alice") => assert_eq!(line["act"]["sub"], "mcpgw", "{line}"),
+            _ => panic!("a request carried a token of neither alice nor the gateway: {line}"),
+        }
+    }
+    let sessions = subjects_by_session(&lines);
     assert!(
-        lines
-            .iter()
-            .filter(|line| line["rpc"] != json!(["tools/call"]))
-            .all(|line| line["sub"] == "mcpgw" && line["act"].is_null()),
-        "housekeeping carries the gateway's own token: {lines:#?}"
+        sessions.values().all(|subjects| subjects.len() == 1),
+        "a session saw more than one subject: {sessions:?}"
+    );
+    let alice_session = calls[0]["session"]
+        .as_str()
+        .expect("the call named its session");
+    assert_eq!(
+        sessions[alice_session],
+        BTreeSet::from(["alice".to_owned()]),
+        "{lines:#?}"
+    );
+    assert!(
+        sessions.values().any(|subjects| subjects.contains("mcpgw")),
+        "the gateway keeps a session of its own: {lines:#?}"
     );
 
     // The client secret is masked in the API, and no secret or token is in the log.
@@ -1824,4 +1844,328 @@ fn servers_that_name_a_meta_key_learn_the_calling_principal_and_no_caller_can_fo
             "{key}: {stderr}"
         );
     }
+}
+
+/// The subjects whose tokens each upstream session saw, from the lines `protected_server.py`
+/// recorded (requests of no session left out).
+fn subjects_by_session(lines: &[Value]) -> BTreeMap<String, BTreeSet<String>> {
+    let mut sessions: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for line in lines {
+        if let Some(session) = line["session"].as_str() {
+            sessions
+                .entry(session.to_owned())
+                .or_default()
+                .insert(line["sub"].as_str().unwrap_or("(none)").to_owned());
+        }
+    }
+    sessions
+}
+
+fn recorded_lines(record: &Path) -> Vec<Value> {
+    std::fs::read_to_string(record)
+        .unwrap_or_default()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+/// `tests/python/protected_server.py --bind-sessions`: a session serves only the subject whose
+/// token opened it. Killed on drop.
+struct BindingUpstream {
+    child: std::process::Child,
+}
+
+impl BindingUpstream {
+    fn start(issuer: &str, port: u16, record: &Path) -> Self {
+        use std::io::BufRead as _;
+        let mut child = std::process::Command::new(support::peers::python())
+            .arg(support::peers::python_script("protected_server.py"))
+            .args([
+                "--issuer",
+                issuer,
+                "--resource",
+                &format!("http://127.0.0.1:{port}/mcp"),
+                "--port",
+                &port.to_string(),
+                "--record",
+                record.to_str().unwrap(),
+                "--bind-sessions",
+            ])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("protected_server.py starts");
+        let stderr = child.stderr.take().unwrap();
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if line.starts_with("listening on ") {
+                    let _ = sender.send(Ok(()));
+                } else {
+                    seen.push(line);
+                }
+            }
+            let _ = sender.send(Err(seen.join("\n")));
+        });
+        match receiver.recv_timeout(Duration::from_secs(60)) {
+            Ok(Ok(())) => Self { child },
+            Ok(Err(stderr)) => panic!("protected_server.py exited before it listened: {stderr}"),
+            Err(_) => panic!("protected_server.py did not listen within 60 s"),
+        }
+    }
+}
+
+impl Drop for BindingUpstream {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A gateway whose remote server `up` (at a session-binding `protected_server.py`) is called
+/// with a token exchanged for each caller's; alice and bob can sign in at the provider.
+struct ExchangeRig {
+    gw: RunningGateway,
+    /// The gateway's MCP endpoint, the audience of the callers' own tokens.
+    resource: String,
+    /// The upstream's endpoint, the audience of the exchanged tokens.
+    upstream: String,
+    record: PathBuf,
+    _upstream: BindingUpstream,
+    _provider: support::peers::RunningPeer,
+    _work: tempfile::TempDir,
+}
+
+impl ExchangeRig {
+    fn start(server_extra: &str) -> Self {
+        const CLIENT_SECRET: &str = "gateway-client-s3cret-planted";
+        let work = tempfile::tempdir().unwrap();
+        let provider_port = support::peers::free_port();
+        let upstream_port = support::peers::free_port();
+        let issuer_url = format!("http://127.0.0.1:{provider_port}");
+        let upstream = format!("http://127.0.0.1:{upstream_port}/mcp");
+        let tools = "[{name: whoami, description: \"who called\", inputSchema: {type: object}}, {name: sleep, description: \"waits\", inputSchema: {type: object}}]";
+        let section = format!(
+            "  oauth:\n    issuers:\n      - issuer: \"{issuer_url}\"\n  role_assignments:\n    - {{principal: \"group:ops\", role: developer}}\n"
+        );
+        let gw = gateway()
+            .config(&format!(
+                "probe_tools: false\n{}  up:\n    mode: remote\n    endpoint: \"{upstream}\"\n    tools: {tools}\n{server_extra}    token_exchange:\n      token_endpoint: \"{issuer_url}/token\"\n      client_id: mcpgw\n      client_secret: \"${{UPSTREAM_CLIENT_SECRET}}\"\n      scope: \"upstream:read\"\n",
+                config(&section),
+            ))
+            .env("UPSTREAM_CLIENT_SECRET", CLIENT_SECRET)
+            .env("MCP_LOG", "debug,rmcp=info")
+            .start();
+        let resource = gw.url("/mcp");
+        let provider = support::peers::start_authorization_server(
+            &json!({
+                "port": provider_port,
+                "accounts": {"alice": {"groups": ["ops"]}, "bob": {"groups": ["ops"]}},
+                "resources": [
+                    {"uri": resource, "scopes": "mcp:tools mcp:admin"},
+                    {"uri": upstream, "scopes": "upstream:read"}
+                ],
+                "clients": [{
+                    "client_id": "mcpgw", "client_secret": CLIENT_SECRET,
+                    "grant_types": ["client_credentials", "urn:ietf:params:oauth:grant-type:token-exchange"],
+                    "redirect_uris": [], "response_types": [],
+                    "token_endpoint_auth_method": "client_secret_basic"
+                }]
+            }),
+            work.path(),
+        );
+        let record = work.path().join("upstream-requests.jsonl");
+        let upstream_server = BindingUpstream::start(&provider.url, upstream_port, &record);
+        Self {
+            gw,
+            resource,
+            upstream,
+            record,
+            _upstream: upstream_server,
+            _provider: provider,
+            _work: work,
+        }
+    }
+
+    /// The arguments of `oauth_client.py` signing in as `login` and calling `tool`.
+    fn client_args(&self, login: &str, tool: &str, arguments: &Value) -> Vec<String> {
+        vec![
+            "--url".to_owned(),
+            self.resource.clone(),
+            "--login".to_owned(),
+            login.to_owned(),
+            "--call".to_owned(),
+            tool.to_owned(),
+            "--arguments".to_owned(),
+            arguments.to_string(),
+        ]
+    }
+
+    /// Signs in as `login` and calls `up__whoami`: the claims the upstream saw.
+    fn whoami(&self, login: &str) -> Value {
+        let run = run_python_client(
+            "oauth_client.py",
+            &self.client_args(login, "up__whoami", &json!({})),
+        );
+        let text = run["call"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("whoami for {login} answered: {run}"));
+        serde_json::from_str(text).unwrap()
+    }
+
+    fn lines(&self) -> Vec<Value> {
+        recorded_lines(&self.record)
+    }
+
+    /// The sessions whose requests carried `subject`'s tokens.
+    fn sessions_of(&self, subject: &str) -> Vec<String> {
+        subjects_by_session(&self.lines())
+            .into_iter()
+            .filter(|(_, subjects)| subjects.contains(subject))
+            .map(|(session, _)| session)
+            .collect()
+    }
+}
+
+#[test]
+fn each_caller_gets_an_upstream_session_of_their_own_at_a_server_that_binds_sessions_to_users() {
+    let rig = ExchangeRig::start("");
+
+    // Interleaved: alice, bob, alice, bob, each signing in anew (so each call brings a fresh
+    // access token of its user). An upstream that binds sessions to users refuses any of them
+    // made on a session another subject opened.
+    for login in ["alice", "bob", "alice", "bob"] {
+        let seen = rig.whoami(login);
+        assert_eq!(seen["sub"], login, "{seen}");
+        assert_eq!(seen["aud"], rig.upstream.as_str(), "{seen}");
+        assert_eq!(seen["act"]["sub"], "mcpgw", "{seen}");
+    }
+
+    std::thread::sleep(Duration::from_millis(200));
+    let lines = rig.lines();
+    for line in &lines {
+        assert_eq!(line["valid"], true, "{line}");
+        assert!(line["refused"].is_null(), "the upstream refused: {line}");
+        assert_eq!(line["aud"], rig.upstream.as_str(), "{line}");
+        assert_ne!(line["aud"], rig.resource.as_str(), "{line}");
+    }
+    let sessions = subjects_by_session(&lines);
+    assert!(
+        sessions.values().all(|subjects| subjects.len() == 1),
+        "a session saw more than one subject: {sessions:?}"
+    );
+    let alice = rig.sessions_of("alice");
+    let bob = rig.sessions_of("bob");
+    assert_eq!(
+        alice.len(),
+        1,
+        "alice's refreshed token kept her session: {sessions:?}"
+    );
+    assert_eq!(
+        bob.len(),
+        1,
+        "bob's refreshed token kept his session: {sessions:?}"
+    );
+    assert_ne!(alice, bob);
+    let calls_on = |session: &str| {
+        lines
+            .iter()
+            .filter(|line| line["rpc"] == json!(["tools/call"]) && line["session"] == session)
+            .count()
+    };
+    assert_eq!(calls_on(&alice[0]), 2, "{lines:#?}");
+    assert_eq!(calls_on(&bob[0]), 2, "{lines:#?}");
+    // Each caller's session was opened with that caller's token.
+    for (session, subject) in [(&alice[0], "alice"), (&bob[0], "bob")] {
+        let opening = lines
+            .iter()
+            .find(|line| line["session"] == session.as_str())
+            .unwrap();
+        assert_eq!(opening["rpc"], json!(["initialize"]), "{opening}");
+        assert_eq!(opening["sub"], subject, "{opening}");
+    }
+    // The gateway's own session does the housekeeping with the gateway's token.
+    let own = rig.sessions_of("mcpgw");
+    assert_eq!(own.len(), 1, "{sessions:?}");
+    assert!(
+        lines.iter().any(|line| line["rpc"] == json!(["tools/list"])
+            && line["session"] == own[0].as_str()
+            && line["act"].is_null()),
+        "the gateway's own session listed the tools: {lines:#?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .filter(|line| line["rpc"] == json!(["tools/call"]))
+            .all(|line| line["session"] != own[0].as_str()),
+        "no call ran on the gateway's own session: {lines:#?}"
+    );
+    let log = rig.gw.stderr();
+    assert!(!log.contains("eyJ"), "the log holds a token");
+}
+
+#[test]
+fn a_callers_idle_upstream_session_is_closed_with_delete_while_the_server_runs_on() {
+    // The server's idle time is also how long a caller's session may stay unused.
+    let rig = ExchangeRig::start("    idle_ttl_s: 6\n");
+
+    // Alice's long call keeps the server busy, so that it is not stopped for idleness, while
+    // bob's session goes unused. Her call is in flight once her session is open.
+    let mut alice_args = rig.client_args("alice", "up__sleep", &json!({"seconds": 50}));
+    alice_args.extend(["--timeout".to_owned(), "85".to_owned()]);
+    let alice = support::peers::spawn_python_client("oauth_client.py", &alice_args);
+    let deadline = Instant::now() + Duration::from_secs(45);
+    while rig.sessions_of("alice").is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "alice's call never reached the upstream: {:#?}",
+            rig.lines()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(rig.whoami("bob")["sub"], "bob");
+    let bob = rig.sessions_of("bob");
+    assert_eq!(bob.len(), 1);
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (delete, lines) = loop {
+        let lines = rig.lines();
+        if let Some(delete) = lines
+            .iter()
+            .find(|line| line["method"] == "DELETE" && line["session"] == bob[0].as_str())
+        {
+            break (delete.clone(), lines);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "bob's idle session was not ended upstream: {lines:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(
+        delete["sub"], "bob",
+        "the DELETE carries bob's token: {delete}"
+    );
+    assert!(delete["refused"].is_null(), "{delete}");
+    assert!(
+        lines
+            .iter()
+            .filter(|line| line["method"] == "DELETE")
+            .all(|line| line["session"] == bob[0].as_str()),
+        "only bob's session ended; the server runs on: {lines:#?}"
+    );
+    assert!(
+        !rig.gw.stderr().contains("stopping idle mcp server"),
+        "the server was not stopped for idleness"
+    );
+    // Alice's call is still running; it has shown what it had to.
+    alice.kill();
+
+    // Bob's next call opens a new session, with his token.
+    assert_eq!(rig.whoami("bob")["sub"], "bob");
+    let bob_now = rig.sessions_of("bob");
+    assert_eq!(bob_now.len(), 2, "{bob_now:?}");
 }

@@ -3,7 +3,7 @@
 SDK (mcp 2.3.0), for end-to-end tests of the gateway calling remote upstreams on a user's behalf.
 
     protected_server.py --issuer http://127.0.0.1:P --resource http://127.0.0.1:Q/mcp --port Q
-                        [--host 127.0.0.1] [--record FILE]
+                        [--host 127.0.0.1] [--record FILE] [--bind-sessions]
 
 It serves Streamable HTTP at /mcp in both protocol eras on one path (2025-11-25 with initialize
 and sessions, 2026-07-28 stateless), like sdk_server.py, and prints
@@ -23,25 +23,35 @@ Any other request is answered 401 with `WWW-Authenticate: Bearer error="invalid_
 error_description="REASON"` and the body `{"error": "invalid_token", "error_description":
 "REASON"}`, and never reaches the MCP server.
 
-Sessions belong to no one: a session opened with one token is served with any other valid token
-(the gateway shares one upstream session among its callers, and authenticates its own requests
-with its client-credentials token).
+By default sessions belong to no one: a session opened with one token is served with any other
+valid token. With `--bind-sessions` a session belongs to the subject (`sub`) of the token that
+opened it (the `initialize` request answered with its `Mcp-Session-Id`), as a careful server
+binds sessions to users: any later request naming that session (POST, the GET event stream,
+DELETE) whose valid token has another subject is answered 403 with the body `{"error":
+"session_subject_mismatch", "error_description": "REASON"}` and never reaches the MCP server.
 
-With `--record FILE`, one JSON line per HTTP request is appended to FILE before it is answered:
+With `--record FILE`, one JSON line per HTTP request is appended to FILE once it is answered (when
+its answer starts, or its refusal is sent):
 
     {"method": "POST", "path": "/mcp", "rpc": ["tools/call"] | null,
      "authorization": "Bearer" | null, "sub", "aud", "act", "scope", "client_id", "groups",
-     "valid": true | false, "reason": null | "REASON"}
+     "valid": true | false, "reason": null | "REASON", "session": "ID" | null,
+     "refused": null | "REASON"}
 
 `rpc` lists the JSON-RPC methods of a POST's body (null for other methods or a body that is not
 JSON-RPC); `authorization` is the scheme of the Authorization header as sent, null when the
 request had none. The claims are those of the token the request carried, read whether or not it
 was valid (all null when it carried none or it is not a JWT); the token itself is never written.
+`session` is the MCP session the request belongs to: the `Mcp-Session-Id` it named, or for the
+request that opened a session the id its answer assigned (null for neither). `refused` says why
+`--bind-sessions` refused a valid token on its session (null otherwise). Grouping the lines by
+`session` tells which subjects each session saw.
 
 Tools:
 - `whoami`: the claims of the token that authorized this very request (not the session's first
   one), as text: JSON `{"sub", "aud", "act", "scope", "groups", "client_id"}`.
 - `echo {text}`: the text.
+- `sleep {seconds}`: waits that long (at most 60 s), then answers `slept`; keeps a call in flight.
 """
 
 from __future__ import annotations
@@ -102,6 +112,16 @@ async def whoami(ctx: Context) -> str:
 @server.tool(description="Returns the text it is given.")
 def echo(text: str) -> str:
     return text
+
+
+# The longest `sleep` a call may ask for.
+MAX_SLEEP_S = 60.0
+
+
+@server.tool(description="Waits the given number of seconds (at most 60), then answers `slept`.")
+async def sleep(seconds: float) -> str:
+    await anyio.sleep(max(0.0, min(seconds, MAX_SLEEP_S)))
+    return "slept"
 
 
 # --- Token verification ----------------------------------------------------------------------
@@ -285,17 +305,41 @@ async def refuse(send: Send, reason: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+async def forbid(send: Send, reason: str) -> None:
+    body = json.dumps({"error": "session_subject_mismatch", "error_description": reason}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 403,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def response_session(message: Message) -> str | None:
+    """The `Mcp-Session-Id` a response's start names, if any."""
+    for name, value in message.get("headers", []):
+        if name.lower() == b"mcp-session-id":
+            return value.decode("latin-1")
+    return None
+
+
 class TokenGate:
     """Lets through only the HTTP requests whose bearer token verifies, recording every one.
 
     The verified claims ride in the request's ASGI state, so each MCP message sees the token of
-    the HTTP request that carried it, whatever session it belongs to.
+    the HTTP request that carried it, whatever session it belongs to. With `bind_sessions`, a
+    session serves only the subject whose token opened it.
     """
 
-    def __init__(self, app: ASGIApp, verifier: TokenVerifier, recorder: Recorder) -> None:
+    def __init__(self, app: ASGIApp, verifier: TokenVerifier, recorder: Recorder, bind_sessions: bool) -> None:
         self.app = app
         self.verifier = verifier
         self.recorder = recorder
+        self.bind_sessions = bind_sessions
+        # The subject each session was opened by (with `bind_sessions`).
+        self.owners: dict[str, Any] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -320,28 +364,61 @@ class TokenGate:
             verdict = await self.verifier.check(token)
 
         claims = verdict.claims or {}
-        self.recorder.write(
-            {
-                "method": scope["method"],
-                "path": scope["path"],
-                "rpc": methods,
-                "authorization": scheme if authorization is not None else None,
-                **{name: claims.get(name) for name in RECORDED_CLAIMS},
-                "valid": verdict.valid,
-                "reason": verdict.reason,
-            }
-        )
+        session = Headers(scope=scope).get("mcp-session-id")
+
+        def record(session: str | None, refused: str | None = None) -> None:
+            self.recorder.write(
+                {
+                    "method": scope["method"],
+                    "path": scope["path"],
+                    "rpc": methods,
+                    "authorization": scheme if authorization is not None else None,
+                    **{name: claims.get(name) for name in RECORDED_CLAIMS},
+                    "valid": verdict.valid,
+                    "reason": verdict.reason,
+                    "session": session,
+                    "refused": refused,
+                }
+            )
+
         if not verdict.valid:
+            record(session)
             await refuse(send, verdict.reason or "invalid token")
             return
+        subject = claims.get("sub")
+        if self.bind_sessions and session is not None and session in self.owners:
+            owner = self.owners[session]
+            if owner != subject:
+                reason = f"session {session} belongs to subject {owner!r}, and this token's subject is {subject!r}"
+                record(session, reason)
+                await forbid(send, reason)
+                return
+        recorded = False
+
+        async def send_and_record(message: Message) -> None:
+            nonlocal recorded
+            if message["type"] == "http.response.start" and not recorded:
+                recorded = True
+                assigned = response_session(message) if session is None else None
+                if assigned is not None and self.bind_sessions:
+                    self.owners.setdefault(assigned, subject)
+                record(session if session is not None else assigned)
+            await send(message)
+
         scope.setdefault("state", {})[CLAIMS_STATE_KEY] = verdict.claims
-        await self.app(scope, receive, send)
+        try:
+            await self.app(scope, receive, send_and_record)
+        finally:
+            if not recorded:
+                record(session)
 
 
 # --- Serving ---------------------------------------------------------------------------------
 
 
-async def serve_http(host: str, port: int, issuer: str, resource: str, record: str | None) -> None:
+async def serve_http(
+    host: str, port: int, issuer: str, resource: str, record: str | None, bind_sessions: bool
+) -> None:
     import uvicorn
 
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -349,7 +426,9 @@ async def serve_http(host: str, port: int, issuer: str, resource: str, record: s
     listener.bind((host, port))
     listener.listen(128)
     bound_port = listener.getsockname()[1]
-    app = TokenGate(server.streamable_http_app(host=host), TokenVerifier(issuer, resource), Recorder(record))
+    app = TokenGate(
+        server.streamable_http_app(host=host), TokenVerifier(issuer, resource), Recorder(record), bind_sessions
+    )
     config = uvicorn.Config(
         app, log_level="warning", lifespan="on", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S
     )
@@ -383,9 +462,20 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--record", help="append one JSON line per HTTP request to this file")
+    parser.add_argument(
+        "--bind-sessions",
+        action="store_true",
+        help="serve a session only for the subject of the token that opened it (403 for others)",
+    )
     options = parser.parse_args()
     anyio.run(
-        serve_http, options.host, options.port, options.issuer.rstrip("/"), options.resource, options.record
+        serve_http,
+        options.host,
+        options.port,
+        options.issuer.rstrip("/"),
+        options.resource,
+        options.record,
+        options.bind_sessions,
     )
 
 

@@ -45,6 +45,7 @@
 //! [`ProcessSpawner`]: mcpgw_core::ProcessSpawner
 //! [`McpSession`]: mcpgw_core::McpSession
 
+mod caller_sessions;
 mod direct;
 mod http_service;
 mod input_required;
@@ -59,6 +60,7 @@ mod session_ids;
 mod stdio;
 mod token_exchange;
 
+pub use caller_sessions::{MAX_CALLER_SESSIONS, TokenExchangeSession};
 pub use http_service::{McpHttpBody, McpHttpHandler, McpHttpSettings, streamable_http_handler};
 pub use local_set::on_local_set;
 pub use remote::{RemoteLauncher, RemoteSettings};

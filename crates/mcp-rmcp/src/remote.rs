@@ -35,8 +35,9 @@ use rmcp::transport::streamable_http_client::{
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::caller_sessions::TokenExchangeSession;
 use crate::session::{ConnectionLost, RmcpSession, SessionSetup};
-use crate::token_exchange::{UpstreamCredentials, take_credential_number};
+use crate::token_exchange::{CallerCredential, UpstreamCredentials};
 
 /// Headers the Streamable HTTP transport sets itself; configuring them would break the protocol.
 const TRANSPORT_HEADERS: &[&str] = &[
@@ -134,29 +135,58 @@ impl RemoteLauncher {
         endpoint: &str,
         headers: &BTreeMap<String, String>,
     ) -> Result<RmcpSession, LaunchError> {
-        self.connect_session_as(server_id, endpoint, headers, None)
+        let target = RemoteTarget::parse(endpoint, headers)?;
+        let http = self.http_client(&target)?;
+        self.open(server_id, &target, http, RequestAuth::Configured)
             .await
     }
 
-    /// [`RemoteLauncher::connect_session`] for a server configured for token exchange: tool
-    /// calls carry a token exchanged for the caller's, everything else the gateway client's own
-    /// (see the `token_exchange` module).
+    /// [`RemoteLauncher::connect_session`] for a server configured for token exchange: the
+    /// gateway's own session (its requests carry the gateway client's token) serves everything
+    /// but tool calls, and each caller's tool calls run on an upstream session of that caller's
+    /// own, opened on first use, whose every request carries a token exchanged for the caller's
+    /// (see [`TokenExchangeSession`]). A caller's session is closed once it has been idle for
+    /// `caller_idle`.
     pub async fn connect_session_as(
         &self,
         server_id: &ServerId,
         endpoint: &str,
         headers: &BTreeMap<String, String>,
-        token_exchange: Option<&TokenExchange>,
-    ) -> Result<RmcpSession, LaunchError> {
+        token_exchange: &TokenExchange,
+        caller_idle: Duration,
+    ) -> Result<TokenExchangeSession, LaunchError> {
         let target = RemoteTarget::parse(endpoint, headers)?;
-        let credentials = token_exchange
-            .map(|exchange| {
-                UpstreamCredentials::new(exchange.clone(), endpoint, server_id.to_string())
-                    .map(Arc::new)
-                    .map_err(LaunchError::Other)
-            })
-            .transpose()?;
-        let http = reqwest::Client::builder()
+        let credentials = Arc::new(
+            UpstreamCredentials::new(token_exchange.clone(), endpoint, server_id.to_string())
+                .map_err(LaunchError::Other)?,
+        );
+        let http = self.http_client(&target)?;
+        let own = self
+            .open(
+                server_id,
+                &target,
+                http.clone(),
+                RequestAuth::Gateway(Arc::clone(&credentials)),
+            )
+            .await?;
+        let opener = CallerSessionOpener {
+            launcher: self.clone(),
+            server_id: server_id.clone(),
+            target,
+            http,
+        };
+        Ok(TokenExchangeSession::new(
+            server_id.clone(),
+            own,
+            credentials,
+            opener,
+            caller_idle,
+        ))
+    }
+
+    /// The HTTP client of one launch; its connection pool closes with the last session using it.
+    fn http_client(&self, target: &RemoteTarget) -> Result<reqwest::Client, LaunchError> {
+        reqwest::Client::builder()
             .connect_timeout(self.settings.connect_timeout)
             .build()
             .map_err(|error| {
@@ -165,19 +195,39 @@ impl RemoteLauncher {
                     target.display,
                     error_causes(&error)
                 ))
-            })?;
-        let watch = Arc::new(ConnectionWatch::new(target.display.clone()));
+            })
+    }
+
+    /// Opens one upstream session at `target` whose requests carry what `auth` says, and runs
+    /// the `initialize` handshake.
+    async fn open(
+        &self,
+        server_id: &ServerId,
+        target: &RemoteTarget,
+        http: reqwest::Client,
+        auth: RequestAuth,
+    ) -> Result<RmcpSession, LaunchError> {
+        // A caller's session recovers from an expired session id by itself (see below); every
+        // other session ends on it.
+        let recovers_expired = matches!(auth, RequestAuth::Caller(_));
+        let watch = Arc::new(ConnectionWatch::new(
+            target.display.clone(),
+            recovers_expired,
+        ));
         let client = WatchedHttpClient {
             inner: http,
             watch: Arc::clone(&watch),
-            credentials: credentials.clone(),
+            auth,
         };
         let mut config = StreamableHttpClientTransportConfig::with_uri(target.url.as_str())
-            .custom_headers(target.headers)
-            // A server that forgot the session restarted or expired it: the gateway's own
-            // restart path (a new session, the tool list read again) handles that, not a silent
-            // re-initialization underneath.
-            .reinit_on_expired_session(false);
+            .custom_headers(target.headers.clone())
+            // A server that forgot the gateway's own session restarted or expired it: the
+            // gateway's own restart path (a new session, the tool list read again) handles that,
+            // not a silent re-initialization underneath. A caller's session holds nothing the
+            // gateway must read again: rmcp initializes it anew (with the caller's current
+            // token) and sends the request that met the 404 once more, which the server never
+            // ran.
+            .reinit_on_expired_session(recovers_expired);
         let mut backoff = ExponentialBackoff::default();
         backoff.base_duration = EVENT_STREAM_RETRY_FIRST;
         backoff.max_delay = Some(EVENT_STREAM_RETRY_MAX);
@@ -194,7 +244,6 @@ impl RemoteLauncher {
             request_timeout: self.settings.request_timeout,
             connection_lost: Some(connection_lost),
             failure_hint: format!("check that the server at {} is up", target.display),
-            credentials,
         };
         let handshake = RmcpSession::establish(server_id.clone(), transport, setup);
         // On timeout the handshake is dropped, and with it the transport and its requests.
@@ -218,6 +267,42 @@ impl RemoteLauncher {
     }
 }
 
+/// What opens the upstream sessions of a server's callers: the launch's target and HTTP
+/// client (whose connections they share with the gateway's own session).
+#[derive(Clone)]
+pub(crate) struct CallerSessionOpener {
+    launcher: RemoteLauncher,
+    server_id: ServerId,
+    target: RemoteTarget,
+    http: reqwest::Client,
+}
+
+impl std::fmt::Debug for CallerSessionOpener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallerSessionOpener")
+            .field("server_id", &self.server_id)
+            .field("endpoint", &self.target.display)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CallerSessionOpener {
+    /// Opens a session whose every request, `initialize` first, carries `credential`'s token.
+    pub(crate) async fn open(
+        &self,
+        credential: Arc<CallerCredential>,
+    ) -> Result<RmcpSession, LaunchError> {
+        self.launcher
+            .open(
+                &self.server_id,
+                &self.target,
+                self.http.clone(),
+                RequestAuth::Caller(credential),
+            )
+            .await
+    }
+}
+
 #[async_trait]
 impl ServerLauncher for RemoteLauncher {
     async fn launch(
@@ -233,15 +318,19 @@ impl ServerLauncher for RemoteLauncher {
         else {
             return Err(LaunchError::UnsupportedMode(spec.launch.mode().to_owned()));
         };
-        let session = self
-            .connect_session_as(&spec.id, endpoint, headers, token_exchange.as_ref())
-            .await?;
-        let session: Arc<dyn McpSession> = Arc::new(session);
+        let session: Arc<dyn McpSession> = match token_exchange {
+            None => Arc::new(self.connect_session(&spec.id, endpoint, headers).await?),
+            Some(exchange) => Arc::new(
+                self.connect_session_as(&spec.id, endpoint, headers, exchange, spec.idle_ttl)
+                    .await?,
+            ),
+        };
         Ok(LaunchedServer { session })
     }
 }
 
 /// A validated endpoint and header set.
+#[derive(Clone)]
 struct RemoteTarget {
     url: reqwest::Url,
     /// The endpoint without user name, password, query or fragment, which may hold secrets.
@@ -340,15 +429,19 @@ struct RemoteFailure {
 /// What the HTTP client has seen of one session's connection.
 struct ConnectionWatch {
     endpoint: String,
+    /// Whether rmcp initializes the session anew when the server no longer knows its id (a
+    /// caller's session), so that an HTTP 404 does not end it.
+    recovers_expired: bool,
     lost: CancellationToken,
     lost_because: Mutex<Option<RemoteFailure>>,
     last_failure: Mutex<Option<RemoteFailure>>,
 }
 
 impl ConnectionWatch {
-    fn new(endpoint: String) -> Self {
+    fn new(endpoint: String, recovers_expired: bool) -> Self {
         Self {
             endpoint,
+            recovers_expired,
             lost: CancellationToken::new(),
             lost_because: Mutex::new(None),
             last_failure: Mutex::new(None),
@@ -370,7 +463,8 @@ impl ConnectionWatch {
     fn record(&self, failure: RemoteFailure) {
         tracing::debug!(endpoint = %self.endpoint, kind = ?failure.kind, detail = %failure.detail,
             "a request to a remote mcp server failed");
-        if failure.kind.ends_session() {
+        let recovered = self.recovers_expired && failure.kind == FailureKind::SessionGone;
+        if failure.kind.ends_session() && !recovered {
             let mut lost_because = self
                 .lost_because
                 .lock()
@@ -445,39 +539,41 @@ fn add_trace_headers(
     }
 }
 
+/// Whose token the requests of a session carry.
+#[derive(Clone)]
+enum RequestAuth {
+    /// None but what the server's configured `headers` hold.
+    Configured,
+    /// The gateway client's own (a server configured for token exchange: the gateway's own
+    /// session).
+    Gateway(Arc<UpstreamCredentials>),
+    /// A token exchanged for one caller's (that caller's session).
+    Caller(Arc<CallerCredential>),
+}
+
 /// rmcp's reqwest client, with every outcome reported to the session's [`ConnectionWatch`]. For
-/// a server configured for token exchange it also sets each request's `Authorization`: a tool
-/// call's exchanged token, or the gateway client's own.
+/// a server configured for token exchange it also sets each request's `Authorization`, as
+/// [`RequestAuth`] says.
 #[derive(Clone)]
 struct WatchedHttpClient {
     inner: reqwest::Client,
     watch: Arc<ConnectionWatch>,
-    credentials: Option<Arc<UpstreamCredentials>>,
+    auth: RequestAuth,
 }
 
 impl WatchedHttpClient {
     /// The bearer token of a request: rmcp's (none is configured) without token exchange; with
-    /// it, the token waiting for this tool call, else the gateway's own.
+    /// it, the gateway's own or the caller's.
     async fn bearer_for(
         &self,
-        message: Option<&mut ClientJsonRpcMessage>,
         configured: Option<String>,
     ) -> Result<Option<String>, StreamableHttpError<reqwest::Error>> {
-        let Some(credentials) = &self.credentials else {
-            return Ok(configured);
+        let token = match &self.auth {
+            RequestAuth::Configured => return Ok(configured),
+            RequestAuth::Gateway(credentials) => credentials.own_token().await,
+            RequestAuth::Caller(credential) => credential.token().await,
         };
-        if let Some(number) = message.and_then(take_credential_number) {
-            return match credentials.pending(number) {
-                Some(token) => Ok(Some(token)),
-                // The call was given up while its request waited: send nothing in its name.
-                None => Err(StreamableHttpError::UnexpectedServerResponse(
-                    "the call's credential is gone: the call ended before it was sent".into(),
-                )),
-            };
-        }
-        credentials
-            .own_token()
-            .await
+        token
             .map(Some)
             .map_err(|error| StreamableHttpError::UnexpectedServerResponse(error.0.into()))
     }
@@ -489,12 +585,12 @@ impl StreamableHttpClient for WatchedHttpClient {
     async fn post_message(
         &self,
         uri: Arc<str>,
-        mut message: ClientJsonRpcMessage,
+        message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        let auth_header = self.bearer_for(Some(&mut message), auth_header).await?;
+        let auth_header = self.bearer_for(auth_header).await?;
         let mut custom_headers = custom_headers;
         add_trace_headers(&message, &mut custom_headers);
         let result = self
@@ -507,13 +603,13 @@ impl StreamableHttpClient for WatchedHttpClient {
     async fn post_message_with_max_sse_event_size(
         &self,
         uri: Arc<str>,
-        mut message: ClientJsonRpcMessage,
+        message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        let auth_header = self.bearer_for(Some(&mut message), auth_header).await?;
+        let auth_header = self.bearer_for(auth_header).await?;
         let mut custom_headers = custom_headers;
         add_trace_headers(&message, &mut custom_headers);
         let result = self
@@ -538,7 +634,7 @@ impl StreamableHttpClient for WatchedHttpClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), StreamableHttpError<Self::Error>> {
-        let auth_header = self.bearer_for(None, auth_header).await?;
+        let auth_header = self.bearer_for(auth_header).await?;
         self.inner
             .delete_session(uri, session_id, auth_header, custom_headers)
             .await
@@ -552,7 +648,7 @@ impl StreamableHttpClient for WatchedHttpClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxedSseResponse, StreamableHttpError<Self::Error>> {
-        let auth_header = self.bearer_for(None, auth_header).await?;
+        let auth_header = self.bearer_for(auth_header).await?;
         let result = self
             .inner
             .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
@@ -569,7 +665,7 @@ impl StreamableHttpClient for WatchedHttpClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxedSseResponse, StreamableHttpError<Self::Error>> {
-        let auth_header = self.bearer_for(None, auth_header).await?;
+        let auth_header = self.bearer_for(auth_header).await?;
         let result = self
             .inner
             .get_stream_with_max_sse_event_size(

@@ -40,7 +40,6 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::link::StdioLink;
 use crate::progress::{NotificationRelayTransport, ProgressRoutes};
-use crate::token_exchange::{CREDENTIAL_META, PendingCredential, UpstreamCredentials};
 
 /// The `clientInfo.name` upstream servers see unless the settings say otherwise.
 pub(crate) const DEFAULT_CLIENT_NAME: &str = "mcpgw";
@@ -63,10 +62,6 @@ pub(crate) fn upstream_client_config(name: &str, version: &str) -> ClientConfig 
 fn relayed_capabilities() -> rmcp::model::ClientCapabilities {
     serde_json::from_value(RelayCapabilities::ALL.to_client_capabilities()).unwrap_or_default()
 }
-
-/// The JSON-RPC error code of a tool call refused because no token could be had for the
-/// caller at a server configured for token exchange: the request, not the server, is at fault.
-const CREDENTIAL_REFUSED_CODE: i32 = -32600;
 
 /// The `_meta` key of a request's client capabilities (2026-07-28).
 const CLIENT_CAPABILITIES_META: &str = "io.modelcontextprotocol/clientCapabilities";
@@ -241,9 +236,6 @@ pub(crate) struct SessionSetup {
     pub(crate) connection_lost: Option<ConnectionLost>,
     /// Completes error messages about a broken connection: where to look for the reason.
     pub(crate) failure_hint: String,
-    /// A remote server configured for token exchange: its tool calls carry a token exchanged
-    /// for the caller's.
-    pub(crate) credentials: Option<Arc<UpstreamCredentials>>,
 }
 
 /// What relays the session's notifications: progress routes and the tool-list change counter,
@@ -284,8 +276,6 @@ pub struct RmcpSession {
     closed_by_gateway: AtomicBool,
     ended: watch::Receiver<Option<ExitStatusInfo>>,
     _shutdown_on_drop: DropGuard,
-    /// See [`SessionSetup::credentials`].
-    credentials: Option<Arc<UpstreamCredentials>>,
 }
 
 impl std::fmt::Debug for RmcpSession {
@@ -370,7 +360,6 @@ impl RmcpSession {
             request_timeout,
             connection_lost,
             failure_hint,
-            credentials,
         } = setup;
         let Relays {
             progress_routes,
@@ -432,43 +421,11 @@ impl RmcpSession {
             resource_updates,
             failure_hint,
             client_info,
-            credentials,
             modern_requests: tokio::sync::OnceCell::new(),
             _shutdown_on_drop: shutdown.clone().drop_guard(),
             shutdown,
             closed_by_gateway: AtomicBool::new(false),
             ended,
-        })
-    }
-
-    /// The token a tool call for this caller carries, exchanged for the caller's own. A caller
-    /// without an access token (an API key, no authentication) cannot be acted for: the call is
-    /// refused rather than made with the gateway's identity.
-    async fn caller_credential(
-        &self,
-        credentials: &Arc<UpstreamCredentials>,
-        ctx: &CallContext,
-    ) -> Result<PendingCredential, SessionError> {
-        let refused = |message: String| {
-            SessionError::new(
-                SessionErrorKind::Protocol {
-                    code: CREDENTIAL_REFUSED_CODE,
-                },
-                message,
-            )
-        };
-        let Some(subject) = &ctx.subject_token else {
-            return Err(refused(format!(
-                "mcp server `{}` is called with each caller's own identity (token exchange), \
-                 and this call came without an access token to exchange: sign in with OAuth \
-                 (an API key cannot be exchanged)",
-                self.server_id
-            )));
-        };
-        credentials.for_call(subject).await.map_err(|error| {
-            tracing::warn!(server = %self.server_id, error = %error.0,
-                "the caller's token could not be exchanged");
-            refused(error.0)
         })
     }
 
@@ -1227,18 +1184,6 @@ impl McpSession for RmcpSession {
                 Value::String(caller.principal.to_owned()),
             );
         }
-        // Held until the answer came: the token waits for its request under this number.
-        let _credential = match &self.credentials {
-            None => None,
-            Some(credentials) => {
-                let pending = self.caller_credential(credentials, &ctx).await?;
-                params
-                    .meta
-                    .get_or_insert_default()
-                    .insert(CREDENTIAL_META.to_owned(), Value::from(pending.number()));
-                Some(pending)
-            }
-        };
         match modern.map(|capabilities| modern_meta_map(&self.client_info, &capabilities)) {
             Some(meta) => {
                 (params.input_responses, params.request_state) =

@@ -92,7 +92,6 @@ impl RmcpStdioConnector {
             // A stdio session ends by itself when the server's stdout closes.
             connection_lost: None,
             failure_hint: "its stderr in the logs may say why".to_owned(),
-            credentials: None,
         };
         let handshake =
             RmcpSession::establish_linked(server_id.clone(), to_server, from_server, setup);

@@ -1,27 +1,26 @@
 //! The credentials of a remote server configured for token exchange
 //! ([`TokenExchange`](mcpgw_core::TokenExchange)).
 //!
-//! A tool call made for a caller who authenticated with an access token carries a token of the
-//! server's own, which the gateway obtained by exchanging the caller's token at the
-//! authorization server (OAuth 2.0 Token Exchange, RFC 8693): `sub` is still the caller, the
-//! audience is the server, and the token says the gateway acts for the caller. Everything else
-//! the session sends (`initialize`, tool lists, health checks, the event stream, the end of the
-//! session) is the gateway's own doing and carries a token of the gateway's client (the client
-//! credentials grant). The caller's token itself is never sent to the server.
+//! A tool call made for a caller who authenticated with an access token runs on an upstream
+//! session of that caller's own (see the `caller_sessions` module), and every request of that
+//! session carries a token of the server's own, which the gateway obtained by exchanging the
+//! caller's token at the authorization server (OAuth 2.0 Token Exchange, RFC 8693): `sub` is
+//! still the caller, the audience is the server, and the token says the gateway acts for the
+//! caller. What the gateway's own session sends (`initialize`, tool lists, health checks, the
+//! event stream, the end of the session) is the gateway's own doing and carries a token of the
+//! gateway's client (the client credentials grant). The caller's token itself is never sent to
+//! the server.
 //!
-//! How a call's token reaches its HTTP request: rmcp sends every message of a session through
-//! one [`StreamableHttpClient`](rmcp::transport::streamable_http_client::StreamableHttpClient),
-//! which sees the message but not who it is for. The session therefore puts a number into the
-//! call's `_meta` under [`CREDENTIAL_META`] and the exchanged token under that number into
-//! [`UpstreamCredentials`]; the HTTP client takes the number out of the message before it is
-//! sent, and the token becomes that request's `Authorization`.
+//! How a token reaches its HTTP request: rmcp sends every message of a session through one
+//! [`StreamableHttpClient`](rmcp::transport::streamable_http_client::StreamableHttpClient),
+//! which asks the session's credential for the token of each request: the gateway's own
+//! ([`UpstreamCredentials::own_token`]) or the caller's ([`CallerCredential::token`]).
 //!
 //! Tokens are kept in memory until shortly before they expire: per caller token (by its SHA-256
 //! digest) for exchanged ones, and one for the gateway's client. They appear in no log line and
 //! no error message; errors carry the authorization server's `error` code and description.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -30,10 +29,6 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use crate::remote::error_causes;
-
-/// The `_meta` key that ties a call to the token its request must carry; never reaches the
-/// server.
-pub(crate) const CREDENTIAL_META: &str = "io.mcpgw/credential";
 
 const TOKEN_EXCHANGE_GRANT: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
 const ACCESS_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
@@ -65,7 +60,7 @@ impl Cached {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct CredentialError(pub(crate) String);
 
-/// The tokens of one remote server's session.
+/// The tokens of one remote server: the gateway's own, and those exchanged for its callers.
 pub(crate) struct UpstreamCredentials {
     exchange: TokenExchange,
     /// What tokens are asked for: the configured resource, else the server's endpoint.
@@ -76,9 +71,6 @@ pub(crate) struct UpstreamCredentials {
     exchanged: Mutex<HashMap<[u8; 32], Cached>>,
     /// The gateway's own token; the async lock makes concurrent requests share one fetch.
     own: tokio::sync::Mutex<Option<Cached>>,
-    /// The tokens of calls whose request has not been sent yet, by number.
-    pending: Mutex<HashMap<u64, String>>,
-    next_number: AtomicU64,
 }
 
 impl std::fmt::Debug for UpstreamCredentials {
@@ -87,28 +79,6 @@ impl std::fmt::Debug for UpstreamCredentials {
             .field("server", &self.server)
             .field("exchange", &self.exchange)
             .finish_non_exhaustive()
-    }
-}
-
-/// A call's token, waiting for its request; dropped after the call, which forgets it.
-pub(crate) struct PendingCredential {
-    owner: Arc<UpstreamCredentials>,
-    number: u64,
-}
-
-impl PendingCredential {
-    pub(crate) fn number(&self) -> u64 {
-        self.number
-    }
-}
-
-impl Drop for PendingCredential {
-    fn drop(&mut self) {
-        self.owner
-            .pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&self.number);
     }
 }
 
@@ -157,36 +127,7 @@ impl UpstreamCredentials {
             http,
             exchanged: Mutex::new(HashMap::new()),
             own: tokio::sync::Mutex::new(None),
-            pending: Mutex::new(HashMap::new()),
-            next_number: AtomicU64::new(1),
         })
-    }
-
-    /// The token of a call made for the holder of `subject`, waiting for its request under a
-    /// number the call puts into its `_meta`.
-    pub(crate) async fn for_call(
-        self: &Arc<Self>,
-        subject: &SubjectToken,
-    ) -> Result<PendingCredential, CredentialError> {
-        let token = self.exchanged_for(subject).await?;
-        let number = self.next_number.fetch_add(1, Ordering::Relaxed);
-        self.pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(number, token);
-        Ok(PendingCredential {
-            owner: Arc::clone(self),
-            number,
-        })
-    }
-
-    /// The token waiting under `number`, for the request that carries it.
-    pub(crate) fn pending(&self, number: u64) -> Option<String> {
-        self.pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&number)
-            .cloned()
     }
 
     /// The gateway's own token, for what the session sends on its own behalf.
@@ -213,7 +154,12 @@ impl UpstreamCredentials {
         Ok(token)
     }
 
-    async fn exchanged_for(&self, subject: &SubjectToken) -> Result<String, CredentialError> {
+    /// The server's token for the holder of `subject`, exchanged for it (or taken from the cache
+    /// while it is fresh).
+    pub(crate) async fn exchanged_for(
+        &self,
+        subject: &SubjectToken,
+    ) -> Result<String, CredentialError> {
         let digest: [u8; 32] = Sha256::digest(subject.expose().as_bytes()).into();
         let now = Instant::now();
         if let Some(cached) = self
@@ -336,24 +282,45 @@ impl UpstreamCredentials {
     }
 }
 
-/// The caller's credential number of a message the session is about to send, taken out of its
-/// `_meta` (which was the gateway's own addition).
-pub(crate) fn take_credential_number(
-    message: &mut rmcp::model::ClientJsonRpcMessage,
-) -> Option<u64> {
-    use rmcp::model::{ClientRequest, JsonRpcMessage};
-    let JsonRpcMessage::Request(request) = message else {
-        return None;
-    };
-    let ClientRequest::CallToolRequest(call) = &mut request.request else {
-        return None;
-    };
-    let meta = call.params.meta.as_mut()?;
-    let number = meta.remove(CREDENTIAL_META)?.as_u64();
-    if meta.is_empty() {
-        call.params.meta = None;
+/// What every request of one caller's session carries: a token exchanged for that caller's
+/// latest access token. The caller's next call brings a fresh access token (after a refresh,
+/// say), which replaces the one kept here; requests the session sends on its own between calls
+/// (the event stream, the end of the session) use the latest one.
+pub(crate) struct CallerCredential {
+    credentials: Arc<UpstreamCredentials>,
+    subject: Mutex<SubjectToken>,
+}
+
+impl std::fmt::Debug for CallerCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallerCredential")
+            .field("server", &self.credentials.server)
+            .finish_non_exhaustive()
     }
-    number
+}
+
+impl CallerCredential {
+    pub(crate) fn new(credentials: Arc<UpstreamCredentials>, subject: SubjectToken) -> Self {
+        Self {
+            credentials,
+            subject: Mutex::new(subject),
+        }
+    }
+
+    /// Makes `subject` the access token later requests are exchanged for.
+    pub(crate) fn update(&self, subject: &SubjectToken) {
+        *self.subject.lock().unwrap_or_else(PoisonError::into_inner) = subject.clone();
+    }
+
+    /// The token of the session's next request.
+    pub(crate) async fn token(&self) -> Result<String, CredentialError> {
+        let subject = self
+            .subject
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        self.credentials.exchanged_for(&subject).await
+    }
 }
 
 /// An answer's text made safe for a log line and short.

@@ -8,11 +8,12 @@ use std::time::{Duration, Instant};
 
 use mcpgw_core::logs::LogBuffer;
 use mcpgw_core::{
-    CallContext, LaunchError, LaunchSpec, McpSession, ProgressUpdate, ServerId, ServerLauncher,
-    ServerSpec, SessionError, SessionErrorKind, ToolCall, ToolCallOutcome,
+    CallContext, ClientAuth, LaunchError, LaunchSpec, McpSession, ProgressUpdate, ServerId,
+    ServerLauncher, ServerSpec, SessionError, SessionErrorKind, SubjectToken, TokenExchange,
+    ToolCall, ToolCallOutcome,
 };
 use mcpgw_fixtures::fixture::{FIXTURE_LISTENING_PREFIX, fixture_server_binary};
-use mcpgw_mcp_rmcp::{RemoteLauncher, RemoteSettings, RmcpSession};
+use mcpgw_mcp_rmcp::{RemoteLauncher, RemoteSettings, RmcpSession, TokenExchangeSession};
 use mcpgw_testkit::clock::FakeClock;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
@@ -543,4 +544,200 @@ async fn the_launcher_serves_remote_specs_only() {
         "still here"
     );
     launched.session.close().await;
+}
+
+// --- Token exchange: one upstream session per caller ---------------------------------------
+
+/// A token endpoint that answers every request with a token, as an authorization server that
+/// grants every exchange does; its URL.
+async fn start_token_endpoint() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/token", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut chunk = [0_u8; 4096];
+                loop {
+                    let Ok(read) = stream.read(&mut chunk).await else {
+                        return;
+                    };
+                    if read == 0 {
+                        return;
+                    }
+                    request.extend_from_slice(&chunk[..read]);
+                    let text = String::from_utf8_lossy(&request);
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let length = text[..end]
+                            .lines()
+                            .find_map(|line| {
+                                let (name, value) = line.split_once(':')?;
+                                name.eq_ignore_ascii_case("content-length")
+                                    .then(|| value.trim().parse::<usize>().ok())?
+                            })
+                            .unwrap_or(0);
+                        if request.len() >= end + 4 + length {
+                            break;
+                        }
+                    }
+                }
+                let body = r#"{"access_token":"exchanged","token_type":"Bearer","expires_in":300}"#;
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    url
+}
+
+async fn connect_exchanging(fixture: &HttpFixture, caller_idle: Duration) -> TokenExchangeSession {
+    let exchange = TokenExchange {
+        token_endpoint: start_token_endpoint().await,
+        client_id: "mcpgw".to_owned(),
+        client_secret: "s3cret".to_owned(),
+        client_auth: ClientAuth::default(),
+        resource: None,
+        audience: None,
+        scope: None,
+    };
+    within(RemoteLauncher::default().connect_session_as(
+        &server_id(),
+        &fixture.endpoint,
+        &no_headers(),
+        &exchange,
+        caller_idle,
+    ))
+    .await
+    .expect("the fixture completes the handshake over http")
+}
+
+/// A call's context for `principal`, who signed in with `token`.
+fn signed_in(principal: &str, token: &str) -> CallContext {
+    CallContext {
+        principal: Some(principal.to_owned()),
+        subject_token: Some(SubjectToken::new(token)),
+        ..CallContext::default()
+    }
+}
+
+async fn call_as(
+    session: &dyn McpSession,
+    ctx: CallContext,
+    name: &str,
+    args: Value,
+) -> Result<ToolCallOutcome, SessionError> {
+    let call = ToolCall {
+        name: name.to_owned(),
+        arguments: arguments(args),
+    };
+    within(session.call_tool(call, ctx)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_caller_gets_a_session_and_one_the_server_forgot_is_opened_anew_under_the_call() {
+    let fixture = HttpFixture::start(&[]).await;
+    let session = connect_exchanging(&fixture, Duration::from_secs(300)).await;
+    let echo = json!({"text": "still here"});
+    let alice = || signed_in("user:alice", "alice-token");
+
+    assert_eq!(
+        session.caller_sessions(),
+        0,
+        "callers' sessions open on use"
+    );
+    let answer = call_as(&session, alice(), "echo", echo.clone()).await;
+    assert_eq!(first_text(&answer.unwrap()), "still here");
+    assert_eq!(session.caller_sessions(), 1);
+    // A refreshed token of the same principal keeps the session.
+    let refreshed = signed_in("user:alice", "alice-refreshed-token");
+    call_as(&session, refreshed, "echo", echo.clone())
+        .await
+        .unwrap();
+    assert_eq!(session.caller_sessions(), 1);
+    let bob = signed_in("user:bob", "bob-token");
+    call_as(&session, bob, "echo", echo.clone()).await.unwrap();
+    assert_eq!(session.caller_sessions(), 2);
+
+    // The server forgets alice's session: her next call meets HTTP 404, and goes through on a
+    // session initialized anew, without the caller noticing.
+    let dropping = call_as(&session, alice(), "drop_session", json!({})).await;
+    assert!(!dropping.unwrap().is_error);
+    fixture
+        .wait_for_stderr(|line| line.starts_with("fixture dropped session"))
+        .await;
+    let answer = call_as(&session, alice(), "echo", echo.clone()).await;
+    assert_eq!(first_text(&answer.unwrap()), "still here");
+    assert_eq!(session.caller_sessions(), 2);
+    assert!(
+        !session.has_ended(),
+        "the gateway's own session is not touched"
+    );
+    assert!(
+        session
+            .list_tools()
+            .await
+            .unwrap()
+            .iter()
+            .any(|tool| tool.name == "echo")
+    );
+
+    // Bad input: a caller without an access token (an API key) cannot be acted for.
+    let refused = call_as(
+        &session,
+        CallContext {
+            principal: Some("user:keyholder".to_owned()),
+            ..CallContext::default()
+        },
+        "echo",
+        echo.clone(),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(refused.kind, SessionErrorKind::Protocol { code: -32600 });
+    assert!(
+        refused.message.contains("sign in with OAuth"),
+        "{}",
+        refused.message
+    );
+    let shown = format!("{session:?}");
+    for secret in ["alice-token", "exchanged", "s3cret"] {
+        assert!(!shown.contains(secret), "{shown}");
+    }
+
+    within(session.close()).await;
+    assert_eq!(
+        session.caller_sessions(),
+        0,
+        "closing the server closes them all"
+    );
+    let after = call_as(&session, alice(), "echo", echo).await.unwrap_err();
+    assert_eq!(after.kind, SessionErrorKind::Closed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_callers_session_is_closed_once_idle_and_opened_again_on_use() {
+    let fixture = HttpFixture::start(&[]).await;
+    let session = connect_exchanging(&fixture, Duration::from_millis(300)).await;
+    let echo = json!({"text": "still here"});
+    call_as(&session, signed_in("user:alice", "t"), "echo", echo.clone())
+        .await
+        .unwrap();
+    assert_eq!(session.caller_sessions(), 1);
+    let started = Instant::now();
+    while session.caller_sessions() > 0 {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "the idle caller's session was never closed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!session.has_ended(), "the server's own session stays");
+    call_as(&session, signed_in("user:alice", "t"), "echo", echo)
+        .await
+        .unwrap();
+    assert_eq!(session.caller_sessions(), 1);
+    within(session.close()).await;
 }
