@@ -4,8 +4,10 @@
 //! `tests/python/console_flows.py`): signing in each of the three ways (an API key, a local
 //! user's password, single sign-on with a real OpenID provider), creating a server through the
 //! form, starting it and watching its state and stderr change on the open page, calling a tool
-//! from its form, approving a pending discovery, making and revoking a key, a viewer who sees
-//! no control and whose forged posts are refused, and a post without the CSRF token. Every page
+//! from its form, approving a pending discovery, making and revoking a key, making, changing,
+//! assigning, revoking and deleting a custom role, setting and clearing a tool access policy and
+//! asking "why is this denied" before and after it, a viewer who sees no control (on the access
+//! page neither) and whose forged posts are refused, and a post without the CSRF token. Every page
 //! is checked with axe-core and at a phone's width, and saved as a screenshot under
 //! `target/console-screenshots/`.
 //!
@@ -13,7 +15,8 @@
 //! is on; the session cookie's attributes and the pages' security headers; a session ends when
 //! its key is revoked and when it signs out; the sign-in forms refuse posts that did not come
 //! from the sign-in page; repeated wrong passwords lock the address out; the console can be
-//! turned off.
+//! turned off; "why is this denied" finds the server behind a bare name (`tool_names: bare`) and
+//! says that an external policy engine decides at call time, without asking it.
 //!
 //! Bad input tried: a wrong API key, a wrong password (repeatedly), a server id with a blank and
 //! a `!`, forms without the CSRF token or the sign-in token, a forged session cookie, a revoked
@@ -258,7 +261,7 @@ fn single_sign_on_with_a_real_openid_provider_opens_a_session_with_the_groups_ro
 
 // --- on the wire ---------------------------------------------------------------------------------
 
-/// One request to the console: `cookies` as a `Cookie` header, `form` as an urlencoded body.
+/// One request to the console (see `support::console_request`).
 fn ui(
     gw: &RunningGateway,
     method: &str,
@@ -266,22 +269,7 @@ fn ui(
     cookies: &str,
     form: Option<&str>,
 ) -> support::RawAnswer {
-    let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
-        gw.address()
-    );
-    if !cookies.is_empty() {
-        request.push_str(&format!("Cookie: {cookies}\r\n"));
-    }
-    if let Some(form) = form {
-        request.push_str(&format!(
-            "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n",
-            form.len()
-        ));
-    }
-    request.push_str("\r\n");
-    request.push_str(form.unwrap_or_default());
-    raw_exchange(gw.address(), request.as_bytes())
+    support::console_request(gw, method, path, cookies, form)
 }
 
 /// Every `Set-Cookie` of an answer.
@@ -360,7 +348,7 @@ const PAGES: [&str; 10] = [
     "/ui/discovery",
     "/ui/access",
 ];
-const ACTIONS: [&str; 8] = [
+const ACTIONS: [&str; 15] = [
     "/ui/servers",
     "/ui/servers/demo",
     "/ui/servers/demo/start",
@@ -369,6 +357,13 @@ const ACTIONS: [&str; 8] = [
     "/ui/discovery/found/approve",
     "/ui/access/keys",
     "/ui/access/keys/key_0000000000000000/revoke",
+    "/ui/access/assignments",
+    "/ui/access/assignments/revoke",
+    "/ui/access/roles",
+    "/ui/access/roles/viewer",
+    "/ui/access/roles/viewer/delete",
+    "/ui/access/policies",
+    "/ui/access/policies/delete",
 ];
 
 #[test]
@@ -740,4 +735,242 @@ fn each_role_starts_at_a_page_it_may_read_and_roles_made_from_the_command_line_a
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+}
+
+/// The CSRF token of the console pages `cookies` opens.
+fn page_csrf(gw: &RunningGateway, cookies: &str) -> String {
+    let page = ui(gw, "GET", "/ui/access", cookies, None);
+    assert_eq!(page.status, 200, "{}", page.body);
+    page.body
+        .split("data-csrf=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn why_is_this_denied_finds_the_server_behind_a_bare_name() {
+    // A gateway that lists a tool only one server exposes under its bare name.
+    let data = tempfile::tempdir().unwrap();
+    let admin_key = cli_key(data.path(), "user:root", Some("admin"));
+    let yaml = format!(
+        "auth:\n  enabled: true\ntool_names: bare\nmcp_servers:\n{}",
+        fixture_server_yaml("solo", &[])
+    );
+    let console = Console {
+        gw: gateway().data_dir(data).config(&yaml).start(),
+        admin_key,
+        _discovered: tempfile::tempdir().unwrap(),
+    };
+    let gw = &console.gw;
+    console.wait_tools("solo");
+    let cookies = format!("mcpgw_session={}", key_session(gw, &console.admin_key));
+    let ask = |query: &str| ui(gw, "GET", &format!("/ui/access?{query}"), &cookies, None);
+
+    // The bare name is `solo`'s tool, decided on its path: a viewer holds no tool:invoke.
+    let (status, _) = console.api(
+        "POST",
+        "/api/auth/roles/assign",
+        Some(&json!({"principal": "user:vera", "role": "viewer"})),
+    );
+    assert_eq!(status, 201);
+    let answer = ask("principal=user%3Avera&tool=echo");
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert!(
+        answer
+            .body
+            .contains("is the tool `echo` of the server `solo`"),
+        "{}",
+        answer.body
+    );
+    assert!(answer.body.contains("`provider/solo`"), "{}", answer.body);
+    assert!(answer.body.contains("tool:invoke"), "{}", answer.body);
+    // Without OPA configured, the answer does not speak of it.
+    assert!(!answer.body.contains("why-external"), "{}", answer.body);
+
+    // A policy on the server that denies the principal is named for the bare name too.
+    let (status, _) = console.api(
+        "POST",
+        "/api/auth/roles/assign",
+        Some(&json!({"principal": "user:vera", "role": "developer"})),
+    );
+    assert_eq!(status, 201);
+    let allowed = ask("principal=user%3Avera&tool=echo");
+    assert!(
+        allowed
+            .body
+            .contains("allowed: the role `developer` grants it"),
+        "{}",
+        allowed.body
+    );
+    let csrf = page_csrf(gw, &cookies);
+    let set = ui(
+        gw,
+        "POST",
+        "/ui/access/policies",
+        &cookies,
+        Some(&format!(
+            "csrf_token={csrf}&scope=provider&target_id=solo&allow_list=&deny_list=user%3Avera"
+        )),
+    );
+    assert_eq!(set.status, 303, "{}", set.body);
+    for query in [
+        "principal=user%3Avera&tool=echo",
+        "principal=user%3Avera&tool=solo__echo",
+    ] {
+        let denied = ask(query);
+        assert_eq!(denied.status, 200, "{}", denied.body);
+        assert!(
+            denied
+                .body
+                .contains("tool access policy provider/solo denies user:vera"),
+            "{query}: {}",
+            denied.body
+        );
+    }
+
+    // Bad input: a name no client sees, a prefix that names nothing, a tool without a
+    // principal, a principal that does not parse. Each gets its message on the page, never a 500.
+    for (query, status, message) in [
+        (
+            "principal=user%3Avera&tool=no_such_tool",
+            404,
+            "no client sees a tool `no_such_tool`",
+        ),
+        (
+            "principal=user%3Avera&tool=ghost__echo",
+            404,
+            "no client sees a tool `ghost__echo`",
+        ),
+        ("groups=ops&tool=echo", 422, "principal: is required"),
+        ("principal=alice&tool=echo", 422, "principal:"),
+    ] {
+        let answer = ask(query);
+        assert_eq!(answer.status, status, "{query}: {}", answer.body);
+        assert!(answer.body.contains(message), "{query}: {}", answer.body);
+    }
+}
+
+/// An external policy engine that allows everything and keeps the inputs it was asked about.
+fn allowing_policy_engine() -> (String, std::sync::Arc<std::sync::Mutex<Vec<Value>>>) {
+    use std::io::{BufRead as _, BufReader, Read as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let inputs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = inputs.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                let line = line.trim_end();
+                if line.is_empty() {
+                    break;
+                }
+                if let Some((name, value)) = line.split_once(':')
+                    && name.eq_ignore_ascii_case("content-length")
+                {
+                    length = value.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; length];
+            if reader.read_exact(&mut body).is_ok()
+                && let Ok(input) = serde_json::from_slice::<Value>(&body)
+            {
+                kept.lock().unwrap().push(input);
+            }
+            let answer = r#"{"result": true}"#;
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+                 connection: close\r\n\r\n{answer}",
+                answer.len()
+            );
+        }
+    });
+    (url, inputs)
+}
+
+#[test]
+fn why_is_this_denied_says_that_the_external_policy_engine_decides_at_call_time() {
+    let (opa, inputs) = allowing_policy_engine();
+    let data = tempfile::tempdir().unwrap();
+    let admin_key = cli_key(data.path(), "user:root", Some("admin"));
+    let yaml = format!(
+        "auth:\n  enabled: true\n  opa:\n    enabled: true\n    url: \"{opa}\"\n    \
+         policy_path: v1/data/mcpgw/allow\nmcp_servers:\n{}",
+        fixture_server_yaml("solo", &[])
+    );
+    let gw = gateway().data_dir(data).config(&yaml).start();
+    let cookies = format!("mcpgw_session={}", key_session(&gw, &admin_key));
+    let ask = |principal: &str| {
+        ui(
+            &gw,
+            "GET",
+            &format!("/ui/access?principal={principal}&tool=solo__echo"),
+            &cookies,
+            None,
+        )
+    };
+    // Denied by the roles: the engine is not asked.
+    let denied = ask("user%3Adev");
+    assert_eq!(denied.status, 200, "{}", denied.body);
+    assert!(
+        denied
+            .body
+            .contains("holds no role that grants tool:invoke"),
+        "{}",
+        denied.body
+    );
+    assert!(
+        denied
+            .body
+            .contains("is not asked: the roles and tool access policies deny first"),
+        "{}",
+        denied.body
+    );
+    // Allowed by the roles: the engine decides too, at call time. Bad input: a scope with
+    // blanks around it, which the form drops.
+    let csrf = page_csrf(&gw, &cookies);
+    let assigned = ui(
+        &gw,
+        "POST",
+        "/ui/access/assignments",
+        &cookies,
+        Some(&format!(
+            "csrf_token={csrf}&principal=user%3Adev&role=developer&scope=+global+"
+        )),
+    );
+    assert_eq!(assigned.status, 303, "{}", assigned.body);
+    let allowed = ask("user%3Adev");
+    assert_eq!(allowed.status, 200, "{}", allowed.body);
+    assert!(
+        allowed
+            .body
+            .contains("allowed: the role `developer` grants it"),
+        "{}",
+        allowed.body
+    );
+    assert!(
+        allowed.body.contains(
+            "The external policy engine (OPA, auth.opa) decides too: it is asked at call time"
+        ),
+        "{}",
+        allowed.body
+    );
+    // The page asked the engine about the console's own routes, never about the tool call.
+    let asked = inputs.lock().unwrap();
+    assert!(!asked.is_empty(), "the console's actions ask the engine");
+    assert!(
+        asked
+            .iter()
+            .all(|input| input["input"]["action"] != "tool:invoke"),
+        "{asked:?}"
+    );
 }

@@ -2215,3 +2215,157 @@ fn console_requests_from_another_site_are_refused_before_the_console() {
     assert_eq!(gw.get("/api/mcp_servers/demo").json()["state"], "cold");
     assert_console_serves_promptly(&gw, None);
 }
+
+/// Bad input on the Access page's forms (roles, assignments, policies), posted by a signed-in
+/// admin with the session's own CSRF token, so that each reaches its handler: a principal of
+/// 10,000 letters, one with a newline and a NUL, a scope `tenant:` without an id, a role that
+/// does not exist, role names with a space and of 1,000 letters, a permission no catalogue
+/// lists, a built-in role's deletion, a policy scope `bogus`, a target id with `..`, an allow
+/// list of 10,000 lines, invalid UTF-8 (percent-encoded), and a field given twice. Each gets a
+/// clear 4xx page promptly, and no role, assignment or policy changes.
+#[test]
+fn hostile_access_forms_are_refused_and_change_nothing() {
+    let (gw, key, session) = start_console_with_auth();
+    let Reply::Answered(page) = exchange(
+        &gw,
+        &ui_request(
+            "GET",
+            "/ui/access",
+            &format!("Cookie: mcpgw_session={session}\r\n"),
+            b"",
+        ),
+    ) else {
+        panic!("the access page was cut off");
+    };
+    assert_eq!(page.status, 200, "{}", page.text());
+    let text = page.text();
+    let csrf = text
+        .split("name=\"csrf_token\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the access page carries the session's CSRF token")
+        .to_owned();
+    let state = |gw: &RunningGateway| {
+        let get = |path: &str| {
+            let Reply::Answered(raw) = exchange(
+                gw,
+                &ui_request("GET", path, &format!("X-API-Key: {key}\r\n"), b""),
+            ) else {
+                panic!("GET {path} was cut off");
+            };
+            let body: serde_json::Value = serde_json::from_str(&raw.text()).expect("a JSON answer");
+            (raw.status, body)
+        };
+        // The roles, who holds them, and the one server's policy (404 while it has none).
+        (
+            get("/api/auth/roles/all"),
+            get("/api/auth/principals"),
+            get("/api/auth/policies/provider/demo"),
+        )
+    };
+    let before = state(&gw);
+    assert_eq!(before.0.0, 200, "{:?}", before.0);
+    assert_eq!(before.2.0, 404, "no policy yet: {:?}", before.2);
+    let long_principal = format!("user:{}", "a".repeat(10_000));
+    let many_lines: String = (0..10_000)
+        .map(|index| format!("user:u{index}%0A"))
+        .collect();
+    let cases: Vec<(&str, String)> = vec![
+        (
+            "/ui/access/assignments",
+            format!("principal={long_principal}&role=viewer&scope=global"),
+        ),
+        (
+            "/ui/access/assignments",
+            "principal=user:a%0Ab%00&role=viewer&scope=global".into(),
+        ),
+        (
+            "/ui/access/assignments",
+            "principal=user:alice&role=viewer&scope=tenant:".into(),
+        ),
+        (
+            "/ui/access/assignments",
+            "principal=user:alice&role=no-such-role&scope=global".into(),
+        ),
+        (
+            "/ui/access/assignments",
+            "principal=user:alice&principal=user:bob&role=viewer".into(),
+        ),
+        (
+            "/ui/access/assignments",
+            "principal=user:%FF%FE&role=viewer&scope=global".into(),
+        ),
+        (
+            "/ui/access/assignments/revoke",
+            "principal=user:nobody&role=admin&scope=global".into(),
+        ),
+        (
+            "/ui/access/roles",
+            "name=two words&description=x&permissions=tool:list".into(),
+        ),
+        (
+            "/ui/access/roles",
+            format!("name={}&permissions=tool:list", "r".repeat(1_000)),
+        ),
+        (
+            "/ui/access/roles",
+            "name=made&description=x&permissions=nope:nope".into(),
+        ),
+        (
+            "/ui/access/roles",
+            "name=admin&description=x&permissions=tool:list".into(),
+        ),
+        (
+            "/ui/access/roles/admin",
+            "description=taken&permissions=tool:list".into(),
+        ),
+        ("/ui/access/roles/admin/delete", String::new()),
+        ("/ui/access/roles/no-such-role/delete", String::new()),
+        (
+            "/ui/access/policies",
+            "scope=bogus&target_id=demo&allow_list=user:alice".into(),
+        ),
+        (
+            "/ui/access/policies",
+            "scope=provider&target_id=../../etc&deny_list=*".into(),
+        ),
+        (
+            "/ui/access/policies",
+            format!("scope=provider&target_id=demo&allow_list={many_lines}"),
+        ),
+        (
+            "/ui/access/policies",
+            "scope=provider&target_id=demo&deny_list=user:%FF".into(),
+        ),
+        (
+            "/ui/access/policies/delete",
+            "scope=provider&target_id=no-such-server".into(),
+        ),
+    ];
+    for (target, form) in &cases {
+        let body = format!("csrf_token={csrf}&{form}");
+        let began = Instant::now();
+        let reply = exchange(
+            &gw,
+            &ui_request(
+                "POST",
+                target,
+                &format!("{FORM}Cookie: mcpgw_session={session}\r\n"),
+                body.as_bytes(),
+            ),
+        );
+        let what = format!("{target} with {}", &form[..form.len().min(80)]);
+        let Reply::Answered(raw) = &reply else {
+            panic!("{what}: the connection was cut: {reply:?}");
+        };
+        assert_ne!(raw.status, 303, "{what} was accepted: {}", raw.head);
+        assert_console_refusal(&reply, &what);
+        assert!(
+            began.elapsed() < Duration::from_secs(10),
+            "{what} took {:?}",
+            began.elapsed()
+        );
+    }
+    assert_eq!(state(&gw), before, "a refused form changed access");
+    assert_console_serves_promptly(&gw, Some(&session));
+}

@@ -185,8 +185,18 @@ def _set_viewport(driver, width: int, height: int) -> None:
     inner_width, inner_height = driver.execute_script(
         "return [window.innerWidth, window.innerHeight]"
     )
-    if (inner_width, inner_height) != (width, height):
-        driver.set_window_size(2 * width - inner_width, 2 * height - inner_height)
+    # The frame's share is measured after each resize, and a busy machine can report the
+    # viewport before the resize settled: correct by what is measured, a few times.
+    for attempt in range(4):
+        if (inner_width, inner_height) == (width, height):
+            break
+        if attempt:
+            time.sleep(0.1 * attempt)
+        window = driver.get_window_size()
+        outer_width, outer_height = window["width"], window["height"]
+        driver.set_window_size(
+            outer_width + width - inner_width, outer_height + height - inner_height
+        )
         inner_width, inner_height = driver.execute_script(
             "return [window.innerWidth, window.innerHeight]"
         )

@@ -9,9 +9,13 @@ SCENARIO is one of:
   server through the form (a bad id first, which must show the API's own message), starts it
   and watches its state and its stderr change on the open page while something else drives the
   server (the page is never reloaded), calls a tool from its form, approves a pending discovery,
-  makes and revokes an API key, sends a form without its CSRF token (refused), and signs out.
-- viewer: signs in as a local user with a password; sees no control that changes anything, and
-  a forged form post that carries the right CSRF token is refused all the same.
+  makes and revokes an API key; on the access page makes a custom role with two permissions,
+  changes it, assigns it, asks "why is this denied" before and after a tool access policy that
+  denies the principal (and for a group's tool), deletes the policy, revokes the role and
+  deletes it; sends a form without its CSRF token (refused), and signs out.
+- viewer: signs in as a local user with a password; sees no control that changes anything (on
+  the access page too, which a custom role lets it read), and forged form posts that carry the
+  right CSRF token are refused all the same and change nothing.
 - sso: signs in through the OpenID provider (single sign-on) and lands signed in as the
   provider's user, with the roles of its group.
 
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.error
 import urllib.request
 
 from browser_kit import (
@@ -43,6 +48,7 @@ from browser_kit import (
     wait_for_text,
 )
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
 
 SHORT = 10.0
 LIVE = 20.0
@@ -119,6 +125,136 @@ def post_with_page_csrf(driver, path: str) -> int:
         """,
         path,
     )
+
+
+def forge(driver, path: str, fields: dict) -> int:
+    """A form post with the page's own CSRF token and `fields` (repeated when a value is a
+    list): what a visitor could craft without the control on the page. Answers the status."""
+    return driver.execute_async_script(
+        """
+        const done = arguments[arguments.length - 1];
+        const body = new URLSearchParams({csrf_token: document.getElementById("main").dataset.csrf});
+        for (const [name, value] of Object.entries(arguments[1])) {
+          for (const one of [].concat(value)) { body.append(name, one); }
+        }
+        fetch(arguments[0], {method: "POST", body: body, redirect: "manual"})
+          .then((answer) => done(answer.status)).catch((error) => done(String(error)));
+        """,
+        path,
+        fields,
+    )
+
+
+def api_status(parameters: dict, method: str, path: str) -> tuple[int, dict]:
+    """A REST call with the admin key that answers its status and body, a refusal included."""
+    request = urllib.request.Request(url(parameters, path), method=method)
+    request.add_header("X-API-Key", parameters["admin_key"])
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, json.loads(answer.read() or b"{}")
+    except urllib.error.HTTPError as refused:
+        return refused.code, json.loads(refused.read() or b"{}")
+
+
+def ask_why(driver, parameters: dict, principal: str, tool: str) -> str:
+    """Asks "why is this denied" through its form; answers the text of the answer."""
+    driver.get(url(parameters, "/ui/access"))
+    wait_for(driver, "#why-form", SHORT)
+    driver.find_element(By.ID, "why-principal").send_keys(principal)
+    driver.find_element(By.ID, "why-tool").send_keys(tool)
+    driver.find_element(By.ID, "why-check").click()
+    return wait_for(driver, "#why-answer", SHORT).text
+
+
+def manage_access(scenario: Scenario, driver, parameters: dict) -> None:
+    """Roles, assignments and tool access policies, changed through the access page's forms."""
+    principal = "user:console-made"
+    driver.get(url(parameters, "/ui/access"))
+    wait_for(driver, "#role-form", SHORT)
+    scenario.check("a built-in role offers no delete button",
+                   not driver.find_elements(By.CSS_SELECTOR, "#role-rows tr[data-role='admin'] button"))
+    # A custom role with two permissions.
+    driver.find_element(By.ID, "role-name").send_keys("deployer")
+    driver.find_element(By.ID, "role-description").send_keys("made in the console")
+    for permission in ("tool:invoke", "tool:list"):
+        driver.find_element(
+            By.CSS_SELECTOR, f"#role-form input[name='permissions'][value='{permission}']").click()
+    driver.find_element(By.ID, "create-role").click()
+    wait_for_text(driver, ".notice", "role was created", SHORT)
+    role = api(parameters, "GET", "/api/auth/roles/deployer")
+    scenario.check("the form makes the role with the two ticked permissions",
+                   sorted(role.get("permissions", [])) == ["tool:invoke", "tool:list"], role)
+    wait_for(driver, "#role-rows tr[data-role='deployer']", SHORT)
+    # Change its description; its permissions stay as they were ticked.
+    driver.find_element(By.CSS_SELECTOR, "#edit-deployer summary").click()
+    description = driver.find_element(By.ID, "role-deployer-description")
+    description.clear()
+    description.send_keys("deploys from the console")
+    driver.find_element(By.CSS_SELECTOR, "#edit-deployer button[type=submit]").click()
+    wait_for_text(driver, ".notice", "role was changed", SHORT)
+    role = api(parameters, "GET", "/api/auth/roles/deployer")
+    scenario.check("changing the role keeps what was not changed",
+                   role.get("description") == "deploys from the console"
+                   and sorted(role.get("permissions", [])) == ["tool:invoke", "tool:list"], role)
+    # Forged: a built-in role cannot be deleted; the API's 409 answers.
+    status = forge(driver, "/ui/access/roles/admin/delete", {})
+    scenario.check("a forged delete of a built-in role gets the API's 409", status == 409, status)
+
+    # Assign it, and see it in the table.
+    driver.find_element(By.ID, "assign-principal").send_keys(principal)
+    Select(driver.find_element(By.ID, "assign-role")).select_by_value("deployer")
+    driver.find_element(By.ID, "assign").click()
+    wait_for_text(driver, ".notice", "role was assigned", SHORT)
+    held = wait_for(driver, f"#principal-rows tr[data-principal='{principal}']", SHORT).text
+    scenario.check("the table shows who holds the role", "deployer" in held, held)
+
+    # Why: the role grants the call; then a policy that denies the principal is named.
+    answer = ask_why(driver, parameters, principal, "made__add")
+    scenario.check("why: the new role grants the call", "`deployer` grants it" in answer, answer)
+    driver.find_element(By.ID, "policy-target").send_keys("made")
+    Select(driver.find_element(By.ID, "policy-scope")).select_by_value("provider")
+    driver.find_element(By.ID, "policy-deny").send_keys(principal)
+    driver.find_element(By.ID, "set-policy").click()
+    wait_for_text(driver, ".notice", "policy was set", SHORT)
+    policy = api(parameters, "GET", "/api/auth/policies/provider/made")
+    scenario.check("the form sets the policy", policy.get("deny_list") == [principal], policy)
+    answer = ask_why(driver, parameters, principal, "made__add")
+    scenario.check("why names the policy that denies", "tool access policy provider/made denies" in answer,
+                   answer)
+    driver.execute_script("window.confirm = () => true;")
+    driver.find_element(By.CSS_SELECTOR, "#policy-rows tr[data-policy='provider/made'] button.danger").click()
+    wait_for_text(driver, ".notice", "policy was deleted", SHORT)
+    status, _ = api_status(parameters, "GET", "/api/auth/policies/provider/made")
+    scenario.check("deleting in the console clears the policy", status == 404, status)
+    answer = ask_why(driver, parameters, principal, "made__add")
+    scenario.check("without the policy the answer changes",
+                   "denies" not in answer and "`deployer` grants it" in answer, answer)
+    # A group's tool is decided on the group's path.
+    answer = ask_why(driver, parameters, principal, "pool__echo")
+    scenario.check("why answers for a group's tool", "of the group `pool`" in answer
+                   and "`group/pool`" in answer, answer)
+    inspect_page(scenario, driver, "access-managed")
+    driver.execute_script("document.getElementById('why-answer').scrollIntoView()")
+    scenario.screenshot(driver, "access-why-group")
+    driver.execute_script("document.getElementById('principals-heading').scrollIntoView()")
+    scenario.screenshot(driver, "access-assignments")
+    driver.execute_script("document.querySelector('#edit-deployer').open = true;"
+                          "document.getElementById('roles-heading').scrollIntoView()")
+    scenario.screenshot(driver, "access-roles")
+
+    # Revoke the role, then delete it.
+    driver.get(url(parameters, "/ui/access"))
+    driver.execute_script("window.confirm = () => true;")
+    wait_for(driver, f"#principal-rows tr[data-principal='{principal}'] button.danger", SHORT).click()
+    wait_for_text(driver, ".notice", "revoked from the principal", SHORT)
+    roles = api(parameters, "GET", f"/api/auth/principals/roles?principal={principal}")["roles"]
+    scenario.check("revoking in the console takes the role away", roles == [], roles)
+    driver.execute_script("window.confirm = () => true;")
+    driver.find_element(By.CSS_SELECTOR, "#role-rows tr[data-role='deployer'] button.danger").click()
+    wait_for_text(driver, ".notice", "role was deleted", SHORT)
+    status, _ = api_status(parameters, "GET", "/api/auth/roles/deployer")
+    scenario.check("deleting in the console deletes the role", status == 404, status)
+    scenario.screenshot(driver, "access-after-changes")
 
 
 def api(parameters: dict, method: str, path: str, body: dict | None = None) -> dict:
@@ -286,9 +422,17 @@ def admin(scenario: Scenario, parameters: dict) -> None:
     scenario.check("a reload from the console says what it changed", "Unchanged" in reloaded, reloaded)
 
     # Why is this denied: the viewer may list tools but not call them.
-    driver.get(url(parameters, "/ui/access?principal=user:" + parameters["viewer_user"] + "&tool=demo__echo"))
+    driver.get(url(parameters, "/ui/access?principal=user:" + parameters["viewer_user"] + "&tool=made__echo"))
     answer = wait_for(driver, "#why-answer", SHORT).text
     scenario.check("why is this denied names the reason", "tool:invoke" in answer, answer)
+    manage_access(scenario, driver, parameters)
+
+    # The overview again, after the calls above: the charts show them.
+    driver.get(url(parameters, "/ui/"))
+    wait_for(driver, "#overview-live", SHORT)
+    calls = int(wait_for(driver, "#calls-total", SHORT).text)
+    scenario.check("the overview counts the calls made from the console", calls >= 2, calls)
+    inspect_page(scenario, driver, "overview-after-calls")
 
     # An error page is a page too.
     driver.get(url(parameters, "/ui/servers/no-such-server"))
@@ -309,6 +453,13 @@ def admin(scenario: Scenario, parameters: dict) -> None:
 
 def viewer(scenario: Scenario, parameters: dict) -> None:
     driver = new_driver()
+    # A custom role lets the viewer read the access page, and nothing more of it; a policy is
+    # there for the forged delete to aim at.
+    reader = f"user:{parameters['viewer_user']}"
+    api(parameters, "POST", "/api/auth/roles",
+        {"name": "access_reader", "description": "reads access", "permissions": ["auth:read"]})
+    api(parameters, "POST", "/api/auth/roles/assign", {"principal": reader, "role": "access_reader"})
+    api(parameters, "POST", "/api/auth/policies/provider/demo", {"deny_list": ["user:nobody"]})
     driver.get(url(parameters, "/ui/"))
     wait_for(driver, "#password-form", SHORT)
     driver.find_element(By.ID, "user_name").send_keys(parameters["viewer_user"])
@@ -342,6 +493,44 @@ def viewer(scenario: Scenario, parameters: dict) -> None:
         scenario.check(f"a viewer's forged post to {path} is refused", status == 403, status)
     server = api(parameters, "GET", f"/api/mcp_servers/{parameters['demo']}")
     scenario.check("the forged posts changed nothing", server.get("mcp_server_id") == parameters["demo"])
+
+    # The access page: readable, with no control that changes anything.
+    driver.get(url(parameters, "/ui/access"))
+    wait_for(driver, "#why-form", SHORT)
+    forms = driver.find_elements(
+        By.CSS_SELECTOR, "#key-form, #assign-form, #role-form, #policy-form, details[id^='edit-']")
+    scenario.check("a reader of the access page is offered no form that changes access", not forms,
+                   [form.get_attribute("id") for form in forms])
+    buttons = driver.find_elements(By.CSS_SELECTOR, "main form[method=post] button")
+    scenario.check("a reader of the access page sees no revoke or delete button", not buttons,
+                   [button.text for button in buttons])
+    inspect_page(scenario, driver, "access-viewer")
+    # Forged posts that would give the viewer admin, take its role, make or widen a role, delete
+    # one, or set or clear a policy: each refused, none changing anything.
+    forgeries = [
+        ("/ui/access/assignments", {"principal": reader, "role": "admin"}),
+        ("/ui/access/assignments/revoke", {"principal": reader, "role": "access_reader"}),
+        ("/ui/access/roles", {"name": "forged", "permissions": ["*"]}),
+        ("/ui/access/roles/access_reader", {"description": "forged", "permissions": ["*"]}),
+        ("/ui/access/roles/access_reader/delete", {}),
+        ("/ui/access/policies", {"scope": "provider", "target_id": "demo", "deny_list": "user:root"}),
+        ("/ui/access/policies/delete", {"scope": "provider", "target_id": "demo"}),
+    ]
+    for path, fields in forgeries:
+        status = forge(driver, path, fields)
+        scenario.check(f"a reader's forged post to {path} is refused", status == 403, status)
+    roles = api(parameters, "GET", f"/api/auth/principals/roles?principal={reader}")["roles"]
+    scenario.check("the forged posts assigned and revoked nothing",
+                   sorted(held["role"] for held in roles) == ["access_reader", "viewer"], roles)
+    role = api(parameters, "GET", "/api/auth/roles/access_reader")
+    scenario.check("the forged posts left the role as it was",
+                   role.get("permissions") == ["auth:read"] and role.get("description") == "reads access",
+                   role)
+    status, _ = api_status(parameters, "GET", "/api/auth/roles/forged")
+    scenario.check("the forged post made no role", status == 404, status)
+    policy = api(parameters, "GET", "/api/auth/policies/provider/demo")
+    scenario.check("the forged posts left the policy as it was",
+                   policy.get("deny_list") == ["user:nobody"], policy)
 
 
 def sso(scenario: Scenario, parameters: dict) -> None:

@@ -555,6 +555,33 @@ impl RawAnswer {
     }
 }
 
+/// One request to the web console at `/ui/`: `cookies` as a `Cookie` header, `form` as an
+/// urlencoded body; the answer as it came.
+pub fn console_request(
+    gw: &RunningGateway,
+    method: &str,
+    path: &str,
+    cookies: &str,
+    form: Option<&str>,
+) -> RawAnswer {
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
+        gw.address()
+    );
+    if !cookies.is_empty() {
+        request.push_str(&format!("Cookie: {cookies}\r\n"));
+    }
+    if let Some(form) = form {
+        request.push_str(&format!(
+            "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n",
+            form.len()
+        ));
+    }
+    request.push_str("\r\n");
+    request.push_str(form.unwrap_or_default());
+    raw_exchange(gw.address(), request.as_bytes())
+}
+
 /// Sends `request` byte for byte to `address` (`HOST:PORT`) on a new connection, exactly as
 /// written (the caller chooses every header, `Host` and `Connection: close` included), and reads
 /// the answer until the gateway closes the connection or 30 s pass. For the browser's view of

@@ -57,6 +57,22 @@ const SETTLE_TIMEOUT: Duration = Duration::from_secs(5);
 /// [`ToolCatalog::set_probe_concurrency`] says otherwise.
 pub const DEFAULT_PROBE_CONCURRENCY: usize = 4;
 
+/// A tool name as a call of it would be routed and authorized (see [`ToolCatalog::resolve`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedTool {
+    /// The server or group that serves it.
+    pub owner: ServerId,
+    /// Whether `owner` is a group (its members are never called by their own names).
+    pub is_group: bool,
+    /// The owner's own name for the tool.
+    pub tool: String,
+    /// Whether the catalogue lists the name now; an unlisted name is authorized on the path
+    /// its tool would have, before its server is started to learn whether the tool exists.
+    pub listed: bool,
+    /// The tool access policies the call must pass, most specific first.
+    pub path: AccessPath,
+}
+
 /// Who answers an exposed tool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Owner {
@@ -581,6 +597,37 @@ impl ToolCatalog {
             Owner::Server(server) => AccessPath::server_tool(&server, tool).ok(),
             Owner::Group(group) => AccessPath::group_tool(&group, tool, None).ok(),
         }
+    }
+
+    /// How a call of `name` is routed and authorized, for explaining a decision: whose tool it
+    /// is (a server's or a group's), the owner's own name for it, whether the catalogue lists
+    /// the name now, and the access path the call is authorized on (the path of
+    /// [`ToolCatalog::access_path`], else of [`ToolCatalog::unlisted_access_path`]). `None` for
+    /// a name no server or group would serve.
+    pub fn resolve(&self, name: &str) -> Option<ResolvedTool> {
+        let (owner, tool, listed) = match self.route(name) {
+            Some((owner, tool)) => (owner, tool, true),
+            None => {
+                let (owner, tool) = self.owner_of(name)?;
+                (owner, tool.to_owned(), false)
+            }
+        };
+        let path = if listed {
+            self.access_path(name)?
+        } else {
+            self.unlisted_access_path(name)?
+        };
+        let (owner, is_group) = match owner {
+            Owner::Server(id) => (id, false),
+            Owner::Group(id) => (id, true),
+        };
+        Some(ResolvedTool {
+            owner,
+            is_group,
+            tool,
+            listed,
+            path,
+        })
     }
 
     /// Who would own the tool `name` names in its prefixed form: a group, or a server that is

@@ -28,6 +28,7 @@ pub struct Gateway {
     shutting_down: Arc<AtomicBool>,
     history: Arc<dyn InvocationHistory>,
     frontend: Option<Arc<dyn McpFrontend>>,
+    tool_catalog: Option<Arc<crate::ToolCatalog>>,
     groups: Option<Arc<crate::GroupService>>,
     call_stats: Option<Arc<crate::CallStats>>,
     event_log: Option<Arc<dyn EventLog>>,
@@ -63,6 +64,7 @@ impl Gateway {
             shutting_down: Arc::new(AtomicBool::new(false)),
             history: Arc::new(InMemoryInvocationHistory::new(DEFAULT_HISTORY_PER_SERVER)),
             frontend: None,
+            tool_catalog: None,
             groups: None,
             call_stats: None,
             event_log: None,
@@ -200,6 +202,13 @@ impl Gateway {
         self
     }
 
+    /// Sets the catalogue behind the MCP front end, so that a decision can be explained by the
+    /// same routing and access paths a call follows ([`crate::ToolCatalog::resolve`]).
+    pub fn with_tool_catalog(mut self, catalog: Arc<crate::ToolCatalog>) -> Self {
+        self.tool_catalog = Some(catalog);
+        self
+    }
+
     /// Sets the groups (load-balanced groups of servers) that the API manages.
     #[must_use]
     pub fn with_groups(mut self, groups: Arc<crate::GroupService>) -> Self {
@@ -227,6 +236,11 @@ impl Gateway {
 
     pub fn history(&self) -> &Arc<dyn InvocationHistory> {
         &self.history
+    }
+
+    /// The catalogue behind the MCP front end, when one was set.
+    pub fn tool_catalog(&self) -> Option<&Arc<crate::ToolCatalog>> {
+        self.tool_catalog.as_ref()
     }
 
     pub fn frontend(&self) -> Option<&Arc<dyn McpFrontend>> {

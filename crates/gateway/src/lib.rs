@@ -88,7 +88,7 @@ pub use auth::{
     UserSummary,
 };
 pub use authorizing::{AuthorizedFrontend, caller_of, identity_of};
-pub use catalog::{DEFAULT_PROBE_CONCURRENCY, NAME_SEPARATOR, ToolCatalog};
+pub use catalog::{DEFAULT_PROBE_CONCURRENCY, NAME_SEPARATOR, ResolvedTool, ToolCatalog};
 pub use config_service::{
     ConfigDiffView, ConfigService, ConfigServiceError, Environment, ReloadReport, ReloadTrigger,
     WATCH_DEBOUNCE,

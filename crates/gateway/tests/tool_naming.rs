@@ -452,3 +452,42 @@ async fn without_prefixes_prompts_of_one_name_are_listed_once() {
         .unwrap_err();
     assert_eq!(error.kind, FrontendErrorKind::UnknownName);
 }
+
+#[tokio::test]
+async fn a_name_resolves_to_its_owner_and_the_path_a_call_is_authorized_on() {
+    let h = harness(custom(&[("github", "gh")]));
+    h.manager
+        .register(with_tools("github", &["search"]))
+        .await
+        .unwrap();
+    h.manager.register(with_tools("math", &[])).await.unwrap();
+    // A listed name under a custom prefix: the owner's own tool name and the listed path.
+    let listed = h
+        .catalog
+        .resolve("gh__search")
+        .expect("a listed name resolves");
+    assert_eq!(
+        (listed.owner.as_str(), listed.is_group, listed.tool.as_str()),
+        ("github", false, "search")
+    );
+    assert!(listed.listed);
+    assert_eq!(Some(listed.path), h.catalog.access_path("gh__search"));
+    // A server whose tools are not known yet: resolved on the path its tool would have.
+    let unlisted = h
+        .catalog
+        .resolve("math__add")
+        .expect("a server's prefix resolves");
+    assert_eq!(
+        (unlisted.owner.as_str(), unlisted.tool.as_str()),
+        ("math", "add")
+    );
+    assert!(!unlisted.listed);
+    assert_eq!(
+        Some(unlisted.path),
+        h.catalog.unlisted_access_path("math__add")
+    );
+    // Bad input: no owner by that prefix, an empty tool, no separator at all, nothing.
+    for name in ["nobody__add", "math__", "plain", ""] {
+        assert_eq!(h.catalog.resolve(name), None, "{name}");
+    }
+}

@@ -647,6 +647,7 @@ impl GatewayBuilder {
         .with_event_log(event_log.clone())
         .with_call_stats(call_stats)
         .with_frontend(frontend.clone())
+        .with_tool_catalog(catalog.clone())
         .with_groups(groups.clone())
         .with_tool_names(config.tool_names.clone())
         .with_tool_pins(tool_pins.clone())

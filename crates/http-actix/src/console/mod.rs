@@ -39,6 +39,7 @@ mod openapi;
 mod overview;
 mod page;
 mod servers;
+mod utf8_form;
 
 use std::sync::Arc;
 
@@ -357,12 +358,16 @@ pub(crate) fn mount(cfg: &mut web::ServiceConfig, state: &web::Data<ApiState>) {
         );
         return;
     }
+    // The overview's charts cover the time before anyone opens it.
+    overview::start_sampling(state);
     // Each resource answers a method it does not serve with 405 and the methods it does.
     // Every page but the sign-in pages and the public files needs a session, checked before
     // anything of the request is read.
     let resource = |path: &str, allow: &'static str| {
         let public = PUBLIC_PATHS.contains(&path);
         web::resource(path)
+            // Inside the session check: nothing of a form is read before a session is known.
+            .wrap(actix_web::middleware::from_fn(utf8_form::guard))
             .wrap(actix_web::middleware::Condition::new(
                 !public,
                 actix_web::middleware::from_fn(require_session),
@@ -435,6 +440,24 @@ pub(crate) fn mount(cfg: &mut web::ServiceConfig, state: &web::Data<ApiState>) {
         .service(
             resource("/ui/access/keys/{id}/revoke", "POST")
                 .route(web::post().to(access::revoke_key)),
+        )
+        .service(resource("/ui/access/assignments", "POST").route(web::post().to(access::assign)))
+        .service(
+            resource("/ui/access/assignments/revoke", "POST")
+                .route(web::post().to(access::unassign)),
+        )
+        .service(resource("/ui/access/roles", "POST").route(web::post().to(access::create_role)))
+        .service(
+            resource("/ui/access/roles/{name}", "POST").route(web::post().to(access::update_role)),
+        )
+        .service(
+            resource("/ui/access/roles/{name}/delete", "POST")
+                .route(web::post().to(access::delete_role)),
+        )
+        .service(resource("/ui/access/policies", "POST").route(web::post().to(access::set_policy)))
+        .service(
+            resource("/ui/access/policies/delete", "POST")
+                .route(web::post().to(access::delete_policy)),
         )
         .service(
             web::resource("/ui/{tail:.*}")

@@ -580,6 +580,291 @@ fn key_form() -> Schema {
         .into()
 }
 
+/// `user:`, `group:` or `service:` and a name (no control character or `*`, no whitespace at
+/// either end), with whitespace around it, which the forms drop. A name may hold 256 bytes;
+/// the pattern stops at 64 characters, which any characters keep within that.
+fn principal_text() -> String {
+    let name = format!("[^{BLANK_OR_CONTROL}*]");
+    let inner = format!("[^{CONTROL}*]");
+    format!("[{BLANK}]*(?:user|group|service):{name}(?:{inner}{{0,62}}{name})?[{BLANK}]*")
+}
+
+/// A role's name, with whitespace around it.
+fn role_name_text() -> String {
+    format!(
+        "[{BLANK}]*[a-z][a-z0-9_-]{{0,{}}}[{BLANK}]*",
+        mcpgw_gateway::authz::ROLE_NAME_MAX_LEN - 1
+    )
+}
+
+/// A role's name in a path.
+fn role_name() -> Parameter {
+    path(
+        "name",
+        string()
+            .pattern(Some("^[a-z][a-z0-9_-]*$"))
+            .max_length(Some(mcpgw_gateway::authz::ROLE_NAME_MAX_LEN))
+            .build(),
+        "The role's name; a name no role has answers 404.",
+    )
+}
+
+/// What a role may grant: `*`, `resource:*`, or one permission of the catalogue.
+fn grants() -> utoipa::openapi::schema::ArrayBuilder {
+    use mcpgw_gateway::authz::{Permission, Resource};
+    let grants: Vec<String> = std::iter::once("*".to_owned())
+        .chain(
+            Resource::ALL
+                .iter()
+                .map(|resource| format!("{}:*", resource.as_str())),
+        )
+        .chain(
+            Permission::ALL
+                .iter()
+                .map(|permission| permission.as_str().to_owned()),
+        )
+        .collect();
+    utoipa::openapi::schema::ArrayBuilder::new()
+        .items(RefOr::T(string().enum_values(Some(grants)).build().into()))
+        .max_items(Some(mcpgw_gateway::authz::ROLE_MAX_GRANTS))
+        .description(Some(
+            "What the role grants: the field once per ticked checkbox, each a permission of \
+             `GET /api/auth/permissions`, `resource:*` or `*`. The page's forms also send one \
+             blank `permissions`, which is dropped, so that ticking no box grants nothing.",
+        ))
+}
+
+fn role_description() -> RefOr<Schema> {
+    RefOr::T(
+        string()
+            .pattern(Some(r"^[^\x00-\x09\x0b-\x1f\x7f-\x9f]*$"))
+            .max_length(Some(256))
+            .description(Some(
+                "What the role is for: at most 1024 bytes, no control characters but line \
+                 breaks; whitespace around it is dropped.",
+            ))
+            .build()
+            .into(),
+    )
+}
+
+/// A role assignment, as `POST /api/auth/roles/assign` and `DELETE /api/auth/roles/revoke`
+/// take it.
+fn assignment_form() -> Schema {
+    form(
+        "A role assignment: who, which role, in which scope. Whitespace around values is \
+         dropped; a field left empty is not given, and the API's message names it.",
+    )
+    .property(CSRF_FIELD, csrf_field())
+    .required(CSRF_FIELD)
+    .property(
+        "principal",
+        patterned(
+            format!("^{}$", principal_text()),
+            "Who holds the role: `user:<name>`, `group:<name>` or `service:<name>`.",
+        ),
+    )
+    .required("principal")
+    .property(
+        "role",
+        patterned(
+            format!("^{}$", role_name_text()),
+            "The role's name; one no role has answers 404.",
+        ),
+    )
+    .required("role")
+    .property(
+        "scope",
+        patterned(
+            format!(
+                "^[{BLANK}]*(?:(?:global|tenant:[^{BLANK_OR_CONTROL}]{{1,{}}})[{BLANK}]*)?$",
+                mcpgw_gateway::authz::TENANT_ID_MAX_BYTES / 4
+            ),
+            "`global`, or `tenant:<tenant_id>` (a tenant id of at most 128 bytes without \
+             whitespace or control characters); empty: `global`.",
+        ),
+    )
+    .build()
+    .into()
+}
+
+/// A new custom role, as `POST /api/auth/roles` takes it.
+fn role_form() -> Schema {
+    form("A new custom role, as `POST /api/auth/roles` makes it.")
+        .property(CSRF_FIELD, csrf_field())
+        .required(CSRF_FIELD)
+        .property(
+            "name",
+            patterned(
+                format!("^{}$", role_name_text()),
+                "A lowercase letter, then lowercase letters, digits, `_` and `-`: at most 64 \
+                 characters; not a built-in role's name (409), nor `all`, `assign` or `revoke`.",
+            ),
+        )
+        .required("name")
+        .property("description", role_description())
+        .property(
+            "permissions",
+            RefOr::T(grants().min_items(Some(1)).build().into()),
+        )
+        .required("permissions")
+        .build()
+        .into()
+}
+
+/// A change to a custom role, as `PATCH /api/auth/roles/{role_name}` takes it.
+fn role_change_form() -> Schema {
+    form(
+        "A change to a custom role: only what the form gives changes. `description` when the \
+         field is there (empty clears it); the permissions when any `permissions` field is \
+         there (the page's form always sends them, so its ticked boxes become the role's \
+         grants).",
+    )
+    .property(CSRF_FIELD, csrf_field())
+    .required(CSRF_FIELD)
+    .property("description", role_description())
+    .property("permissions", RefOr::T(grants().build().into()))
+    .build()
+    .into()
+}
+
+/// The scope and target of a tool access policy, each scope with the targets it takes.
+fn policy_targets() -> RefOr<Schema> {
+    let alternative = |scopes: &[&str], target: String| {
+        RefOr::T(Schema::from(
+            ObjectBuilder::new()
+                .property(
+                    "scope",
+                    RefOr::T(string().enum_values(Some(scopes.to_vec())).build().into()),
+                )
+                .required("scope")
+                .property(
+                    "target_id",
+                    RefOr::T(string().pattern(Some(target)).build().into()),
+                )
+                .required("target_id")
+                .build(),
+        ))
+    };
+    let id = "(?:_?[A-Za-z0-9-]){1,64}_?";
+    RefOr::T(
+        AnyOfBuilder::new()
+            .item(alternative(
+                &["provider", "mcp_server", "group"],
+                format!("^[{BLANK}]*{id}[{BLANK}]*$"),
+            ))
+            .item(alternative(
+                &["tool"],
+                format!("^[{BLANK}]*{id}__[^{BLANK_OR_CONTROL}/]{{1,64}}[{BLANK}]*$"),
+            ))
+            .build()
+            .into(),
+    )
+}
+
+fn policy_fields(description: &str) -> ObjectBuilder {
+    form(description)
+        .property(CSRF_FIELD, csrf_field())
+        .required(CSRF_FIELD)
+        .property(
+            "scope",
+            RefOr::T(
+                string()
+                    .enum_values(Some(["provider", "mcp_server", "group", "tool"]))
+                    .description(Some(
+                        "What the policy is on: a server (`provider`, or its alias \
+                         `mcp_server`), a group, or one tool.",
+                    ))
+                    .build()
+                    .into(),
+            ),
+        )
+        .required("scope")
+        .property(
+            "target_id",
+            field(
+                "A server or group id, or `{id}__{tool}` for one tool (whitespace around it is \
+                 dropped). A target its scope does not take answers 422.",
+            ),
+        )
+        .required("target_id")
+}
+
+/// A tool access policy, as `POST /api/auth/policies/{scope}/{target_id}` takes it.
+fn policy_form() -> Schema {
+    let pattern = format!(
+        r"(?:\*|(?:user|group|service):(?:\*|[^{BLANK_OR_CONTROL}*](?:[^{CONTROL}*]{{0,62}}[^{BLANK_OR_CONTROL}*])?))"
+    );
+    // One pattern or more, one per line, blank lines and whitespace around them allowed.
+    let some = format!("{pattern}(?:[{BLANK}]*\\n[{BLANK}\\n]*{pattern})*");
+    let lines = |required: bool| {
+        let body = if required {
+            some.clone()
+        } else {
+            format!("(?:{some})?")
+        };
+        RefOr::T(
+            string()
+                .pattern(Some(format!("^[{BLANK}\\n]*{body}[{BLANK}\\n]*$")))
+                .build()
+                .into(),
+        )
+    };
+    let fields = policy_fields(
+        "A tool access policy: where it applies, whom it admits and whom it refuses. It \
+         replaces the policy already there. At least one list holds a pattern; both blank \
+         answers 422 with the API's message.",
+    )
+    .property(
+        "allow_list",
+        field(
+            "Principal patterns admitted, one per line (`user:alice`, `group:ops`, `service:*`, \
+             `*`); blank lines and whitespace around patterns are dropped. Blank: everyone the \
+             deny list does not refuse.",
+        ),
+    )
+    .property(
+        "deny_list",
+        field("Principal patterns refused, one per line; deny wins over allow."),
+    )
+    .build();
+    // Each list one pattern per line; one of them not blank.
+    let holding = |full: &str, other: &str| {
+        RefOr::T(Schema::from(
+            ObjectBuilder::new()
+                .property(full, lines(true))
+                .required(full)
+                .property(other, lines(false))
+                .build(),
+        ))
+    };
+    AllOfBuilder::new()
+        .item(RefOr::T(fields.into()))
+        .item(policy_targets())
+        .item(RefOr::T(
+            AnyOfBuilder::new()
+                .item(holding("allow_list", "deny_list"))
+                .item(holding("deny_list", "allow_list"))
+                .build()
+                .into(),
+        ))
+        .build()
+        .into()
+}
+
+/// Which tool access policy to clear.
+fn policy_target_form() -> Schema {
+    AllOfBuilder::new()
+        .item(RefOr::T(
+            policy_fields("The tool access policy to clear: its scope and target.")
+                .build()
+                .into(),
+        ))
+        .item(policy_targets())
+        .build()
+        .into()
+}
+
 fn tool_form() -> Schema {
     form(
         "The tool's arguments. A tool whose input schema lists properties has one field per \
@@ -1384,18 +1669,61 @@ fn routes() -> Vec<Route> {
         Route::get("/ui/access", "access_page", Session)
             .summary(
                 "Access",
-                "API keys and roles with what they grant. It needs the permission of \
-                 `GET /api/auth/keys`.",
+                "API keys, who holds which role, the tool access policies and the roles with \
+                 what they grant, with the forms that change them (each shown only when the \
+                 roles allow its REST route), and \"why is this denied\": what the gateway \
+                 decides when a principal calls a tool, by any name a client sees at `/mcp`. \
+                 It needs the permission of `GET /api/auth/keys`.",
             )
             .parameter(done())
-            .answer("200", html("The access page"))
+            .parameter(query(
+                "principal",
+                string()
+                    .pattern(Some(format!("^{}$", principal_text())))
+                    .build(),
+                "Why is this denied: the principal that calls; needed when `tool` is given.",
+            ))
+            .parameter(query(
+                "groups",
+                string()
+                    .pattern(Some(format!("^[^{CONTROL}*]*$")))
+                    .max_length(Some(64))
+                    .build(),
+                "Why is this denied: the principal's groups, comma-separated, as its identity \
+                 provider reports them.",
+            ))
+            .parameter(query(
+                "tool",
+                string().build(),
+                "Why is this denied: the tool as clients see it at `/mcp` (a server's or a \
+                 group's prefixed name, or a bare name when the gateway lists it bare). Given \
+                 and not blank, it asks the question; blank or absent, none is asked.",
+            ))
+            .answer(
+                "200",
+                html("The access page, with the answer when a question was asked"),
+            )
             .answer(
                 "403",
                 problem("the roles do not open it (AccessDeniedError)"),
             )
             .answer(
+                "404",
+                html(
+                    "The access page with the message: no client sees a tool of that name, or \
+                     authentication is not enabled (NotFoundError)",
+                ),
+            )
+            .answer(
                 "422",
                 problem("the query string is invalid (ValidationError)"),
+            )
+            .answer(
+                "422",
+                html(
+                    "The access page with the message: a tool is given but the principal is \
+                     missing, or the principal or a group is invalid (ValidationError)",
+                ),
             ),
         Route::post("/ui/access/keys", "create_key", Session, "KeyForm")
             .summary(
@@ -1454,6 +1782,274 @@ fn routes() -> Vec<Route> {
             problem(
                 "no such key, or a value that cannot be a key id (ApiKeyNotFoundError), \
                          or authentication is not enabled (NotFoundError)",
+            ),
+        ),
+        Route::post(
+            "/ui/access/assignments",
+            "assign_role",
+            Session,
+            "AssignmentForm",
+        )
+        .summary(
+            "Assign a role",
+            "As `POST /api/auth/roles/assign` does; assigning a role the principal already \
+             holds in that scope changes nothing.",
+        )
+        .answer(
+            "303",
+            see_other(
+                "Assigned: to `/ui/access?done=assigned`",
+                Some(r"^/ui/access\?done=assigned$"),
+            ),
+        )
+        .answer(
+            "403",
+            problem("the roles do not allow assigning roles (AccessDeniedError)"),
+        )
+        .answer(
+            "404",
+            html(
+                "The access page with the API's message: `role` names no role \
+                 (RoleNotFoundError), or authentication is not enabled (NotFoundError)",
+            ),
+        )
+        .answer(
+            "422",
+            html(
+                "The access page, filled in, with the API's message: the principal, role or \
+                 scope is missing or invalid (ValidationError)",
+            ),
+        ),
+        Route::post(
+            "/ui/access/assignments/revoke",
+            "revoke_role",
+            Session,
+            "AssignmentForm",
+        )
+        .summary(
+            "Revoke a role from a principal",
+            "As `DELETE /api/auth/roles/revoke` does. An assignment of the configuration file \
+             is not revoked here, as the API does not revoke it.",
+        )
+        .answer(
+            "303",
+            see_other(
+                "Revoked: to `/ui/access?done=unassigned`",
+                Some(r"^/ui/access\?done=unassigned$"),
+            ),
+        )
+        .answer(
+            "403",
+            problem("the roles do not allow revoking roles (AccessDeniedError)"),
+        )
+        .answer(
+            "404",
+            html(
+                "The access page with the API's message: the principal does not hold the role \
+                 in this scope (RoleAssignmentNotFoundError), or authentication is not enabled \
+                 (NotFoundError)",
+            ),
+        )
+        .answer(
+            "409",
+            html(
+                "The access page with the API's message: the assignment comes from the \
+                 configuration file (ConflictError)",
+            ),
+        )
+        .answer(
+            "422",
+            html(
+                "The access page with the API's message: the principal, role or scope is \
+                 missing or invalid (ValidationError)",
+            ),
+        ),
+        Route::post("/ui/access/roles", "create_role", Session, "RoleForm")
+            .summary("Make a custom role", "As `POST /api/auth/roles` does.")
+            .answer(
+                "303",
+                see_other(
+                    "Created: to `/ui/access?done=role-created`",
+                    Some(r"^/ui/access\?done=role-created$"),
+                ),
+            )
+            .answer(
+                "403",
+                problem("the roles do not allow making roles (AccessDeniedError)"),
+            )
+            .answer(
+                "404",
+                html(
+                    "The access page with the API's message: authentication is not enabled \
+                     (NotFoundError)",
+                ),
+            )
+            .answer(
+                "409",
+                html(
+                    "The access page, filled in, with the API's message: a built-in role has \
+                     the name (ConflictError), or a custom one does (RoleAlreadyExistsError)",
+                ),
+            )
+            .answer(
+                "422",
+                html(
+                    "The access page, filled in, with the API's message: the name, the \
+                     description or a permission is missing or invalid, or a field is given \
+                     twice (ValidationError)",
+                ),
+            ),
+        Route::post(
+            "/ui/access/roles/{name}",
+            "update_role",
+            Session,
+            "RoleChangeForm",
+        )
+        .summary(
+            "Change a custom role",
+            "As `PATCH /api/auth/roles/{role_name}` does: only what the form gives changes.",
+        )
+        .parameter(role_name())
+        .answer(
+            "303",
+            see_other(
+                "Changed: to `/ui/access?done=role-updated`",
+                Some(r"^/ui/access\?done=role-updated$"),
+            ),
+        )
+        .answer(
+            "403",
+            problem("the roles do not allow changing roles (AccessDeniedError)"),
+        )
+        .answer(
+            "404",
+            html(
+                "The access page with the API's message: no such role (RoleNotFoundError), or \
+                 authentication is not enabled (NotFoundError)",
+            ),
+        )
+        .answer(
+            "409",
+            html(
+                "The access page with the API's message: the role is built in \
+                 (ConflictError)",
+            ),
+        )
+        .answer(
+            "422",
+            html(
+                "The access page with the API's message: the description or a permission is \
+                 invalid, or a field is given twice (ValidationError)",
+            ),
+        ),
+        Route::post(
+            "/ui/access/roles/{name}/delete",
+            "delete_role",
+            Session,
+            "CsrfForm",
+        )
+        .summary(
+            "Delete a custom role",
+            "As `DELETE /api/auth/roles/{role_name}` does: only a custom role that nobody \
+             holds.",
+        )
+        .parameter(role_name())
+        .answer(
+            "303",
+            see_other(
+                "Deleted: to `/ui/access?done=role-deleted`",
+                Some(r"^/ui/access\?done=role-deleted$"),
+            ),
+        )
+        .answer(
+            "403",
+            problem("the roles do not allow deleting roles (AccessDeniedError)"),
+        )
+        .answer(
+            "404",
+            html(
+                "The access page with the API's message: no such role (RoleNotFoundError), or \
+                 authentication is not enabled (NotFoundError)",
+            ),
+        )
+        .answer(
+            "409",
+            html(
+                "The access page with the API's message: the role is built in, or still \
+                 assigned (ConflictError)",
+            ),
+        ),
+        Route::post(
+            "/ui/access/policies",
+            "set_tool_policy",
+            Session,
+            "PolicyForm",
+        )
+        .summary(
+            "Set a tool access policy",
+            "As `POST /api/auth/policies/{scope}/{target_id}` does: sets the policy, replacing \
+             any already on the target.",
+        )
+        .answer(
+            "303",
+            see_other(
+                "Set: to `/ui/access?done=policy-set`",
+                Some(r"^/ui/access\?done=policy-set$"),
+            ),
+        )
+        .answer(
+            "403",
+            problem("the roles do not allow setting policies (AccessDeniedError)"),
+        )
+        .answer(
+            "404",
+            html(
+                "The access page with the API's message: authentication is not enabled \
+                 (NotFoundError)",
+            ),
+        )
+        .answer(
+            "422",
+            html(
+                "The access page, filled in, with the API's message: an unknown scope, a target \
+                 the scope does not take, a bad principal pattern, or both lists blank \
+                 (ValidationError)",
+            ),
+        ),
+        Route::post(
+            "/ui/access/policies/delete",
+            "delete_tool_policy",
+            Session,
+            "PolicyTargetForm",
+        )
+        .summary(
+            "Clear a tool access policy",
+            "As `DELETE /api/auth/policies/{scope}/{target_id}` does.",
+        )
+        .answer(
+            "303",
+            see_other(
+                "Cleared: to `/ui/access?done=policy-deleted`",
+                Some(r"^/ui/access\?done=policy-deleted$"),
+            ),
+        )
+        .answer(
+            "403",
+            problem("the roles do not allow clearing policies (AccessDeniedError)"),
+        )
+        .answer(
+            "404",
+            html(
+                "The access page with the API's message: no policy is set there \
+                 (ToolAccessPolicyNotFoundError), or authentication is not enabled \
+                 (NotFoundError)",
+            ),
+        )
+        .answer(
+            "422",
+            html(
+                "The access page with the API's message: an unknown scope or a target the \
+                 scope does not take (ValidationError)",
             ),
         ),
         Route::get(CONSOLE_OPENAPI_PATH, "console_openapi_document", Public)
@@ -1809,6 +2405,11 @@ pub(crate) fn console_document(version: &str, launch_modes: &[String]) -> OpenAp
         .schema("NewServerForm", server_form(launch_modes, true))
         .schema("ServerForm", server_form(launch_modes, false))
         .schema("KeyForm", key_form())
+        .schema("AssignmentForm", assignment_form())
+        .schema("RoleForm", role_form())
+        .schema("RoleChangeForm", role_change_form())
+        .schema("PolicyForm", policy_form())
+        .schema("PolicyTargetForm", policy_target_form())
         .schema("ToolCallForm", tool_form())
         .security_scheme(
             SESSION_SCHEME,

@@ -39,6 +39,8 @@ pub(crate) struct Row {
     pub last_used: String,
     pub can_start: bool,
     pub can_stop: bool,
+    /// A stop then a start, as on the server's page: needs both permissions.
+    pub can_restart: bool,
 }
 
 /// The table body of the list, rendered alone when it refreshes itself.
@@ -100,6 +102,8 @@ fn row_of(visitor: &Visitor, snapshot: &ServerSnapshot) -> Row {
         snapshot.state,
         ServerState::Ready | ServerState::Degraded | ServerState::Initializing
     );
+    let may_start = visitor.may("POST", &format!("{api}/start"));
+    let may_stop = visitor.may("POST", &format!("{api}/stop"));
     Row {
         href: format!("/ui/servers/{}", encode_component(&id)),
         state: state_name(snapshot.state),
@@ -108,8 +112,9 @@ fn row_of(visitor: &Visitor, snapshot: &ServerSnapshot) -> Row {
         tools: snapshot.tool_count,
         failures: snapshot.consecutive_failures,
         last_used: time_text(snapshot.last_used_at),
-        can_start: !running && visitor.may("POST", &format!("{api}/start")),
-        can_stop: running && visitor.may("POST", &format!("{api}/stop")),
+        can_start: !running && may_start,
+        can_stop: running && may_stop,
+        can_restart: running && may_start && may_stop,
         id,
     }
 }
@@ -320,20 +325,149 @@ pub(crate) struct ToolView {
     pub name: String,
     pub description: String,
     pub schema: String,
+    /// The name the catalogue the visitor sees lists it under, with the link to its page:
+    /// the Try link. `None` when the visitor cannot reach it by a name of this server's.
+    pub listed: Option<Listed>,
+    /// The groups this server is a member of, through which clients reach its tools instead.
+    pub via: Vec<Via>,
+    /// Why there is no Try link, when there is none.
+    pub note: &'static str,
+}
+
+/// A name the catalogue lists, and the page of the tool it names.
+pub(crate) struct Listed {
+    pub name: String,
     pub href: String,
 }
 
-pub(crate) fn tool_view(server: &str, tool: &Tool) -> ToolView {
-    ToolView {
-        href: super::catalogue::tool_href(&format!(
-            "{server}{}{}",
-            mcpgw_gateway::NAME_SEPARATOR,
-            tool.name
-        )),
-        name: tool.name.clone(),
-        description: tool.description.clone().unwrap_or_default(),
-        schema: serde_json::to_string_pretty(&tool.input_schema).unwrap_or_default(),
+/// A group of the server, and the name the catalogue lists the group's tool under, if it lists
+/// one of that name.
+pub(crate) struct Via {
+    pub group: String,
+    pub listed: Option<Listed>,
+}
+
+/// The catalogue as the visitor sees it at `/mcp` (as the Tools page asks it), by name, and
+/// how it names tools: what the server page's Try links are made from.
+struct Reach<'a> {
+    naming: mcpgw_gateway::ToolNaming,
+    listed: std::collections::HashMap<&'a str, &'a Tool>,
+}
+
+impl Reach<'_> {
+    /// The name `owner`'s tool `tool` is listed under, if the catalogue lists it: bare when only
+    /// `owner` exposes that name and names are listed bare, else prefixed (both shortened when
+    /// too long). The tool listed under that name must be `tool` itself (the catalogue lists an
+    /// owner's tool as it is, renamed): a name that another owner's tool took is not this one.
+    fn name_of(&self, owner: &str, tool: &Tool) -> Option<Listed> {
+        [
+            self.naming.exposed_unique(owner, &tool.name),
+            self.naming.exposed(owner, &tool.name),
+        ]
+        .into_iter()
+        .find(|name| {
+            self.listed
+                .get(name.as_str())
+                .is_some_and(|shown| same_tool(shown, tool))
+        })
+        .map(|name| Listed {
+            href: super::catalogue::tool_href(&name),
+            name,
+        })
     }
+}
+
+/// Whether `listed`, as a catalogue lists it, is `own` under another name.
+fn same_tool(listed: &Tool, own: &Tool) -> bool {
+    listed.title == own.title
+        && listed.description == own.description
+        && listed.input_schema == own.input_schema
+        && listed.output_schema == own.output_schema
+        && listed.annotations == own.annotations
+}
+
+/// Why a tool of a group's member has no Try link of its own.
+const NOTE_MEMBER: &str = "Clients do not reach this server's tools by its own names: it is a \
+                           member of a group, and they call the group's tool.";
+/// Why a tool of a server that is no group's member has no Try link.
+const NOTE_UNLISTED: &str = "Not in the tool catalogue you see: your roles or the tool \
+                             policies do not let you use it, tool pinning withholds it, or \
+                             another server's tool took its name.";
+/// Why no tool has a Try link without the MCP endpoint.
+const NOTE_NO_ENDPOINT: &str = "The MCP endpoint is not enabled, so no tool can be called.";
+
+/// The server's tools as its page shows them, each with the name clients reach it by.
+fn tool_views(
+    visitor: &Visitor,
+    state: &ApiState,
+    server: &ServerId,
+    tools: &[Tool],
+) -> Vec<ToolView> {
+    let gateway = state.gateway();
+    let groups = gateway
+        .groups()
+        .map(|groups| groups.groups_of(server))
+        .unwrap_or_default();
+    // The same catalogue the Tools page lists, as the same caller.
+    let catalogue = gateway.frontend().map(|frontend| {
+        let caller = if visitor.session.method == mcpgw_gateway::SignInMethod::AuthenticationOff {
+            mcpgw_core::Caller::default()
+        } else {
+            mcpgw_gateway::caller_of(visitor.identity())
+        };
+        frontend.tools(&caller)
+    });
+    let reach = catalogue.as_deref().map(|listed| Reach {
+        naming: mcpgw_gateway::ToolNaming::new(gateway.tool_names().clone()),
+        listed: listed
+            .iter()
+            .map(|tool| (tool.name.as_str(), tool))
+            .collect(),
+    });
+    // Each group's own tools (a group exposes those of its first member whose tools are known).
+    let group_tools: Vec<(String, Vec<Tool>)> = groups
+        .iter()
+        .map(|group| {
+            let tools = gateway
+                .groups()
+                .and_then(|service| service.tools(group))
+                .unwrap_or_default();
+            (group.to_string(), tools)
+        })
+        .collect();
+    tools
+        .iter()
+        .map(|tool| {
+            let (listed, via, note) = match &reach {
+                None => (None, Vec::new(), NOTE_NO_ENDPOINT),
+                Some(reach) if !group_tools.is_empty() => {
+                    let via = group_tools
+                        .iter()
+                        .map(|(group, tools)| Via {
+                            listed: tools
+                                .iter()
+                                .find(|own| own.name == tool.name)
+                                .and_then(|own| reach.name_of(group, own)),
+                            group: group.clone(),
+                        })
+                        .collect();
+                    (None, via, NOTE_MEMBER)
+                }
+                Some(reach) => {
+                    let listed = reach.name_of(server.as_str(), tool);
+                    (listed, Vec::new(), NOTE_UNLISTED)
+                }
+            };
+            ToolView {
+                name: tool.name.clone(),
+                description: tool.description.clone().unwrap_or_default(),
+                schema: serde_json::to_string_pretty(&tool.input_schema).unwrap_or_default(),
+                listed,
+                via,
+                note,
+            }
+        })
+        .collect()
 }
 
 #[derive(Template)]
@@ -384,11 +518,7 @@ pub(crate) async fn detail(
     } else {
         Vec::new()
     };
-    let tools = details
-        .tools
-        .iter()
-        .map(|tool| tool_view(id.as_str(), tool))
-        .collect();
+    let tools = tool_views(&visitor, &state, &id, &details.tools);
     let definition = definition_text(&details);
     let live = live_of(&visitor, &state, &id)?;
     let page = DetailPage {
@@ -912,6 +1042,76 @@ mod tests {
         );
         let body = body_of(&form(&[("command", "server\n--flag\n\n")]), None).unwrap();
         assert_eq!(body["command"], json!(["server", "--flag"]));
+    }
+
+    fn tool(name: &str, description: &str) -> Tool {
+        let mut tool = Tool::new(name);
+        tool.description = Some(description.to_owned());
+        tool
+    }
+
+    fn reach(names: mcpgw_config::ToolNames, listed: &[Tool]) -> Option<(String, String)> {
+        let reach = Reach {
+            naming: mcpgw_gateway::ToolNaming::new(names),
+            listed: listed
+                .iter()
+                .map(|tool| (tool.name.as_str(), tool))
+                .collect(),
+        };
+        reach
+            .name_of("demo", &tool("echo", "Answers the given text."))
+            .map(|listed| (listed.name, listed.href))
+    }
+
+    #[test]
+    fn a_try_link_names_the_tool_as_the_catalogue_lists_it() {
+        use mcpgw_config::ToolNames;
+        let echo = |name: &str| tool(name, "Answers the given text.");
+        assert_eq!(
+            reach(ToolNames::prefixed(), &[echo("demo__echo")]),
+            Some(("demo__echo".to_owned(), "/ui/tools/demo__echo".to_owned()))
+        );
+        assert_eq!(
+            reach(ToolNames::bare(), &[echo("echo")]),
+            Some(("echo".to_owned(), "/ui/tools/echo".to_owned()))
+        );
+        // Under bare names, a name two owners expose is listed prefixed.
+        assert_eq!(
+            reach(
+                ToolNames::bare(),
+                &[echo("demo__echo"), echo("other__echo")]
+            ),
+            Some(("demo__echo".to_owned(), "/ui/tools/demo__echo".to_owned()))
+        );
+        // A custom separator.
+        let dotted = ToolNames {
+            separator: ".".to_owned(),
+            ..ToolNames::prefixed()
+        };
+        assert_eq!(
+            reach(dotted, &[echo("demo.echo")]),
+            Some(("demo.echo".to_owned(), "/ui/tools/demo.echo".to_owned()))
+        );
+    }
+
+    #[test]
+    fn a_tool_the_catalogue_does_not_list_as_this_servers_gets_no_try_link() {
+        use mcpgw_config::ToolNames;
+        // Bad input: the catalogue lists nothing of the server (pinned, refused, or a member's).
+        assert_eq!(reach(ToolNames::prefixed(), &[]), None);
+        // Another owner's tool took the name: a different tool under it is not this one.
+        assert_eq!(
+            reach(ToolNames::bare(), &[tool("echo", "Someone else's echo.")]),
+            None
+        );
+        // The name of another naming is not the one clients call.
+        assert_eq!(
+            reach(
+                ToolNames::prefixed(),
+                &[tool("echo", "Answers the given text.")]
+            ),
+            None
+        );
     }
 
     #[test]
