@@ -32,7 +32,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::browser::run_browser_scenario;
 use support::{
-    RunningGateway, cli_key, fixture_binary, fixture_server_yaml, gateway, raw_exchange,
+    RunningGateway, cli_key, cookie_value, fixture_binary, fixture_server_yaml, gateway,
+    raw_exchange,
 };
 
 const VIEWER: &str = "vera";
@@ -280,15 +281,6 @@ fn set_cookies(answer: &support::RawAnswer) -> Vec<&str> {
         .filter(|(name, _)| name == "set-cookie")
         .map(|(_, value)| value.as_str())
         .collect()
-}
-
-/// The value of cookie `name` among an answer's `Set-Cookie`s.
-fn cookie_value(answer: &support::RawAnswer, name: &str) -> Option<String> {
-    set_cookies(answer).into_iter().find_map(|header| {
-        let (pair, _) = header.split_once(';').unwrap_or((header, ""));
-        let (key, value) = pair.split_once('=')?;
-        (key == name).then(|| value.to_owned())
-    })
 }
 
 /// The sign-in token of the sign-in page: its cookie and the form field hold the same value.

@@ -163,37 +163,9 @@ fn api(gw: &RunningGateway, key: &str, method: &str, path: &str) -> (u16, Value)
     )
 }
 
-/// The value of cookie `name` among an answer's `Set-Cookie`s.
-fn cookie_value(answer: &support::RawAnswer, name: &str) -> Option<String> {
-    answer
-        .headers
-        .iter()
-        .filter(|(header, _)| header == "set-cookie")
-        .find_map(|(_, value)| {
-            let (pair, _) = value.split_once(';').unwrap_or((value, ""));
-            let (key, value) = pair.split_once('=')?;
-            (key == name).then(|| value.to_owned())
-        })
-}
-
 /// Signs in with `key`; answers the `Cookie` header value of the session.
 fn key_session(gw: &RunningGateway, key: &str) -> String {
-    let page = ui(gw, "GET", "/ui/login", "", None);
-    let token = cookie_value(&page, "mcpgw_login").expect("the sign-in page sets its token");
-    let answer = ui(
-        gw,
-        "POST",
-        "/ui/login/key",
-        &format!("mcpgw_login={token}"),
-        Some(&format!(
-            "login_token={token}&next=%2Fui%2Fservers&api_key={key}"
-        )),
-    );
-    assert_eq!(answer.status, 303, "{}", answer.body);
-    format!(
-        "mcpgw_session={}",
-        cookie_value(&answer, "mcpgw_session").expect("a session cookie")
-    )
+    format!("mcpgw_session={}", support::console_key_session(gw, key))
 }
 
 /// The CSRF token a page carries.

@@ -555,6 +555,37 @@ impl RawAnswer {
     }
 }
 
+/// The value of cookie `name` among an answer's `Set-Cookie`s.
+pub fn cookie_value(answer: &RawAnswer, name: &str) -> Option<String> {
+    answer
+        .headers
+        .iter()
+        .filter(|(header, _)| header.eq_ignore_ascii_case("set-cookie"))
+        .find_map(|(_, value)| {
+            let (pair, _) = value.split_once(';').unwrap_or((value, ""));
+            let (key, value) = pair.split_once('=')?;
+            (key == name).then(|| value.to_owned())
+        })
+}
+
+/// Signs in to the console with the API key `key` as a browser does (the sign-in page's
+/// token, then the key form); answers the session cookie's value.
+pub fn console_key_session(gw: &RunningGateway, key: &str) -> String {
+    let page = console_request(gw, "GET", "/ui/login", "", None);
+    let token = cookie_value(&page, "mcpgw_login").expect("the sign-in page sets its token");
+    let answer = console_request(
+        gw,
+        "POST",
+        "/ui/login/key",
+        &format!("mcpgw_login={token}"),
+        Some(&format!(
+            "login_token={token}&next=%2Fui%2Fservers&api_key={key}"
+        )),
+    );
+    assert_eq!(answer.status, 303, "{}", answer.body);
+    cookie_value(&answer, "mcpgw_session").expect("a session cookie")
+}
+
 /// One request to the web console at `/ui/`: `cookies` as a `Cookie` header, `form` as an
 /// urlencoded body; the answer as it came.
 pub fn console_request(

@@ -605,13 +605,7 @@ impl ToolCatalog {
     /// [`ToolCatalog::access_path`], else of [`ToolCatalog::unlisted_access_path`]). `None` for
     /// a name no server or group would serve.
     pub fn resolve(&self, name: &str) -> Option<ResolvedTool> {
-        let (owner, tool, listed) = match self.route(name) {
-            Some((owner, tool)) => (owner, tool, true),
-            None => {
-                let (owner, tool) = self.owner_of(name)?;
-                (owner, tool.to_owned(), false)
-            }
-        };
+        let (owner, tool, listed) = self.serving(name)?;
         let path = if listed {
             self.access_path(name)?
         } else {
@@ -731,14 +725,22 @@ impl ToolCatalog {
     /// Who serves `name`, for a span: the attribute that names its owner (a server's or a
     /// group's id) and the id. `None` for a name no server or group serves.
     pub fn owner_attribute(&self, name: &str) -> Option<(&'static str, String)> {
-        let owner = match self.route(name) {
-            Some((owner, _)) => owner,
-            None => self.owner_of(name)?.0,
-        };
-        Some(match owner {
+        Some(match self.serving(name)?.0 {
             Owner::Server(server) => (mcpgw_core::trace::keys::MCP_SERVER_ID, server.to_string()),
             Owner::Group(group) => (mcpgw_core::trace::keys::GROUP_ID, group.to_string()),
         })
+    }
+
+    /// Who serves `name` and under which of its own names: the route of a listed name, else
+    /// the owner its prefixed form names; and whether it is listed.
+    fn serving(&self, name: &str) -> Option<(Owner, String, bool)> {
+        match self.route(name) {
+            Some((owner, tool)) => Some((owner, tool, true)),
+            None => {
+                let (owner, tool) = self.owner_of(name)?;
+                Some((owner, tool.to_owned(), false))
+            }
+        }
     }
 
     fn route(&self, name: &str) -> Option<(Owner, String)> {

@@ -46,7 +46,8 @@ pub(crate) struct ListQuery {
     page: Option<String>,
 }
 
-fn caller(visitor: &Visitor) -> Caller {
+/// Who the visitor is to the catalogue: the caller the MCP endpoint would see.
+pub(crate) fn caller(visitor: &Visitor) -> Caller {
     if visitor.session.method == mcpgw_gateway::SignInMethod::AuthenticationOff {
         return Caller::default();
     }

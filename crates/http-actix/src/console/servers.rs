@@ -347,43 +347,35 @@ pub(crate) struct Via {
     pub listed: Option<Listed>,
 }
 
-/// The catalogue as the visitor sees it at `/mcp` (as the Tools page asks it), by name, and
-/// how it names tools: what the server page's Try links are made from.
-struct Reach<'a> {
-    naming: mcpgw_gateway::ToolNaming,
-    listed: std::collections::HashMap<&'a str, &'a Tool>,
-}
+/// The names the visitor's catalogue lists (as the Tools page asks it), each under its owner
+/// and the owner's own name for the tool, as the catalogue routes them: what the server page's
+/// Try links are made from.
+struct Reach(std::collections::HashMap<(String, String), String>);
 
-impl Reach<'_> {
-    /// The name `owner`'s tool `tool` is listed under, if the catalogue lists it: bare when only
-    /// `owner` exposes that name and names are listed bare, else prefixed (both shortened when
-    /// too long). The tool listed under that name must be `tool` itself (the catalogue lists an
-    /// owner's tool as it is, renamed): a name that another owner's tool took is not this one.
-    fn name_of(&self, owner: &str, tool: &Tool) -> Option<Listed> {
-        [
-            self.naming.exposed_unique(owner, &tool.name),
-            self.naming.exposed(owner, &tool.name),
-        ]
-        .into_iter()
-        .find(|name| {
-            self.listed
-                .get(name.as_str())
-                .is_some_and(|shown| same_tool(shown, tool))
-        })
-        .map(|name| Listed {
-            href: super::catalogue::tool_href(&name),
-            name,
-        })
+impl Reach {
+    /// `listed`, the tools the visitor sees, with `owners`, who serves each of them
+    /// ([`mcpgw_gateway::ToolCatalog::owners_of`]); names no owner serves any more are left out.
+    fn new(listed: &[Tool], owners: Vec<Option<(ServerId, String)>>) -> Self {
+        Self(
+            listed
+                .iter()
+                .zip(owners)
+                .filter_map(|(tool, owner)| {
+                    owner.map(|(id, own)| ((id.to_string(), own), tool.name.clone()))
+                })
+                .collect(),
+        )
     }
-}
 
-/// Whether `listed`, as a catalogue lists it, is `own` under another name.
-fn same_tool(listed: &Tool, own: &Tool) -> bool {
-    listed.title == own.title
-        && listed.description == own.description
-        && listed.input_schema == own.input_schema
-        && listed.output_schema == own.output_schema
-        && listed.annotations == own.annotations
+    /// The name `owner`'s tool `tool` is listed under, if the visitor's catalogue lists it.
+    fn name_of(&self, owner: &str, tool: &str) -> Option<Listed> {
+        self.0
+            .get(&(owner.to_owned(), tool.to_owned()))
+            .map(|name| Listed {
+                href: super::catalogue::tool_href(name),
+                name: name.clone(),
+            })
+    }
 }
 
 /// Why a tool of a group's member has no Try link of its own.
@@ -408,22 +400,14 @@ fn tool_views(
         .groups()
         .map(|groups| groups.groups_of(server))
         .unwrap_or_default();
-    // The same catalogue the Tools page lists, as the same caller.
-    let catalogue = gateway.frontend().map(|frontend| {
-        let caller = if visitor.session.method == mcpgw_gateway::SignInMethod::AuthenticationOff {
-            mcpgw_core::Caller::default()
-        } else {
-            mcpgw_gateway::caller_of(visitor.identity())
-        };
-        frontend.tools(&caller)
-    });
-    let reach = catalogue.as_deref().map(|listed| Reach {
-        naming: mcpgw_gateway::ToolNaming::new(gateway.tool_names().clone()),
-        listed: listed
-            .iter()
-            .map(|tool| (tool.name.as_str(), tool))
-            .collect(),
-    });
+    // The same catalogue the Tools page lists, as the same caller, and who serves each name.
+    let reach = gateway
+        .frontend()
+        .zip(gateway.tool_catalog())
+        .map(|(frontend, catalog)| {
+            let listed = frontend.tools(&super::catalogue::caller(visitor));
+            Reach::new(&listed, catalog.owners_of(&listed))
+        });
     // Each group's own tools (a group exposes those of its first member whose tools are known).
     let group_tools: Vec<(String, Vec<Tool>)> = groups
         .iter()
@@ -447,14 +431,14 @@ fn tool_views(
                             listed: tools
                                 .iter()
                                 .find(|own| own.name == tool.name)
-                                .and_then(|own| reach.name_of(group, own)),
+                                .and_then(|own| reach.name_of(group, &own.name)),
                             group: group.clone(),
                         })
                         .collect();
                     (None, via, NOTE_MEMBER)
                 }
                 Some(reach) => {
-                    let listed = reach.name_of(server.as_str(), tool);
+                    let listed = reach.name_of(server.as_str(), &tool.name);
                     (listed, Vec::new(), NOTE_UNLISTED)
                 }
             };
@@ -1044,74 +1028,53 @@ mod tests {
         assert_eq!(body["command"], json!(["server", "--flag"]));
     }
 
-    fn tool(name: &str, description: &str) -> Tool {
-        let mut tool = Tool::new(name);
-        tool.description = Some(description.to_owned());
-        tool
-    }
-
-    fn reach(names: mcpgw_config::ToolNames, listed: &[Tool]) -> Option<(String, String)> {
-        let reach = Reach {
-            naming: mcpgw_gateway::ToolNaming::new(names),
-            listed: listed
-                .iter()
-                .map(|tool| (tool.name.as_str(), tool))
-                .collect(),
-        };
-        reach
-            .name_of("demo", &tool("echo", "Answers the given text."))
-            .map(|listed| (listed.name, listed.href))
+    fn reach(listed: &[&str], owners: &[Option<(&str, &str)>]) -> Reach {
+        let listed: Vec<Tool> = listed.iter().map(|name| Tool::new(*name)).collect();
+        let owners = owners
+            .iter()
+            .map(|owner| owner.map(|(id, own)| (ServerId::parse(id).unwrap(), own.to_owned())))
+            .collect();
+        Reach::new(&listed, owners)
     }
 
     #[test]
     fn a_try_link_names_the_tool_as_the_catalogue_lists_it() {
-        use mcpgw_config::ToolNames;
-        let echo = |name: &str| tool(name, "Answers the given text.");
-        assert_eq!(
-            reach(ToolNames::prefixed(), &[echo("demo__echo")]),
-            Some(("demo__echo".to_owned(), "/ui/tools/demo__echo".to_owned()))
+        // Prefixed, bare and another separator: whatever the name, it leads back to its owner.
+        let reach = reach(
+            &["demo__echo", "add", "gh.search"],
+            &[
+                Some(("demo", "echo")),
+                Some(("math", "add")),
+                Some(("github", "search")),
+            ],
         );
-        assert_eq!(
-            reach(ToolNames::bare(), &[echo("echo")]),
-            Some(("echo".to_owned(), "/ui/tools/echo".to_owned()))
-        );
-        // Under bare names, a name two owners expose is listed prefixed.
-        assert_eq!(
-            reach(
-                ToolNames::bare(),
-                &[echo("demo__echo"), echo("other__echo")]
-            ),
-            Some(("demo__echo".to_owned(), "/ui/tools/demo__echo".to_owned()))
-        );
-        // A custom separator.
-        let dotted = ToolNames {
-            separator: ".".to_owned(),
-            ..ToolNames::prefixed()
+        let link = |owner: &str, tool: &str| {
+            reach
+                .name_of(owner, tool)
+                .map(|listed| (listed.name, listed.href))
         };
         assert_eq!(
-            reach(dotted, &[echo("demo.echo")]),
-            Some(("demo.echo".to_owned(), "/ui/tools/demo.echo".to_owned()))
+            link("demo", "echo"),
+            Some(("demo__echo".to_owned(), "/ui/tools/demo__echo".to_owned()))
+        );
+        assert_eq!(
+            link("math", "add"),
+            Some(("add".to_owned(), "/ui/tools/add".to_owned()))
+        );
+        assert_eq!(
+            link("github", "search"),
+            Some(("gh.search".to_owned(), "/ui/tools/gh.search".to_owned()))
         );
     }
 
     #[test]
     fn a_tool_the_catalogue_does_not_list_as_this_servers_gets_no_try_link() {
-        use mcpgw_config::ToolNames;
-        // Bad input: the catalogue lists nothing of the server (pinned, refused, or a member's).
-        assert_eq!(reach(ToolNames::prefixed(), &[]), None);
-        // Another owner's tool took the name: a different tool under it is not this one.
-        assert_eq!(
-            reach(ToolNames::bare(), &[tool("echo", "Someone else's echo.")]),
-            None
-        );
-        // The name of another naming is not the one clients call.
-        assert_eq!(
-            reach(
-                ToolNames::prefixed(),
-                &[tool("echo", "Answers the given text.")]
-            ),
-            None
-        );
+        // Bad input: a catalogue that lists nothing of the server, a name another owner's tool
+        // took, and a listed name that is no longer routed.
+        assert!(reach(&[], &[]).name_of("demo", "echo").is_none());
+        let reach = reach(&["echo", "stale"], &[Some(("other", "echo")), None]);
+        assert!(reach.name_of("demo", "echo").is_none());
+        assert!(reach.name_of("demo", "stale").is_none());
     }
 
     #[test]
